@@ -1,0 +1,35 @@
+# outboxd — build, test and run against the project's own servers.
+#
+#   make test    start PostgreSQL + Kafka (internal/testbed/testbed.sh), run
+#                go vet and all tests with the race detector, stop both
+#   make up      keep both servers running; then `eval "$$(make -s env)"` and
+#                run `go test ./...` as often as you like
+#   make down    stop them
+#   make build   build bin/outboxd
+
+SHELL := /bin/bash
+GO ?= go
+TESTBED := internal/testbed/testbed.sh
+GOTESTFLAGS ?= -race -count=1 -timeout 30m
+
+.PHONY: test test-go up down env build fuzz
+
+test:
+	$(TESTBED) run -- $(MAKE) --no-print-directory test-go
+
+# test-go runs against whatever OUTBOXD_TEST_* points at (make up, or your own).
+test-go:
+	$(GO) vet ./...
+	set -o pipefail; $(GO) test $(GOTESTFLAGS) -json ./... | $(GO) run ./internal/testbed/testsummary
+
+up:
+	$(TESTBED) up
+
+down:
+	$(TESTBED) down
+
+env:
+	@$(TESTBED) env
+
+build:
+	$(GO) build -o bin/outboxd ./cmd/outboxd
