@@ -1,0 +1,200 @@
+package checkpoint
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// step is one operation on a Tracker in a table test.
+type step struct {
+	op      string // begin, add, ack, commit, idle, reset
+	txn     Txn
+	lsn     LSN
+	wantErr bool
+	flushed LSN // expected Flushed() after the step
+}
+
+func TestTracker(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		start LSN
+		steps []step
+	}{
+		{"empty transaction confirms at commit", 10, []step{
+			{op: "begin", txn: 1, flushed: 10},
+			{op: "commit", txn: 1, lsn: 20, flushed: 20},
+		}},
+		{"record pending holds the watermark", 0, []step{
+			{op: "begin", txn: 1},
+			{op: "add", txn: 1},
+			{op: "commit", txn: 1, lsn: 20},
+			{op: "ack", txn: 1, flushed: 20},
+		}},
+		{"ack before commit waits for commit", 0, []step{
+			{op: "begin", txn: 1},
+			{op: "add", txn: 1},
+			{op: "ack", txn: 1},
+			{op: "commit", txn: 1, lsn: 20, flushed: 20},
+		}},
+		{"later transaction acked first does not pass the earlier one", 5, []step{
+			{op: "begin", txn: 1, flushed: 5},
+			{op: "add", txn: 1, flushed: 5},
+			{op: "commit", txn: 1, lsn: 20, flushed: 5},
+			{op: "begin", txn: 2, flushed: 5},
+			{op: "add", txn: 2, flushed: 5},
+			{op: "add", txn: 2, flushed: 5},
+			{op: "commit", txn: 2, lsn: 30, flushed: 5},
+			{op: "ack", txn: 2, flushed: 5},
+			{op: "ack", txn: 2, flushed: 5},
+			{op: "ack", txn: 1, flushed: 30},
+		}},
+		{"partially acked transaction holds", 0, []step{
+			{op: "begin", txn: 1},
+			{op: "add", txn: 1},
+			{op: "add", txn: 1},
+			{op: "commit", txn: 1, lsn: 20},
+			{op: "ack", txn: 1},
+			{op: "begin", txn: 2},
+			{op: "commit", txn: 2, lsn: 30},
+			{op: "ack", txn: 1, flushed: 30},
+		}},
+		{"idle advances only when nothing is queued", 0, []step{
+			{op: "idle", lsn: 100, flushed: 100},
+			{op: "begin", txn: 1, flushed: 100},
+			{op: "idle", lsn: 200, flushed: 100},
+			{op: "add", txn: 1, flushed: 100},
+			{op: "commit", txn: 1, lsn: 150, flushed: 100},
+			{op: "idle", lsn: 200, flushed: 100},
+			{op: "ack", txn: 1, flushed: 150},
+			{op: "idle", lsn: 200, flushed: 200},
+			{op: "idle", lsn: 180, flushed: 200},
+		}},
+		{"reset keeps the watermark and ignores late acks", 0, []step{
+			{op: "begin", txn: 1},
+			{op: "add", txn: 1},
+			{op: "commit", txn: 1, lsn: 20},
+			{op: "begin", txn: 2},
+			{op: "add", txn: 2},
+			{op: "ack", txn: 1, flushed: 20},
+			{op: "reset", flushed: 20},
+			{op: "ack", txn: 2, flushed: 20},
+			{op: "begin", txn: 3, flushed: 20},
+			{op: "commit", txn: 3, lsn: 40, flushed: 40},
+		}},
+		{"misuse is an error", 0, []step{
+			{op: "ack", txn: 1, wantErr: true},
+			{op: "begin", txn: 1},
+			{op: "begin", txn: 2, wantErr: true},
+			{op: "ack", txn: 1, wantErr: true},
+			{op: "commit", txn: 1, lsn: 20, flushed: 20},
+			{op: "add", txn: 1, wantErr: true, flushed: 20},
+			{op: "commit", txn: 1, lsn: 30, wantErr: true, flushed: 20},
+			{op: "begin", txn: 2, flushed: 20},
+			{op: "commit", txn: 2, lsn: 20, wantErr: true, flushed: 20},
+			{op: "commit", txn: 7, lsn: 50, wantErr: true, flushed: 20},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tr := New(tt.start)
+			for i, s := range tt.steps {
+				var err error
+				switch s.op {
+				case "begin":
+					var got Txn
+					got, err = tr.Begin()
+					if err == nil && got != s.txn {
+						t.Fatalf("step %d: Begin = %d, want %d", i, got, s.txn)
+					}
+				case "add":
+					err = tr.Add(s.txn)
+				case "ack":
+					err = tr.Ack(s.txn)
+				case "commit":
+					err = tr.Commit(s.txn, s.lsn)
+				case "idle":
+					tr.Idle(s.lsn)
+				case "reset":
+					tr.Reset()
+				}
+				if (err != nil) != s.wantErr {
+					t.Fatalf("step %d (%s %d): err = %v, wantErr %v", i, s.op, s.txn, err, s.wantErr)
+				}
+				if got := tr.Flushed(); got != s.flushed {
+					t.Fatalf("step %d (%s %d): Flushed = %s, want %s", i, s.op, s.txn, got, s.flushed)
+				}
+			}
+		})
+	}
+}
+
+// TestTrackerOutOfOrderAcks checks the invariant against a model over many
+// random interleavings: after every step, Flushed equals the end of the
+// longest fully acknowledged, committed prefix of transactions.
+func TestTrackerOutOfOrderAcks(t *testing.T) {
+	t.Parallel()
+	for seed := uint64(0); seed < 200; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		tr := New(0)
+		type rec struct{ txn, idx int }
+		nTx := 1 + rng.IntN(30)
+		sizes := make([]int, nTx)
+		acked := make([]int, nTx)
+		var unacked []rec
+		for i := range sizes {
+			x, err := tr.Begin()
+			if err != nil || int(x) != i+1 {
+				t.Fatalf("seed %d: Begin = %d, %v", seed, x, err)
+			}
+			sizes[i] = rng.IntN(5)
+			for j := 0; j < sizes[i]; j++ {
+				if err := tr.Add(x); err != nil {
+					t.Fatal(err)
+				}
+				unacked = append(unacked, rec{i, j})
+			}
+			if err := tr.Commit(x, LSN((i+1)*100)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		model := func() LSN {
+			var w LSN
+			for i := range sizes {
+				if acked[i] < sizes[i] {
+					break
+				}
+				w = LSN((i + 1) * 100)
+			}
+			return w
+		}
+		if got, want := tr.Flushed(), model(); got != want {
+			t.Fatalf("seed %d before acks: Flushed = %s, want %s", seed, got, want)
+		}
+		rng.Shuffle(len(unacked), func(i, j int) { unacked[i], unacked[j] = unacked[j], unacked[i] })
+		for _, r := range unacked {
+			if err := tr.Ack(Txn(r.txn + 1)); err != nil {
+				t.Fatal(err)
+			}
+			acked[r.txn]++
+			if got, want := tr.Flushed(), model(); got != want {
+				t.Fatalf("seed %d after ack of txn %d: Flushed = %s, want %s", seed, r.txn+1, got, want)
+			}
+		}
+		if recs, txns := tr.InFlight(); recs != 0 || txns != 0 {
+			t.Fatalf("seed %d: InFlight = %d records, %d txns after all acks", seed, recs, txns)
+		}
+	}
+}
+
+func BenchmarkTrackerSmallTransactions(b *testing.B) {
+	tr := New(0)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		x, _ := tr.Begin()
+		_ = tr.Add(x)
+		_ = tr.Commit(x, LSN(i+1))
+		_ = tr.Ack(x)
+	}
+}
