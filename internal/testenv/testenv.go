@@ -82,7 +82,11 @@ func AdminURL(t testing.TB) string {
 // terminated first) and the database is dropped.
 func Database(t testing.TB) string {
 	t.Helper()
-	admin := AdminURL(t)
+	return database(t, AdminURL(t))
+}
+
+func database(t testing.TB, admin string) string {
+	t.Helper()
 	name := Name(t, "t")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -176,4 +180,11 @@ func Admin(t testing.TB, brokers []string) *kadm.Client {
 	}
 	t.Cleanup(cl.Close)
 	return kadm.NewClient(cl)
+}
+
+// DatabaseOn is Database on another server (a private cluster from
+// StartPostgres), given its superuser URL.
+func DatabaseOn(t testing.TB, adminURL string) string {
+	t.Helper()
+	return database(t, adminURL)
 }

@@ -1,0 +1,91 @@
+package cdc
+
+import (
+	"errors"
+	"time"
+
+	"github.com/outboxd/outboxd/decode"
+)
+
+// Config configures a Streamer. Zero durations and names take the defaults
+// below (see WithDefaults).
+type Config struct {
+	// DatabaseURL is a libpq-style URL of the database holding the outbox.
+	// The replication connection is derived from it (replication=database).
+	DatabaseURL string
+	// Slot is the logical replication slot (plugin pgoutput). Default "outboxd".
+	Slot string
+	// CreateSlot creates the slot when it is missing (with a warning: rows
+	// committed before it existed are not published).
+	CreateSlot bool
+	// Publication is the publication over the outbox table(s). Default "outboxd".
+	Publication string
+	// Columns names the outbox columns. Default decode.DefaultColumns().
+	Columns decode.Columns
+	// StatusInterval is the longest time between two standby status
+	// updates. Default 10s. It must stay well below the server's
+	// wal_sender_timeout (default 60s).
+	StatusInterval time.Duration
+	// ShutdownTimeout bounds the drain after Run's context ends: finishing
+	// the open transaction, waiting for Kafka's acknowledgments, sending the
+	// final status. Default 30s. Past it, what is unconfirmed is re-sent on
+	// the next start (at-least-once).
+	ShutdownTimeout time.Duration
+	// SlotRetryInterval is how often a standby retries a slot another
+	// process is using. Default 1s: the takeover delay after the active
+	// process dies is about this plus the server noticing the death.
+	SlotRetryInterval time.Duration
+	// ReconnectMaxInterval caps the exponential backoff between reconnects
+	// after a lost connection. Default 10s.
+	ReconnectMaxInterval time.Duration
+	// BatchSize is how many events the replication goroutine hands to the
+	// publishing goroutine at once. Default 256.
+	BatchSize int
+}
+
+// Defaults.
+const (
+	DefaultSlot                 = "outboxd"
+	DefaultPublication          = "outboxd"
+	DefaultStatusInterval       = 10 * time.Second
+	DefaultShutdownTimeout      = 30 * time.Second
+	DefaultSlotRetryInterval    = time.Second
+	DefaultReconnectMaxInterval = 10 * time.Second
+	DefaultBatchSize            = 256
+)
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Slot == "" {
+		c.Slot = DefaultSlot
+	}
+	if c.Publication == "" {
+		c.Publication = DefaultPublication
+	}
+	if c.Columns == (decode.Columns{}) {
+		c.Columns = decode.DefaultColumns()
+	}
+	if c.StatusInterval <= 0 {
+		c.StatusInterval = DefaultStatusInterval
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.SlotRetryInterval <= 0 {
+		c.SlotRetryInterval = DefaultSlotRetryInterval
+	}
+	if c.ReconnectMaxInterval <= 0 {
+		c.ReconnectMaxInterval = DefaultReconnectMaxInterval
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.DatabaseURL == "" {
+		return errors.New("no database URL given")
+	}
+	return nil
+}

@@ -1,0 +1,313 @@
+package cdc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/internal/testenv"
+	"github.com/outboxd/outboxd/migrations"
+	"github.com/outboxd/outboxd/publish"
+)
+
+// bed is one test's database (migrated, with its slot), topic and broker.
+type bed struct {
+	t       *testing.T
+	url     string
+	brokers []string
+	topic   string
+	pool    *pgxpool.Pool
+	slot    string
+	log     *slog.Logger
+}
+
+func newBed(t *testing.T, dbAdminURL string, brokers []string) *bed {
+	t.Helper()
+	var url string
+	if dbAdminURL == "" {
+		url = testenv.Database(t)
+	} else {
+		url = testenv.DatabaseOn(t, dbAdminURL)
+	}
+	if brokers == nil {
+		brokers = testenv.Brokers(t)
+	}
+	// Slots are cluster-wide: each test needs its own name.
+	b := &bed{t: t, url: url, brokers: brokers, slot: testenv.Name(t, "slot"), log: testLogger(t)}
+	b.topic = testenv.CreateTopic(t, brokers, testenv.Name(t, "topic"), 3)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := migrations.Apply(ctx, conn, migrations.Target{Table: "public.outbox", Publication: "outboxd"}, b.log); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cdc.EnsureSlot(ctx, conn, b.slot, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE other (id bigserial PRIMARY KEY, note text)`); err != nil {
+		t.Fatal(err)
+	}
+	b.pool, err = pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.pool.Close)
+	return b
+}
+
+// testLogger writes to the test log when -v, and nowhere otherwise.
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// runner is a Streamer running in the background.
+type runner struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start runs a publisher + streamer against the bed until stopped.
+func (b *bed) start(cfg cdc.Config, brokers ...string) *runner {
+	b.t.Helper()
+	if brokers == nil {
+		brokers = b.brokers
+	}
+	pub, err := publish.New(publish.Config{Brokers: brokers}, b.log)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	cfg.DatabaseURL = b.url
+	cfg.Slot = b.slot
+	if cfg.StatusInterval == 0 {
+		cfg.StatusInterval = 200 * time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runner{cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		defer pub.Close()
+		r.done <- cdc.New(cfg, pub, b.log).Run(ctx)
+	}()
+	b.t.Cleanup(func() { _ = r.stop() })
+	return r
+}
+
+// stop cancels (as SIGTERM does) and waits for Run's result.
+func (r *runner) stop() error {
+	r.cancel()
+	return r.wait(time.Minute)
+}
+
+func (r *runner) wait(d time.Duration) error {
+	select {
+	case err, ok := <-r.done:
+		if !ok {
+			return nil
+		}
+		close(r.done)
+		return err
+	case <-time.After(d):
+		return errors.New("streamer did not return")
+	}
+}
+
+// row is one outbox row to insert.
+type row struct {
+	agg     string // uuid
+	topic   string
+	payload string
+	headers string // JSON object or ""
+}
+
+// insert writes rows in one transaction, committed or rolled back, and
+// returns their ids.
+func (b *bed) insert(ctx context.Context, rows []row, commit bool, alsoOther bool) ([]int64, error) {
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(context.Background())
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		var headers any
+		if r.headers != "" {
+			headers = r.headers
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO outbox (aggregate_id, topic, payload, headers) VALUES ($1, $2, $3, $4) RETURNING id`,
+			r.agg, r.topic, r.payload, headers).Scan(&ids[i]); err != nil {
+			return nil, err
+		}
+	}
+	if alsoOther {
+		if _, err := tx.Exec(ctx, `INSERT INTO other (note) VALUES ('not an event')`); err != nil {
+			return nil, err
+		}
+	}
+	if !commit {
+		return ids, tx.Rollback(ctx)
+	}
+	return ids, tx.Commit(ctx)
+}
+
+// consumer reads a topic from the start.
+type consumer struct {
+	cl   *kgo.Client
+	mu   sync.Mutex
+	recs []*kgo.Record
+}
+
+func (b *bed) consume(brokers ...string) *consumer {
+	b.t.Helper()
+	if brokers == nil {
+		brokers = b.brokers
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(b.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(cl.Close)
+	return &consumer{cl: cl}
+}
+
+// until polls until n records arrived (or d passed) and returns them all.
+func (c *consumer) until(t *testing.T, n int, d time.Duration) []*kgo.Record {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for len(c.recs) < n && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		fs := c.cl.PollFetches(ctx)
+		cancel()
+		c.recs = append(c.recs, fs.Records()...)
+	}
+	if len(c.recs) < n {
+		t.Fatalf("consumed %d records within %s, want %d", len(c.recs), d, n)
+	}
+	return c.recs
+}
+
+// untilIDs polls until every id in want arrived (or d passed) and returns
+// all records.
+func (c *consumer) untilIDs(t *testing.T, want []int64, d time.Duration) []*kgo.Record {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	got := map[int64]bool{}
+	missing := func() []int64 {
+		for _, r := range c.recs {
+			got[recordID(t, r)] = true
+		}
+		var m []int64
+		for _, id := range want {
+			if !got[id] {
+				m = append(m, id)
+			}
+		}
+		return m
+	}
+	for len(missing()) > 0 && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		fs := c.cl.PollFetches(ctx)
+		cancel()
+		c.recs = append(c.recs, fs.Records()...)
+	}
+	if m := missing(); len(m) > 0 {
+		t.Fatalf("%d of %d outbox ids not published within %s: %v", len(m), len(want), d, m[:min(len(m), 20)])
+	}
+	return c.recs
+}
+
+// settle polls a little longer to catch records beyond the expected count.
+func (c *consumer) settle(t *testing.T, d time.Duration) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	for ctx.Err() == nil {
+		c.recs = append(c.recs, c.cl.PollFetches(ctx).Records()...)
+	}
+	return c.recs
+}
+
+func header(r *kgo.Record, key string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+func recordID(t *testing.T, r *kgo.Record) int64 {
+	t.Helper()
+	v, ok := header(r, "id")
+	if !ok {
+		t.Fatalf("record at %s/%d/%d has no id header", r.Topic, r.Partition, r.Offset)
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("id header %q: %v", v, err)
+	}
+	return id
+}
+
+// confirmed reads the slot's confirmed_flush_lsn.
+func (b *bed) confirmed(t *testing.T) pglogrepl.LSN {
+	t.Helper()
+	var s string
+	if err := b.pool.QueryRow(t.Context(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`, b.slot).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	lsn, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+func (b *bed) currentLSN(t *testing.T) pglogrepl.LSN {
+	t.Helper()
+	var s string
+	if err := b.pool.QueryRow(t.Context(), `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	lsn, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+// eventually retries cond every 100ms for up to d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func uuidFor(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
+
+func testenvStartPostgres(t *testing.T) string { return testenv.StartPostgres(t).URL }
+func testenvStartKafka(t *testing.T) *testenv.Kafka {
+	return testenv.StartKafka(t)
+}

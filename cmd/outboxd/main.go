@@ -1,0 +1,104 @@
+// Command outboxd publishes a PostgreSQL transactional outbox to Kafka from
+// the write-ahead log. See `outboxd help`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the command ran and failed (permanent error, unreachable database, ...)
+	exitUsage = 2 // bad flags or configuration
+)
+
+var version = "dev" // set with -ldflags "-X main.version=..."
+
+const usage = `outboxd publishes committed outbox rows from PostgreSQL's WAL to Kafka, in
+commit order, confirming the replication slot only after Kafka acknowledges.
+
+Usage:
+  outboxd migrate --database-url URL      create the outbox table, publication and slot
+  outboxd run --database-url URL --brokers HOST:PORT
+                                          stream the outbox to Kafka until SIGTERM/SIGINT
+  outboxd demo                            a throwaway PostgreSQL and in-process Kafka, with
+                                          sample orders flowing through
+  outboxd version                         print the version
+
+Every flag can also be set with an environment variable: OUTBOXD_ and the flag
+name in upper snake case (--database-url is OUTBOXD_DATABASE_URL); a flag on
+the command line wins. Run "outboxd COMMAND --help" for a command's flags and
+their defaults.
+
+Exit codes: 0 clean stop, 1 failure (the reason is logged), 2 bad usage or
+configuration.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+}
+
+func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// SIGHUP is not a reason to die (a closed terminal, a config reload
+	// request): ignore it rather than take the default action.
+	signal.Ignore(syscall.SIGHUP)
+
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return cmdRun(ctx, rest, stderr, getenv)
+	case "migrate":
+		return cmdMigrate(ctx, rest, stderr, getenv)
+	case "demo":
+		return cmdDemo(ctx, rest, stdout, stderr, getenv)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "outboxd", version)
+		return exitOK
+	case "help", "--help", "-help", "-h":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "outboxd: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+}
+
+// newFlagSet returns a FlagSet whose --help lists every flag with its
+// default and environment variable.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: outboxd %s [flags]\n\n%s\n\nFlags (each also read from its environment variable):\n", name, synopsis)
+		fs.VisitAll(func(f *flag.Flag) {
+			def := f.DefValue
+			if def == "" {
+				def = `""`
+			}
+			fmt.Fprintf(stderr, "  --%s  (env %s, default %s)\n      %s\n", f.Name, envName(f.Name), def, f.Usage)
+		})
+	}
+	return fs
+}
+
+// parseExit maps a flag parsing error to an exit code: --help is not a failure.
+func parseExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	return exitUsage
+}

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/internal/testenv"
+)
+
+// proc is an `outboxd` child process.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	mu     *sync.Mutex
+	done   chan struct{}
+}
+
+// world is one test's database and topic with `outboxd migrate` applied.
+type world struct {
+	url, brokers, topic, slot string
+	pool                      *pgxpool.Pool
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{url: testenv.Database(t), brokers: strings.Join(testenv.Brokers(t), ","), topic: testenv.Topic(t, 3), slot: testenv.Name(t, "slot")}
+	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--slot", w.slot).CombinedOutput(); err != nil {
+		t.Fatalf("outboxd migrate: %v\n%s", err, out)
+	}
+	var err error
+	if w.pool, err = pgxpool.New(t.Context(), w.url); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.pool.Close)
+	return w
+}
+
+func (w *world) start(t *testing.T, extra ...string) *proc {
+	t.Helper()
+	args := append([]string{"run", "--slot", w.slot, "--status-interval", "200ms"}, extra...)
+	cmd := exec.Command(builtBinary, args...)
+	cmd.Env = append(os.Environ(), "OUTBOXD_DATABASE_URL="+w.url, "OUTBOXD_BROKERS="+w.brokers)
+	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.stderr.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+		}
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
+	return p
+}
+
+func (p *proc) log() string { p.mu.Lock(); defer p.mu.Unlock(); return p.stderr.String() }
+
+func (p *proc) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(d):
+		t.Fatalf("outboxd did not exit within %s; log:\n%s", d, p.log())
+		return -1
+	}
+}
+
+// writeBatches inserts n transactions of 5 rows.
+func (w *world) write(t *testing.T, n, from int) []int64 {
+	t.Helper()
+	var ids []int64
+	for i := range n {
+		rows, err := w.pool.Query(t.Context(), `INSERT INTO outbox (aggregate_id, topic, payload)
+			SELECT ('00000000-0000-4000-8000-' || lpad(($1 + g % 4)::text, 12, '0'))::uuid, $2, jsonb_build_object('n', $1 + g)
+			FROM generate_series(1, 5) g RETURNING id`, from+i*5, w.topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+	}
+	return ids
+}
+
+// consumeAll reads the topic from the start until every id in want is there
+// plus a quiet period, returning how often each id arrived and its values.
+func (w *world) consumeAll(t *testing.T, want []int64, d time.Duration) (map[int64]int, map[int64][]string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(w.brokers, ",")...), kgo.ConsumeTopics(w.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	count := map[int64]int{}
+	values := map[int64][]string{}
+	missing := func() int {
+		m := 0
+		for _, id := range want {
+			if count[id] == 0 {
+				m++
+			}
+		}
+		return m
+	}
+	deadline := time.Now().Add(d)
+	quietUntil := time.Time{}
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			for _, h := range r.Headers {
+				if h.Key == "id" {
+					id, _ := strconv.ParseInt(string(h.Value), 10, 64)
+					count[id]++
+					values[id] = append(values[id], string(r.Value))
+				}
+			}
+		})
+		if missing() == 0 {
+			if quietUntil.IsZero() {
+				quietUntil = time.Now().Add(2 * time.Second)
+			} else if time.Now().After(quietUntil) {
+				return count, values
+			}
+		}
+	}
+	t.Fatalf("%d of %d ids never arrived within %s", missing(), len(want), d)
+	return nil, nil
+}
+
+// TestSIGTERMRestartPublishesNoDuplicates: SIGTERM mid-stream exits 0 after
+// draining; the restart sends nothing twice.
+func TestSIGTERMRestartPublishesNoDuplicates(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	var want []int64
+	for round := range 3 {
+		p := w.start(t)
+		want = append(want, w.write(t, 40, round*1000)...)
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.wait(t, time.Minute); code != 0 {
+			t.Fatalf("round %d: exit code %d after SIGTERM; log:\n%s", round, code, p.log())
+		}
+	}
+	p := w.start(t)
+	count, _ := w.consumeAll(t, want, 2*time.Minute)
+	for id, n := range count {
+		if n != 1 {
+			t.Errorf("outbox id %d published %d times across SIGTERM restarts", id, n)
+		}
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t, time.Minute)
+}
+
+// TestKill9RestartLosesNothing: kill -9 mid-stream, restart: every row
+// arrives; rows sent twice carry the same id and payload.
+func TestKill9RestartLosesNothing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	var want []int64
+	for round := range 3 {
+		p := w.start(t)
+		var wg sync.WaitGroup
+		var ids []int64
+		wg.Add(1)
+		go func() { defer wg.Done(); ids = w.write(t, 60, round*1000) }()
+		time.Sleep(time.Duration(300+round*200) * time.Millisecond)
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		p.wait(t, time.Minute)
+		wg.Wait()
+		want = append(want, ids...)
+	}
+	p := w.start(t)
+	count, values := w.consumeAll(t, want, 2*time.Minute)
+	dups := 0
+	for id, n := range count {
+		if n > 1 {
+			dups += n - 1
+			for _, v := range values[id][1:] {
+				if v != values[id][0] {
+					t.Errorf("outbox id %d re-sent with another payload: %s vs %s", id, v, values[id][0])
+				}
+			}
+		}
+	}
+	t.Logf("kill -9 x3: %d rows, %d duplicates (same id and payload)", len(want), dups)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t, time.Minute)
+}
+
+// TestMissingPublicationExitsNonZero: `run` without `migrate` tells the
+// operator what to do and exits 1.
+func TestMissingPublicationExitsNonZero(t *testing.T) {
+	t.Parallel()
+	w := &world{url: testenv.Database(t), brokers: strings.Join(testenv.Brokers(t), ","), slot: testenv.Name(t, "slot")}
+	p := w.start(t)
+	if code := p.wait(t, time.Minute); code != exitError {
+		t.Fatalf("exit code %d, want %d; log:\n%s", code, exitError, p.log())
+	}
+	if !strings.Contains(p.log(), "outboxd migrate") {
+		t.Errorf("log does not tell to run outboxd migrate:\n%s", p.log())
+	}
+}
+
+// TestSecondInstanceStandsByThenTakesOver: the second `outboxd run` on a
+// busy slot waits (logging it once) and takes over when the first exits.
+func TestSecondInstanceStandsByThenTakesOver(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	first := w.start(t)
+	want := w.write(t, 2, 0)
+	w.consumeAll(t, want, time.Minute)
+	second := w.start(t, "--slot-retry-interval", "100ms")
+	time.Sleep(2 * time.Second)
+	if n := strings.Count(second.log(), "in use by another process"); n != 1 {
+		t.Errorf("standby logged the busy slot %d times, want once:\n%s", n, second.log())
+	}
+	_ = first.cmd.Process.Signal(syscall.SIGKILL)
+	first.wait(t, time.Minute)
+	want = append(want, w.write(t, 2, 100)...)
+	w.consumeAll(t, want, time.Minute)
+	_ = second.cmd.Process.Signal(syscall.SIGTERM)
+	if code := second.wait(t, time.Minute); code != 0 {
+		t.Fatalf("standby exit code %d; log:\n%s", code, second.log())
+	}
+}
+
+// TestMillionRowTransactionBoundedMemory streams one transaction of
+// 1,000,000 rows and reports the publisher's peak RSS.
+func TestMillionRowTransactionBoundedMemory(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.start(t)
+	const n = 1_000_000
+	start := time.Now()
+	if _, err := w.pool.Exec(t.Context(), `INSERT INTO outbox (aggregate_id, topic, payload)
+		SELECT ('00000000-0000-4000-8000-' || lpad((g % 1000)::text, 12, '0'))::uuid, $1,
+		       jsonb_build_object('n', g, 'pad', repeat('x', 180))
+		FROM generate_series(1, $2::int) g`, w.topic, n); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(w.brokers, ",")...), kgo.ConsumeTopics(w.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := 0
+	deadline := time.Now().Add(8 * time.Minute)
+	for got < n && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		got += cl.PollFetches(ctx).NumRecords()
+		cancel()
+	}
+	if got < n {
+		t.Fatalf("consumed %d of %d records; log:\n%s", got, n, p.log())
+	}
+	elapsed := time.Since(start)
+	peak := peakRSS(t, p.cmd.Process.Pid)
+	t.Logf("1,000,000-row transaction: consumed in %s (%.0f rows/s incl. the insert), publisher peak RSS %d MiB", elapsed.Round(time.Second), n/elapsed.Seconds(), peak>>20)
+	// The in-flight caps (16 MiB of records by default) bound memory; a
+	// publisher holding the transaction would need over 250 MB.
+	if peak > 200<<20 {
+		t.Errorf("publisher peak RSS %d MiB: the transaction is being held in memory", peak>>20)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Errorf("exit code %d after SIGTERM; log:\n%s", code, p.log())
+	}
+}
+
+// peakRSS reads VmHWM (peak resident set) of a live process, in bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc status")
+	return 0
+}

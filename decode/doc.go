@@ -1,0 +1,21 @@
+// Package decode turns pgoutput messages into outbox events.
+//
+// It owns the pure step of outboxd's pipeline: the bytes of one pgoutput
+// message (the WALData of one XLogData message, protocol version 1, no
+// streaming) become a [Message]: the Begin of a transaction, one outbox
+// [Event] per committed insert into an outbox table, or the Commit that ends
+// the transaction with the end LSN that may be confirmed once every event
+// before it is acknowledged. Relation messages are remembered (and checked
+// with [ValidateTable]) so that inserts can be mapped to outbox columns;
+// everything else (updates, deletes, truncates, types, origins, logical
+// decoding messages) is recognised, checked for well-formedness and ignored.
+//
+// Invariants:
+//   - Pure: no I/O, no goroutines, no logging, no package-level mutable state.
+//   - Never panics, on any input: lengths are checked before every read, and
+//     a message that is truncated or carries trailing bytes is an error.
+//   - Copies every byte it keeps: the caller reuses the WALData buffer, so no
+//     Event field aliases the input.
+//   - Errors say what was being decoded and name the table, the column and,
+//     once it is known, the outbox id (see [RowError]).
+package decode

@@ -1,0 +1,50 @@
+package decode
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// RowError is a problem with one outbox row: a column value that cannot be
+// turned into a record (a NULL topic, an id that is not an integer, headers
+// that are not a JSON object, ...). Callers can use errors.As to report the
+// outbox id and stop without skipping the row.
+type RowError struct {
+	Table  string // schema-qualified table, e.g. "public.outbox"
+	Column string // the column at fault
+	ID     int64  // the outbox id; meaningful only when HasID is true
+	HasID  bool   // false when the id itself could not be decoded
+	Err    error  // what is wrong with the value
+}
+
+// Error reads like
+// `decoding insert into public.outbox: column "topic": null topic (outbox id 42)`.
+func (e *RowError) Error() string {
+	s := "decoding insert into " + e.Table + ": column " + strconv.Quote(e.Column) + ": " + e.Err.Error()
+	if e.HasID {
+		s += " (outbox id " + strconv.FormatInt(e.ID, 10) + ")"
+	}
+	return s
+}
+
+// Unwrap returns the underlying error.
+func (e *RowError) Unwrap() error { return e.Err }
+
+// truncatedError describes a message that ended before a field was complete.
+func truncatedError(field string, off int, want uint64, have int) error {
+	return fmt.Errorf("truncated at offset %d: %s needs %d bytes, %d left", off, field, want, have)
+}
+
+// quoteShort quotes b for an error message, cutting it after 64 bytes.
+func quoteShort(b []byte) string {
+	const max = 64
+	if len(b) > max {
+		return strconv.Quote(string(b[:max])) + "..."
+	}
+	return strconv.Quote(string(b))
+}
+
+// constError is an error that can be a constant.
+type constError string
+
+func (e constError) Error() string { return string(e) }

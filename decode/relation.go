@@ -1,0 +1,113 @@
+package decode
+
+import (
+	"errors"
+	"fmt"
+)
+
+// relation is what a Relation message says about a table in the publication,
+// reduced to what decoding an insert needs.
+type relation struct {
+	table   string           // schema-qualified
+	columns []Column         // in tuple order
+	role    []int8           // per column: its role (roleID...), or -1
+	pos     [numRoles]int    // per role: its column position, or -1 (headers only)
+	oid     [numRoles]uint32 // per role: the column's type OID
+}
+
+// decodeRelation parses a Relation message (body after the type byte):
+//
+//	Int32 relation id, String namespace, String name, Int8 replica identity,
+//	Int16 column count, then per column: Int8 flags, String name,
+//	Int32 type OID, Int32 type modifier.
+//
+// pglogrepl's RelationMessage.Decode reads past the end of a truncated
+// message, so the message is parsed here.
+func (d *Decoder) decodeRelation(body []byte) (Message, error) {
+	r := reader{buf: body}
+	id, err := r.uint32("relation id")
+	if err != nil {
+		return Message{}, fmt.Errorf("decoding relation: %w", err)
+	}
+	table, cols, err := parseRelationBody(&r)
+	if err != nil {
+		return Message{}, fmt.Errorf("decoding relation %d: %w", id, err)
+	}
+	pos, errs := locate(table, cols, d.cols)
+	if len(errs) > 0 {
+		// The table changed in a way that makes it unusable: forget the old
+		// description too, so that no insert is decoded against it.
+		delete(d.rels, id)
+		return Message{}, fmt.Errorf("decoding relation %d: %w", id, errors.Join(errs...))
+	}
+	rel := &relation{table: table, columns: cols, role: make([]int8, len(cols)), pos: pos}
+	for i := range rel.role {
+		rel.role[i] = -1
+	}
+	for role, p := range pos {
+		if p >= 0 {
+			rel.role[p] = int8(role)
+			rel.oid[role] = cols[p].TypeOID
+		}
+	}
+	d.rels[id] = rel
+	return Message{Kind: KindIgnored}, nil
+}
+
+// parseRelationBody parses a Relation message after its relation id.
+func parseRelationBody(r *reader) (table string, cols []Column, err error) {
+	ns, err := r.cstring("namespace")
+	if err != nil {
+		return "", nil, err
+	}
+	name, err := r.cstring("relation name")
+	if err != nil {
+		return "", nil, err
+	}
+	if len(ns) == 0 {
+		// pgoutput sends an empty namespace for pg_catalog.
+		ns = []byte("pg_catalog")
+	}
+	table = string(ns) + "." + string(name)
+	if _, err := r.uint8("replica identity"); err != nil {
+		return table, nil, err
+	}
+	n, err := r.uint16("column count")
+	if err != nil {
+		return table, nil, err
+	}
+	// Each column takes at least 10 bytes: do not allocate for columns
+	// that cannot be there.
+	if int(n)*10 > r.left() {
+		return table, nil, truncatedError(fmt.Sprintf("%d columns", n), r.pos, uint64(n)*10, r.left())
+	}
+	cols = make([]Column, n)
+	for i := range cols {
+		if cols[i], err = parseRelationColumn(r); err != nil {
+			return table, nil, fmt.Errorf("column %d: %w", i, err)
+		}
+	}
+	if err := r.done(); err != nil {
+		return table, nil, err
+	}
+	return table, cols, nil
+}
+
+// parseRelationColumn parses one column of a Relation message.
+func parseRelationColumn(r *reader) (Column, error) {
+	if _, err := r.uint8("flags"); err != nil {
+		return Column{}, err
+	}
+	name, err := r.cstring("name")
+	if err != nil {
+		return Column{}, err
+	}
+	oid, err := r.uint32("type")
+	if err != nil {
+		return Column{}, err
+	}
+	if _, err := r.uint32("type modifier"); err != nil {
+		return Column{}, err
+	}
+	return Column{Name: string(name), TypeOID: oid}, nil
+}

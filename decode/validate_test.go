@@ -1,0 +1,92 @@
+package decode
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidateTable(t *testing.T) {
+	tests := []struct {
+		name string
+		cols []Column
+		want Columns
+		errs []string // empty: valid; otherwise each must be in the error
+		n    int      // number of problems reported (lines of the joined error)
+	}{
+		{name: "default outbox table", cols: outboxColumns(), want: DefaultColumns()},
+		{name: "zero Columns means the defaults", cols: outboxColumns()},
+		{
+			name: "every accepted type",
+			cols: []Column{{"id", oidInt2}, {"topic", oidVarchar}, {"aggregate_id", oidText}, {"payload", oidBytea}, {"headers", oidJSON}},
+		},
+		{
+			name: "headers column is optional",
+			cols: []Column{{"id", oidInt4}, {"topic", oidText}, {"aggregate_id", oidVarchar}, {"payload", oidText}},
+		},
+		{
+			name: "missing column",
+			cols: []Column{{"id", oidInt8}, {"aggregate_id", oidUUID}, {"payload", oidJSONB}},
+			errs: []string{`table public.outbox: missing topic column "topic"`},
+			n:    1,
+		},
+		{
+			name: "every problem at once",
+			cols: []Column{{"id", oidText}, {"topic", 1042}, {"payload", 16}, {"headers", oidText}},
+			errs: []string{
+				`table public.outbox: id column "id" has type text (oid 25), want bigint, integer or smallint`,
+				`table public.outbox: topic column "topic" has type character (oid 1042), want text or character varying`,
+				`table public.outbox: missing key column "aggregate_id"`,
+				`table public.outbox: payload column "payload" has type boolean (oid 16), want jsonb, json, bytea, text or character varying`,
+				`table public.outbox: headers column "headers" has type text (oid 25), want jsonb or json`,
+			},
+			n: 5,
+		},
+		{
+			name: "type without a known name",
+			cols: []Column{{"id", oidInt8}, {"topic", oidText}, {"aggregate_id", 16500}, {"payload", oidJSONB}},
+			errs: []string{`key column "aggregate_id" has type oid 16500, want uuid, text or character varying`},
+			n:    1,
+		},
+		{
+			name: "custom names",
+			cols: []Column{{"seq", oidInt8}, {"dest", oidText}, {"k", oidText}, {"body", oidJSONB}},
+			want: Columns{ID: "seq", Topic: "dest", Key: "k", Payload: "body", Headers: "meta"},
+		},
+		{
+			name: "custom names, default table does not match",
+			cols: outboxColumns(),
+			want: Columns{ID: "seq", Topic: "dest", Key: "k", Payload: "body", Headers: "meta"},
+			errs: []string{`missing id column "seq"`, `missing topic column "dest"`, `missing key column "k"`, `missing payload column "body"`},
+			n:    4,
+		},
+		{
+			name: "one column configured for two roles",
+			cols: []Column{{"id", oidInt8}, {"topic", oidText}, {"payload", oidText}},
+			want: Columns{Key: "payload"},
+			errs: []string{`table public.outbox: column "payload" is configured as both the key and the payload column`},
+			n:    1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateTable("public.outbox", tt.cols, tt.want)
+			if len(tt.errs) == 0 {
+				if err != nil {
+					t.Fatalf("ValidateTable: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("ValidateTable = nil, want errors %q", tt.errs)
+			}
+			for _, e := range tt.errs {
+				if !strings.Contains(err.Error(), e) {
+					t.Errorf("error %q\ndoes not contain %q", err, e)
+				}
+			}
+			if n := len(strings.Split(err.Error(), "\n")); n != tt.n {
+				t.Errorf("%d problems reported, want %d:\n%v", n, tt.n, err)
+			}
+		})
+	}
+}
