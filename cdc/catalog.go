@@ -17,7 +17,7 @@ type SlotInfo struct {
 	Name           string
 	Plugin         string
 	Database       string
-	ActivePID      int    // 0 when inactive
+	ActivePID      int // 0 when inactive
 	ConfirmedFlush pglogrepl.LSN
 	WALStatus      string // reserved, extended, unreserved, lost
 }

@@ -433,4 +433,3 @@ func walsenderPID(t *testing.T, b *bed) int32 {
 	}
 	return *pid
 }
-

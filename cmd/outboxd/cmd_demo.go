@@ -180,4 +180,3 @@ func consume(ctx context.Context, brokers []string, out io.Writer, limit int, st
 		}
 	}
 }
-
