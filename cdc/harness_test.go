@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,9 +72,10 @@ func newBed(t *testing.T, dbAdminURL string, brokers []string) *bed {
 	return b
 }
 
-// testLogger writes to the test log when -v, and nowhere otherwise.
+// testLogger writes debug logs to stderr when OUTBOXD_TEST_LOG is set, and
+// nowhere otherwise.
 func testLogger(t *testing.T) *slog.Logger {
-	if testing.Verbose() {
+	if os.Getenv("OUTBOXD_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -310,4 +312,25 @@ func uuidFor(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d",
 func testenvStartPostgres(t *testing.T) string { return testenv.StartPostgres(t).URL }
 func testenvStartKafka(t *testing.T) *testenv.Kafka {
 	return testenv.StartKafka(t)
+}
+
+// slotHolds reports whether the (inactive) slot would still send the
+// transaction that inserted the outbox row: peeking does not consume.
+func (b *bed) slotHolds(t *testing.T, outboxID int64) bool {
+	t.Helper()
+	var holds bool
+	var err error
+	for range 50 { // the stopped walsender may still be releasing the slot
+		err = b.pool.QueryRow(t.Context(), `SELECT EXISTS (
+			SELECT 1 FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', 'outboxd')
+			WHERE xid = (SELECT xmin::text::xid FROM outbox WHERE id = $2))`, b.slot, outboxID).Scan(&holds)
+		if err == nil || !strings.Contains(err.Error(), "is active") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("peeking slot %s: %v", b.slot, err)
+	}
+	return holds
 }

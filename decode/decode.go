@@ -56,7 +56,7 @@ type Event struct {
 	ID         int64     // the outbox id, the idempotency key
 	Topic      string    // the Kafka topic
 	Key        []byte    // aggregate id in text form; nil when the column is NULL
-	Value      []byte    // payload: jsonb/json/text as sent (text form); bytea decoded to raw bytes; nil when NULL (a tombstone)
+	Value      []byte    // payload: jsonb/json/text as sent (text form); bytea decoded from its text form (\x hex, or escape) to raw bytes; nil when NULL (a tombstone)
 	Headers    []Header  // Headers[0] is {"id", decimal ID}; then each key of the headers JSON object in the order it appears in the text
 	CommitTime time.Time // the transaction's commit time (from Begin)
 }
@@ -98,6 +98,14 @@ func NewDecoder(cols Columns) *Decoder {
 
 // Decode parses one pgoutput message (XLogData.WALData). The returned
 // Message does not alias walData.
+//
+// It returns an error for an empty, truncated or over-long message, an
+// unknown message type (streaming, two-phase), a Relation for a table
+// without usable outbox columns (see [ValidateTable]), an Insert for a
+// relation not described (or not usable), an Insert or Commit outside a
+// transaction, and an outbox row that cannot become a record (a [*RowError]).
+// A Begin while a transaction is open starts a new one: after a reconnect
+// the server resends whole transactions.
 func (d *Decoder) Decode(walData []byte) (Message, error) {
 	if len(walData) == 0 {
 		return Message{}, errors.New("decoding pgoutput message: empty message")

@@ -88,7 +88,10 @@ func (d *Decoder) buildEvent(rel *relation, v *[numRoles]value) (Event, error) {
 	ev := Event{Table: rel.table, ID: id, Topic: d.intern(topic.data), CommitTime: d.commitTime}
 
 	key, payload, headers := v[roleKey], v[rolePayload], v[roleHeaders]
-	// Decoded values are never longer than their text: one allocation holds all.
+	// One allocation holds all: decoded values are at most as long as their
+	// text, except in rare cases (a binary uuid key, invalid UTF-8 replaced in
+	// an escaped header string) where append grows buf; the slices carved
+	// before stay valid either way.
 	buf := make([]byte, 0, 20+len(key.data)+len(payload.data)+len(headers.data))
 	buf = strconv.AppendInt(buf, id, 10)
 	idValue := buf[:len(buf):len(buf)]

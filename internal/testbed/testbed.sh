@@ -90,7 +90,7 @@ ensure_kafka_jars() {
 	log "fetching Apache Kafka $kafka_version jars with Maven into $kafka_libs"
 	rm -rf "$kafka_libs"
 	mkdir -p "$kafka_libs"
-	mvn -q -B -f "$here/kafka-pom.xml" dependency:copy-dependencies \
+	mvn -q -B -Dstyle.color=never -f "$here/kafka-pom.xml" dependency:copy-dependencies \
 		-DincludeScope=runtime -DoutputDirectory="$kafka_libs" >&2 ||
 		die "fetching Kafka jars with Maven failed (see above)"
 	ls "$kafka_libs"/kafka_2.13-*.jar >/dev/null 2>&1 || die "Maven ran but no kafka_2.13 jar is in $kafka_libs"
@@ -134,7 +134,7 @@ kafka_start() {
 	local dir=$1 port=${2:-}
 	ensure_kafka_jars
 	mkdir -p "$dir"
-	dir=$(cd "$dir" && pwd)
+	dir=$(cd "$dir" && pwd -P)
 	if [ -f "$dir/kafka.pid" ] && kill -0 "$(cat "$dir/kafka.pid")" 2>/dev/null; then
 		cat "$dir/kafka.addr"
 		return 0
@@ -203,7 +203,7 @@ pg_start() {
 	ensure_postgres
 	bin=$(pg_bindir)
 	mkdir -p "$dir"
-	dir=$(cd "$dir" && pwd)
+	dir=$(cd "$dir" && pwd -P)
 	if [ ! -f "$dir/pg.url" ]; then
 		[ -n "$port" ] || port=$(free_port)
 		chmod 755 "$dir"
