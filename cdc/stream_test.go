@@ -217,8 +217,8 @@ func TestIdleSlotFollowsWAL(t *testing.T) {
 	})
 }
 
-// TestPermanentKafkaErrorsStopWithoutConfirming: an oversize payload and an
-// invalid topic stop the run with an error naming the outbox id, topic and
+// TestPermanentKafkaErrorsStopWithoutConfirming: an oversize payload, an
+// invalid topic and an unknown topic (auto-creation is off by default) stop the run with an error naming the outbox id, topic and
 // cause; the slot stays before that transaction, so a restart retries it.
 func TestPermanentKafkaErrorsStopWithoutConfirming(t *testing.T) {
 	t.Parallel()
@@ -230,6 +230,7 @@ func TestPermanentKafkaErrorsStopWithoutConfirming(t *testing.T) {
 	}{
 		{"oversize payload", func(b *bed) string { return b.topic }, `{"big": "` + strings.Repeat("x", 2<<20) + `"}`, "MESSAGE_TOO_LARGE"},
 		{"invalid topic", func(*bed) string { return "not a valid topic!" }, `{}`, "INVALID_TOPIC"},
+		{"unknown topic", func(b *bed) string { return b.topic + "_missing" }, `{}`, "UNKNOWN_TOPIC_OR_PARTITION"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
