@@ -216,7 +216,7 @@ func TestKill9RestartLosesNothing(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("kill -9 x3: %d rows, %d duplicates (same id and payload)", len(want), dups)
+	t.Logf("measured: kill -9 x3: %d rows, %d duplicates (same id and payload)", len(want), dups)
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	p.wait(t, time.Minute)
 }
@@ -289,7 +289,7 @@ func TestMillionRowTransactionBoundedMemory(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	peak := peakRSS(t, p.cmd.Process.Pid)
-	t.Logf("1,000,000-row transaction: consumed in %s (%.0f rows/s incl. the insert), publisher peak RSS %d MiB", elapsed.Round(time.Second), n/elapsed.Seconds(), peak>>20)
+	t.Logf("measured: 1,000,000-row transaction: consumed in %s (%.0f rows/s incl. the insert), publisher peak RSS %d MiB", elapsed.Round(time.Second), n/elapsed.Seconds(), peak>>20)
 	// The in-flight caps (16 MiB of records by default) bound memory; a
 	// publisher holding the transaction would need over 250 MB.
 	if peak > 200<<20 {
@@ -316,4 +316,29 @@ func peakRSS(t *testing.T, pid int) int64 {
 	}
 	t.Fatal("no VmHWM in /proc status")
 	return 0
+}
+
+// TestDemoShowsRecordsFlowing runs the README's first command end to end:
+// throwaway PostgreSQL, in-process Kafka, writers, consumer output.
+func TestDemoShowsRecordsFlowing(t *testing.T) {
+	t.Parallel()
+	testenv.AdminURL(t) // the demo needs the PostgreSQL server binaries the test bed installs
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, builtBinary, "demo", "--events", "8", "--interval", "50ms").CombinedOutput()
+	if err != nil {
+		t.Fatalf("outboxd demo: %v\n%s", err, out)
+	}
+	var records int
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "orders.") && strings.Contains(line, " id=") && strings.Contains(line, " latency=") && strings.Contains(line, `"order"`) {
+			records++
+		}
+	}
+	if records != 8 {
+		t.Errorf("demo printed %d records, want 8:\n%s", records, out)
+	}
+	if !strings.Contains(string(out), "removing the temporary cluster") {
+		t.Errorf("demo did not stop cleanly:\n%s", out)
+	}
 }

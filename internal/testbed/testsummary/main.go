@@ -1,6 +1,7 @@
 // Command testsummary reads `go test -json` from stdin and prints a compact
 // report: the output of every failed test, the name and reason of every
-// skipped test (so a run that skipped its integration tests is visible), one
+// skipped test (so a run that skipped its integration tests is visible), the
+// lines a passing test logged with "measured: ", one
 // line per package, and a closing "N passed, N failed, N skipped" line. It
 // exits non-zero when any test or package failed or the stream was empty.
 package main
@@ -56,6 +57,14 @@ func run(in io.Reader, out io.Writer) error {
 		case "pass":
 			if ev.Test != "" {
 				passed = append(passed, key)
+				// Figures a test reports with t.Logf("measured: ...") are kept.
+				if b := outputs[key]; b != nil {
+					for _, l := range strings.Split(b.String(), "\n") {
+						if strings.Contains(l, "measured: ") {
+							fmt.Fprintf(out, "%s: %s\n", ev.Test, l[strings.Index(l, "measured: "):])
+						}
+					}
+				}
 			} else {
 				fmt.Fprintf(out, "ok    %s (%.1fs)\n", ev.Package, ev.Elapsed)
 			}
