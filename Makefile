@@ -6,13 +6,15 @@
 #                run `go test ./...` as often as you like
 #   make down    stop them
 #   make build   build bin/outboxd
+#   make chaos   the long fault-injection run (1,000,000 events, every fault
+#                kind many times); CHAOS_FLAGS adds flags, e.g. -v or -events
 
 SHELL := /bin/bash
 GO ?= go
 TESTBED := internal/testbed/testbed.sh
 GOTESTFLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: test test-go up down env build fuzz
+.PHONY: test test-go up down env build chaos
 
 test:
 	$(TESTBED) run -- $(MAKE) --no-print-directory test-go
@@ -33,3 +35,7 @@ env:
 
 build:
 	$(GO) build -o bin/outboxd ./cmd/outboxd
+
+CHAOS_FLAGS ?=
+chaos: build
+	$(GO) run ./cmd/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -json docs/chaos-report.json $(CHAOS_FLAGS)

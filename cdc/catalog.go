@@ -178,7 +178,9 @@ func (s *Streamer) connectReplication(ctx context.Context) (*pgconn.PgConn, erro
 		return nil, permanent(fmt.Errorf("parsing the database URL: %w", redactURLError(err)))
 	}
 	cfg.RuntimeParams["replication"] = "database"
-	cfg.RuntimeParams["application_name"] = "outboxd"
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = "outboxd" // shown in pg_stat_replication
+	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("opening the replication connection: %w", err)

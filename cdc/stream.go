@@ -39,6 +39,7 @@ type stream struct {
 	txn        checkpoint.Txn
 	batch      []item
 	nextStatus time.Time
+	lastStatus time.Time
 	confirmed  checkpoint.LSN // last flush position sent
 
 	failMu  sync.Mutex
@@ -138,7 +139,7 @@ func (st *stream) receive(ctx, soft, abort context.Context, batches chan<- []ite
 		if abort.Err() != nil || (ctx.Err() != nil && !st.inTx) {
 			return nil
 		}
-		if !time.Now().Before(st.nextStatus) {
+		if st.statusDue() {
 			if err := st.sendStatus(abort); err != nil {
 				return err
 			}
@@ -147,7 +148,13 @@ func (st *stream) receive(ctx, soft, abort context.Context, batches chan<- []ite
 		if st.inTx {
 			rctx = abort // a stop request lets the open transaction finish
 		}
-		dctx, cancel := context.WithDeadline(rctx, st.nextStatus)
+		// Wake up at least every confirmInterval to confirm acknowledgments
+		// that arrived meanwhile.
+		deadline := time.Now().Add(confirmInterval)
+		if st.nextStatus.Before(deadline) {
+			deadline = st.nextStatus
+		}
+		dctx, cancel := context.WithDeadline(rctx, deadline)
 		msg, err := st.conn.ReceiveMessage(dctx)
 		cancel()
 		if err != nil {
@@ -234,17 +241,36 @@ func (st *stream) apply(abort context.Context, m decode.Message, batches chan<- 
 	return nil
 }
 
+// confirmInterval is how soon newly acknowledged transactions are
+// confirmed to PostgreSQL: it bounds what a crash re-sends beyond the
+// records in flight (at-least-once duplicates).
+const confirmInterval = 100 * time.Millisecond
+
+// statusDue reports whether a standby status should go out now: on
+// schedule, when the server asked, or when the watermark moved and the
+// last status is confirmInterval old.
+func (st *stream) statusDue() bool {
+	now := time.Now()
+	if !now.Before(st.nextStatus) {
+		return true
+	}
+	return now.Sub(st.lastStatus) >= confirmInterval && st.tr.Flushed() != st.confirmed
+}
+
 // send hands the batch to the publishing goroutine, sending standby status
 // on schedule while it waits (Kafka slow or down).
 func (st *stream) send(abort context.Context, batches chan<- []item) error {
 	for {
-		t := time.NewTimer(time.Until(st.nextStatus))
+		t := time.NewTimer(min(time.Until(st.nextStatus), confirmInterval))
 		select {
 		case batches <- st.batch:
 			t.Stop()
 			st.batch = make([]item, 0, st.s.cfg.BatchSize)
 			return nil
 		case <-t.C:
+			if !st.statusDue() {
+				continue
+			}
 			if err := st.sendStatus(abort); err != nil {
 				return err
 			}
@@ -266,7 +292,8 @@ func (st *stream) sendStatus(ctx context.Context) error {
 		WALApplyPosition: pos,
 		ClientTime:       time.Now(),
 	})
-	st.nextStatus = time.Now().Add(st.s.cfg.StatusInterval)
+	st.lastStatus = time.Now()
+	st.nextStatus = st.lastStatus.Add(st.s.cfg.StatusInterval)
 	if err != nil {
 		return fmt.Errorf("sending standby status on slot %s: %w", st.s.cfg.Slot, err)
 	}

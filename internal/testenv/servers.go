@@ -1,18 +1,17 @@
 package testenv
 
 import (
-	"os"
-	"os/exec"
-	"strings"
+	"context"
 	"testing"
+
+	"github.com/outboxd/outboxd/internal/testbed"
 )
 
 // Kafka is a broker of the test's own, started through the test bed script
 // in a temporary directory, so the test may stop and restart it without
 // disturbing tests running in parallel. It is stopped at cleanup.
 type Kafka struct {
-	script string
-	dir    string
+	k *testbed.Kafka
 	// Addr is the broker's address; it stays the same across Stop and Start.
 	Addr string
 }
@@ -21,78 +20,45 @@ type Kafka struct {
 // cache warm).
 func StartKafka(t testing.TB) *Kafka {
 	t.Helper()
-	k := &Kafka{script: require(t, envTestbed), dir: t.TempDir()}
-	k.Addr = k.run(t, "kafka-start")
-	t.Cleanup(func() { k.run(t, "kafka-stop") })
-	return k
+	k, err := testbed.StartKafka(context.Background(), require(t, envTestbed), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Stop(context.Background()) })
+	return &Kafka{k: k, Addr: k.Addr}
 }
 
 // Stop stops the broker (SIGTERM, SIGKILL after 20 s).
-func (k *Kafka) Stop(t testing.TB) { t.Helper(); k.run(t, "kafka-stop") }
+func (k *Kafka) Stop(t testing.TB) {
+	t.Helper()
+	if err := k.k.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // Start starts the stopped broker again on the same address with its data.
-func (k *Kafka) Start(t testing.TB) { t.Helper(); k.run(t, "kafka-start") }
-
-func (k *Kafka) run(t testing.TB, verb string) string {
+func (k *Kafka) Start(t testing.TB) {
 	t.Helper()
-	return runScript(t, k.script, verb, k.dir)
+	if err := k.k.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
 
-// Postgres is a PostgreSQL cluster of the test's own (wal_level=logical),
-// which the test may stop and restart. Stopped and removed at cleanup.
-type Postgres struct {
-	script string
-	dir    string
-	// URL is a superuser URL of its postgres database.
-	URL string
-}
-
-// StartPostgres initdbs and starts a private cluster (as the postgres OS
-// user when running as root).
-func StartPostgres(t testing.TB) *Postgres {
+// StartPostgres starts a PostgreSQL cluster of the test's own
+// (wal_level=logical), removed at cleanup, and returns its superuser URL.
+func StartPostgres(t testing.TB) *testbed.Postgres {
 	t.Helper()
-	script := require(t, envTestbed)
-	// Not t.TempDir: its parent is private to this user, and under root the
-	// server runs as the postgres OS user, which must reach the directory.
-	dir, err := os.MkdirTemp("", "outboxd-test-pg-")
+	p, err := testbed.StartPostgres(context.Background(), require(t, envTestbed))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	p := &Postgres{script: script, dir: dir}
-	t.Cleanup(func() {
-		runScript(t, p.script, "pg-stop", p.dir, "immediate")
-		_ = os.RemoveAll(dir)
-	})
-	p.URL = p.run(t, "pg-start")
+	t.Cleanup(func() { _ = p.Remove(context.Background()) })
 	return p
 }
 
-// Stop shuts the cluster down with the given pg_ctl mode (smart, fast, immediate).
-func (p *Postgres) Stop(t testing.TB, mode string) {
+// Script returns the test bed script's path (skipping or failing the test
+// when it is not set, like every server requirement here).
+func Script(t testing.TB) string {
 	t.Helper()
-	runScript(t, p.script, "pg-stop", p.dir, mode)
-}
-
-// Start starts the stopped cluster again on the same port.
-func (p *Postgres) Start(t testing.TB) { t.Helper(); p.run(t, "pg-start") }
-
-func (p *Postgres) run(t testing.TB, verb string) string {
-	t.Helper()
-	return runScript(t, p.script, verb, p.dir)
-}
-
-func runScript(t testing.TB, script string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(script, args...).Output()
-	if err != nil {
-		stderr := ""
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		t.Fatalf("%s %s: %v\n%s", script, strings.Join(args, " "), err, stderr)
-	}
-	return strings.TrimSpace(string(out))
+	return require(t, envTestbed)
 }

@@ -29,12 +29,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/internal/testbed"
 )
 
 const (
 	envDatabaseURL = "OUTBOXD_TEST_DATABASE_URL"
 	envBrokers     = "OUTBOXD_TEST_BROKERS"
-	envTestbed     = "OUTBOXD_TESTBED"
+	envTestbed     = testbed.ScriptEnv
 )
 
 // require returns the value of the environment variable or ends the test:

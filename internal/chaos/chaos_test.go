@@ -1,0 +1,78 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/outboxd/outboxd/internal/testenv"
+)
+
+var outboxdBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "outboxd-chaos-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	outboxdBinary = filepath.Join(dir, "outboxd")
+	if out, err := exec.Command("go", "build", "-o", outboxdBinary, "../../cmd/outboxd").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building outboxd: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func runChaos(t *testing.T, events int, faults map[Fault]int) Report {
+	t.Helper()
+	script := testenv.Script(t)
+	rep, err := Run(context.Background(), Options{Outboxd: outboxdBinary, Script: script, Events: events, Writers: 4, Aggregates: 20, Faults: faults, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("measured: chaos %d events, faults %v: lost %d, leaked %d, order violations %d, duplicates %d (bound %d), takeovers %v ms, %.0f s",
+		rep.Committed, rep.FaultsInjected, rep.Lost, rep.Leaked, rep.OrderViolations, rep.Duplicates, rep.DuplicateBound, rep.TakeoverMS, rep.TotalSeconds)
+	if !rep.OK() {
+		t.Errorf("chaos run failed:\n%s", strings.Join(append(rep.Examples, rep.Problems...), "\n"))
+	}
+	for f, n := range faults {
+		if rep.FaultsInjected[f] != n {
+			t.Errorf("injected %d %s faults, want %d", rep.FaultsInjected[f], f, n)
+		}
+	}
+	if rep.Committed < events {
+		t.Errorf("committed %d events, want at least %d", rep.Committed, events)
+	}
+	return rep
+}
+
+// TestChaosShort is the short chaos run of make test: a few faults of each
+// kind while writing; nothing may be lost, leaked or reordered, and the
+// duplicates stay within the in-flight bound.
+func TestChaosShort(t *testing.T) {
+	t.Parallel()
+	rep := runChaos(t, 30000, map[Fault]int{FaultKill9: 3, FaultSIGTERM: 2, FaultBroker: 1, FaultPostgres: 1, FaultWalsender: 2, FaultTakeover: 2})
+	if rep.Duplicates > rep.DuplicateBound {
+		t.Errorf("%d duplicates, more than the in-flight bound %d", rep.Duplicates, rep.DuplicateBound)
+	}
+	if len(rep.TakeoverMS) != 2 {
+		t.Errorf("timed %d takeovers, want 2", len(rep.TakeoverMS))
+	}
+}
+
+// TestChaosSIGTERMRestartsAddNoDuplicates: graceful restarts alone publish
+// every event exactly once.
+func TestChaosSIGTERMRestartsAddNoDuplicates(t *testing.T) {
+	t.Parallel()
+	rep := runChaos(t, 10000, map[Fault]int{FaultSIGTERM: 4})
+	if rep.Duplicates != 0 {
+		t.Errorf("%d duplicates after SIGTERM restarts only, want 0", rep.Duplicates)
+	}
+}

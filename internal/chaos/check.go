@@ -1,0 +1,105 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Committed is an outbox row whose transaction committed.
+type Committed struct {
+	ID  int64
+	Agg string
+	Seq int // per-aggregate sequence number, 1, 2, ... in commit order
+}
+
+// Delivered is a record read back from Kafka.
+type Delivered struct {
+	ID        int64
+	Agg       string
+	Seq       int
+	Partition int32
+	Offset    int64
+}
+
+// Result is the verdict of Check.
+type Result struct {
+	Committed       int      `json:"committed"`
+	Published       int      `json:"published_records"`
+	Unique          int      `json:"unique"`
+	Lost            int      `json:"lost"`
+	Duplicates      int      `json:"duplicates"`
+	OrderViolations int      `json:"order_violations"`
+	Leaked          int      `json:"leaked"`
+	Examples        []string `json:"examples,omitempty"` // the first few problems, for a human
+}
+
+// OK reports whether nothing was lost, leaked or reordered.
+func (r Result) OK() bool { return r.Lost == 0 && r.Leaked == 0 && r.OrderViolations == 0 }
+
+const maxExamples = 10
+
+// Check compares what was committed (and rolled back) with what was
+// delivered. Delivered records are taken per partition in offset order; an
+// aggregate's first deliveries must come as seq 1, 2, 3, ... (a redelivery
+// of an id already seen is a duplicate, not a violation). A delivered id
+// that was rolled back, or never committed, is a leak.
+func Check(committed []Committed, rolledBack []int64, delivered []Delivered) Result {
+	r := Result{Committed: len(committed), Published: len(delivered)}
+	example := func(format string, args ...any) {
+		if len(r.Examples) < maxExamples {
+			r.Examples = append(r.Examples, fmt.Sprintf(format, args...))
+		}
+	}
+	want := make(map[int64]Committed, len(committed))
+	for _, c := range committed {
+		want[c.ID] = c
+	}
+	rb := make(map[int64]bool, len(rolledBack))
+	for _, id := range rolledBack {
+		rb[id] = true
+	}
+	sorted := append([]Delivered(nil), delivered...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		if sorted[i].Partition != sorted[j].Partition {
+			return sorted[i].Partition < sorted[j].Partition
+		}
+		return sorted[i].Offset < sorted[j].Offset
+	})
+	seen := make(map[int64]bool, len(delivered))
+	lastSeq := map[string]int{}
+	for _, d := range sorted {
+		if seen[d.ID] {
+			r.Duplicates++
+			continue
+		}
+		seen[d.ID] = true
+		c, ok := want[d.ID]
+		if !ok {
+			r.Leaked++
+			if rb[d.ID] {
+				example("leaked: outbox id %d of a rolled-back transaction was published (partition %d offset %d)", d.ID, d.Partition, d.Offset)
+			} else {
+				example("leaked: outbox id %d was published but never committed (partition %d offset %d)", d.ID, d.Partition, d.Offset)
+			}
+			continue
+		}
+		r.Unique++
+		if d.Agg != c.Agg || d.Seq != c.Seq {
+			r.OrderViolations++
+			example("corrupted: outbox id %d delivered as %s/%d, committed as %s/%d", d.ID, d.Agg, d.Seq, c.Agg, c.Seq)
+			continue
+		}
+		if d.Seq != lastSeq[d.Agg]+1 {
+			r.OrderViolations++
+			example("reordered: aggregate %s got seq %d after %d (outbox id %d, partition %d offset %d)", d.Agg, d.Seq, lastSeq[d.Agg], d.ID, d.Partition, d.Offset)
+		}
+		lastSeq[d.Agg] = max(lastSeq[d.Agg], d.Seq)
+	}
+	for _, c := range committed {
+		if !seen[c.ID] {
+			r.Lost++
+			example("lost: outbox id %d (aggregate %s seq %d) was committed but never published", c.ID, c.Agg, c.Seq)
+		}
+	}
+	return r
+}

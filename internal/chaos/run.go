@@ -1,0 +1,423 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/outboxd/outboxd/internal/testbed"
+)
+
+// Fault is a kind of fault the run injects.
+type Fault string
+
+// The faults, in the order reports list them.
+const (
+	FaultKill9     Fault = "kill9"
+	FaultSIGTERM   Fault = "sigterm_restart"
+	FaultBroker    Fault = "broker_restart"
+	FaultPostgres  Fault = "postgres_restart"
+	FaultWalsender Fault = "walsender_terminate"
+	FaultTakeover  Fault = "standby_takeover"
+)
+
+// AllFaults lists every kind.
+var AllFaults = []Fault{FaultKill9, FaultSIGTERM, FaultBroker, FaultPostgres, FaultWalsender, FaultTakeover}
+
+// Options configures a run.
+type Options struct {
+	Outboxd      string        // path of the outboxd binary
+	Script       string        // internal/testbed/testbed.sh
+	Events       int           // committed events to write
+	Writers      int           // concurrent writers
+	Aggregates   int           // aggregates per writer
+	Faults       map[Fault]int // how many of each to inject while writing
+	Seed         uint64        // for the writers and the fault order
+	MaxInFlight  int           // outboxd --max-in-flight-records
+	Log          *slog.Logger  // the run's own progress
+	PublisherLog io.Writer     // outboxd's logs, prefixed; nil: dropped
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Result
+	RolledBackTransactions int           `json:"rolled_back_transactions"`
+	FaultsInjected         map[Fault]int `json:"faults_injected"`
+	TakeoverMS             []float64     `json:"standby_takeover_ms"`
+	TakeoverMedianMS       float64       `json:"standby_takeover_median_ms"`
+	TakeoverMaxMS          float64       `json:"standby_takeover_max_ms"`
+	DuplicateBound         int           `json:"duplicate_bound"`
+	MaxInFlightRecords     int           `json:"max_in_flight_records"`
+	TotalSeconds           float64       `json:"total_seconds"`
+	Problems               []string      `json:"problems,omitempty"` // publisher misbehaviour seen during the run
+}
+
+// OK reports whether the run found no loss, leak, reorder or problem.
+func (r Report) OK() bool { return r.Result.OK() && len(r.Problems) == 0 }
+
+const (
+	slotName  = "chaos"
+	batchSize = 256 // cdc.DefaultBatchSize: events handed over at once
+)
+
+// Run executes one chaos run and checks it.
+func Run(ctx context.Context, o Options) (rep Report, err error) {
+	start := time.Now()
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 10000
+	}
+	if o.Writers <= 0 {
+		o.Writers = 4
+	}
+	if o.Aggregates <= 0 {
+		o.Aggregates = 20
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	log := o.Log
+
+	pg, err := testbed.StartPostgres(ctx, o.Script)
+	if err != nil {
+		return rep, err
+	}
+	defer func() { err = errors.Join(err, pg.Remove(context.WithoutCancel(ctx))) }()
+	kdir, err := os.MkdirTemp("", "outboxd-chaos-kafka-")
+	if err != nil {
+		return rep, err
+	}
+	defer os.RemoveAll(kdir)
+	kafka, err := testbed.StartKafka(ctx, o.Script, kdir)
+	if err != nil {
+		return rep, err
+	}
+	defer func() { err = errors.Join(err, kafka.Stop(context.WithoutCancel(ctx))) }()
+	log.Info("servers up", "postgres", pg.URL, "kafka", kafka.Addr)
+
+	topic := "chaos.events"
+	if err := createTopic(ctx, kafka.Addr, topic, 6); err != nil {
+		return rep, err
+	}
+	if out, err := runCmd(ctx, o.Outboxd, "migrate", "--database-url", pg.URL, "--slot", slotName); err != nil {
+		return rep, fmt.Errorf("outboxd migrate: %w\n%s", err, out)
+	}
+	if err := execSQL(ctx, pg.URL, `CREATE TABLE IF NOT EXISTS chaos_other (id bigserial PRIMARY KEY, note text)`); err != nil {
+		return rep, err
+	}
+
+	f := &fleet{binary: o.Outboxd, url: pg.URL, logOut: o.PublisherLog,
+		args: []string{"--slot", slotName, "--status-interval", "500ms", "--slot-retry-interval", "200ms",
+			"--reconnect-max-interval", "2s", "--max-in-flight-records", strconv.Itoa(o.MaxInFlight), "--log-level", "info"},
+		env: []string{"OUTBOXD_BROKERS=" + kafka.Addr}}
+	active, err := f.start()
+	if err != nil {
+		return rep, err
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	err = active.waitLog(wctx, "msg=streaming")
+	wcancel()
+	if err != nil {
+		return rep, err
+	}
+
+	l := &ledger{}
+	faults := schedule(o.Faults, o.Seed)
+	thresholds := make([]int64, len(faults)+2)
+	for k := range thresholds {
+		thresholds[k] = min(int64(o.Events), int64(k+1)*int64(o.Events)/int64(len(faults)+1))
+	}
+	thresholds[len(faults)+1] = int64(o.Events) + 1<<40
+	l.gate.Store(thresholds[1])
+	if len(faults) == 0 {
+		l.gate.Store(1 << 60)
+	}
+
+	live := newLiveConsumer(kafka.Addr, topic)
+	rep.FaultsInjected = map[Fault]int{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return live.run(gctx) })
+	var writersDone sync.WaitGroup
+	for w := range o.Writers {
+		writersDone.Add(1)
+		g.Go(func() error {
+			defer writersDone.Done()
+			return newWriter(w, pg.URL, topic, o.Aggregates, l, int64(o.Events), o.Seed, log).run(gctx)
+		})
+	}
+	inj := &injector{fleet: f, pg: pg, kafka: kafka, live: live, ledger: l, log: log, rng: rand.New(rand.NewPCG(o.Seed, 99))}
+	inj.active = active
+	faultErr := func() error {
+		defer l.gate.Store(1 << 60) // whatever happens, let the writers finish
+		for k, fault := range faults {
+			for l.events.Load() < thresholds[k] {
+				if err := gctx.Err(); err != nil {
+					return err
+				}
+				if err := inj.checkActive(); err != nil {
+					return err
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			log.Info("injecting fault", "fault", fault, "n", k+1, "of", len(faults), "events", l.events.Load())
+			if err := inj.inject(gctx, fault); err != nil {
+				return fmt.Errorf("injecting %s: %w", fault, err)
+			}
+			rep.FaultsInjected[fault]++
+			l.gate.Store(thresholds[k+2])
+		}
+		return nil
+	}()
+	if faultErr != nil {
+		rep.Problems = append(rep.Problems, faultErr.Error())
+	}
+	writersDone.Wait()
+	log.Info("writes done", "events", l.events.Load(), "rolled_back_transactions", l.rollback.Load())
+	if err := inj.checkActive(); err != nil {
+		rep.Problems = append(rep.Problems, err.Error())
+	}
+
+	// Everything committed must be confirmed by the slot.
+	if err := waitConfirmed(ctx, pg.URL, 5*time.Minute); err != nil {
+		rep.Problems = append(rep.Problems, err.Error())
+	}
+	if code, err := inj.active.terminate(time.Minute); err != nil || code != 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("final SIGTERM: exit code %d, %v; log tail:\n%s", code, err, inj.active.tail()))
+	}
+	live.stop()
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		return rep, err
+	}
+	rep.Problems = append(rep.Problems, inj.problems...)
+
+	delivered, err := readAll(ctx, kafka.Addr, topic)
+	if err != nil {
+		return rep, err
+	}
+	rep.Result = Check(l.committed, l.rolledBack, delivered)
+	rep.RolledBackTransactions = int(l.rollback.Load())
+	rep.TakeoverMS = inj.takeovers
+	if len(inj.takeovers) > 0 {
+		s := append([]float64(nil), inj.takeovers...)
+		sort.Float64s(s)
+		rep.TakeoverMedianMS = s[len(s)/2]
+		rep.TakeoverMaxMS = s[len(s)-1]
+	}
+	rep.MaxInFlightRecords = o.MaxInFlight
+	dupFaults := 0
+	for fault, n := range rep.FaultsInjected {
+		if fault != FaultSIGTERM {
+			dupFaults += n
+		}
+	}
+	rep.DuplicateBound = dupFaults * (o.MaxInFlight + 5*batchSize)
+	rep.TotalSeconds = time.Since(start).Seconds()
+	return rep, nil
+}
+
+// schedule returns the faults to inject in a random order.
+func schedule(counts map[Fault]int, seed uint64) []Fault {
+	var out []Fault
+	for _, f := range AllFaults {
+		for range counts[f] {
+			out = append(out, f)
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+func createTopic(ctx context.Context, broker, topic string, partitions int32) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return fmt.Errorf("creating topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+func execSQL(ctx context.Context, url, sql string, args ...any) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql, args...)
+	return err
+}
+
+// waitConfirmed waits until the slot confirmed the current WAL position.
+func waitConfirmed(ctx context.Context, url string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	var target pglogrepl.LSN
+	var last string
+	for time.Now().Before(deadline) {
+		conn, err := pgx.Connect(ctx, url)
+		if err == nil {
+			var cur, confirmed string
+			err = conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slotName).Scan(&cur, &confirmed)
+			conn.Close(context.Background())
+			if err == nil {
+				c, _ := pglogrepl.ParseLSN(cur)
+				f, _ := pglogrepl.ParseLSN(confirmed)
+				if target == 0 {
+					target = c
+				}
+				if f >= target {
+					return nil
+				}
+				last = confirmed
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("slot %s did not confirm %s within %s (confirmed %s)", slotName, target, d, last)
+}
+
+// readAll reads the topic from the beginning up to its end offsets with a
+// fresh consumer.
+func readAll(ctx context.Context, broker, topic string) ([]Delivered, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("listing end offsets of %s: %w", topic, err)
+	}
+	remaining := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			remaining[o.Partition] = o.Offset
+		}
+	})
+	var out []Delivered
+	deadline := time.Now().Add(5 * time.Minute)
+	for len(remaining) > 0 {
+		if time.Now().After(deadline) {
+			return out, fmt.Errorf("reading %s back: partitions %v not read to their end", topic, remaining)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		var perr error
+		fs.EachRecord(func(r *kgo.Record) {
+			d, err := parseRecord(r)
+			if err != nil && perr == nil {
+				perr = err
+			}
+			out = append(out, d)
+			if end, ok := remaining[r.Partition]; ok && r.Offset+1 >= end {
+				delete(remaining, r.Partition)
+			}
+		})
+		if perr != nil {
+			return nil, perr
+		}
+	}
+	return out, nil
+}
+
+func parseRecord(r *kgo.Record) (Delivered, error) {
+	d := Delivered{Partition: r.Partition, Offset: r.Offset, ID: -1}
+	for _, h := range r.Headers {
+		if h.Key == "id" {
+			id, err := strconv.ParseInt(string(h.Value), 10, 64)
+			if err != nil {
+				return d, fmt.Errorf("record %d/%d: id header %q: %w", r.Partition, r.Offset, h.Value, err)
+			}
+			d.ID = id
+		}
+	}
+	var p struct {
+		Agg string `json:"agg"`
+		Seq int    `json:"seq"`
+	}
+	if err := json.Unmarshal(r.Value, &p); err != nil {
+		return d, fmt.Errorf("record %d/%d: payload: %w", r.Partition, r.Offset, err)
+	}
+	d.Agg, d.Seq = p.Agg, p.Seq
+	return d, nil
+}
+
+// liveConsumer follows the topic during the run to time standby takeovers:
+// after a kill, the first record whose id was allocated after the kill can
+// only come from the standby.
+type liveConsumer struct {
+	broker, topic string
+	watchAbove    atomic.Int64 // 0: not watching
+	seen          chan time.Time
+	cancel        context.CancelFunc
+	mu            sync.Mutex
+}
+
+func newLiveConsumer(broker, topic string) *liveConsumer {
+	return &liveConsumer{broker: broker, topic: topic, seen: make(chan time.Time, 1)}
+}
+
+func (c *liveConsumer) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	c.mu.Lock()
+	c.cancel = cancel
+	c.mu.Unlock()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.broker), kgo.ConsumeTopics(c.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		now := time.Now()
+		fs.EachRecord(func(r *kgo.Record) {
+			above := c.watchAbove.Load()
+			if above == 0 {
+				return
+			}
+			if d, err := parseRecord(r); err == nil && d.ID > above && c.watchAbove.CompareAndSwap(above, 0) {
+				c.seen <- now
+			}
+		})
+	}
+	return nil
+}
+
+func (c *liveConsumer) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancel != nil {
+		c.cancel()
+	}
+}
+
+// watch arms the consumer: it reports the first record with an id above id.
+func (c *liveConsumer) watch(id int64) {
+	select {
+	case <-c.seen:
+	default:
+	}
+	c.watchAbove.Store(max(id, 1))
+}

@@ -1,0 +1,224 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ledger is what the writers committed and rolled back, shared by them.
+type ledger struct {
+	mu         sync.Mutex
+	committed  []Committed
+	rolledBack []int64
+
+	events   atomic.Int64 // committed events
+	maxID    atomic.Int64 // highest id allocated so far (committed or not)
+	gate     atomic.Int64 // writers pause while events >= gate
+	rollback atomic.Int64 // transactions rolled back
+}
+
+func (l *ledger) noteIDs(ids []int64) {
+	for _, id := range ids {
+		for {
+			cur := l.maxID.Load()
+			if id <= cur || l.maxID.CompareAndSwap(cur, id) {
+				break
+			}
+		}
+	}
+}
+
+// writer owns its aggregates: it alone writes them, so it knows each one's
+// sequence in commit order.
+type writer struct {
+	n       int
+	url     string
+	topic   string
+	aggs    []string
+	seq     map[string]int
+	rng     *rand.Rand
+	ledger  *ledger
+	target  int64
+	log     *slog.Logger
+	payload string
+}
+
+func newWriter(n int, url, topic string, aggregates int, l *ledger, target int64, seed uint64, log *slog.Logger) *writer {
+	w := &writer{n: n, url: url, topic: topic, seq: map[string]int{}, rng: rand.New(rand.NewPCG(seed, uint64(n))), ledger: l, target: target, log: log}
+	for i := range aggregates {
+		w.aggs = append(w.aggs, fmt.Sprintf("%08x-0000-4000-8000-%012x", n, i))
+	}
+	return w
+}
+
+// run writes transactions until the ledger holds target events.
+func (w *writer) run(ctx context.Context) error {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	for ctx.Err() == nil && w.ledger.events.Load() < w.target {
+		if w.ledger.events.Load() >= w.ledger.gate.Load() {
+			time.Sleep(5 * time.Millisecond) // a fault is due before more writes
+			continue
+		}
+		if conn == nil || conn.IsClosed() {
+			c, err := pgx.Connect(ctx, w.url)
+			if err != nil {
+				w.pause(ctx) // PostgreSQL restarting
+				continue
+			}
+			conn = c
+		}
+		if err := w.transaction(ctx, conn); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			w.log.Debug("writer transaction interrupted", "writer", w.n, "err", err)
+			conn.Close(context.Background())
+			conn = nil
+			w.pause(ctx)
+		}
+	}
+	return nil
+}
+
+func (w *writer) pause(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// transaction writes one transaction of 1-20 events; about 10% roll back and
+// a third also write a table outside the publication. A commit whose outcome
+// is unknown (the server went away) is resolved by looking for its rows.
+func (w *writer) transaction(ctx context.Context, conn *pgx.Conn) error {
+	n := 1 + w.rng.IntN(20)
+	rows := make([]Committed, n)
+	aggs := make([]string, n)
+	seqs := make([]int, n)
+	payloads := make([]string, n)
+	next := map[string]int{}
+	for i := range rows {
+		agg := w.aggs[w.rng.IntN(len(w.aggs))]
+		if _, ok := next[agg]; !ok {
+			next[agg] = w.seq[agg]
+		}
+		next[agg]++
+		rows[i] = Committed{Agg: agg, Seq: next[agg]}
+		aggs[i], seqs[i] = agg, next[agg]
+		payloads[i] = fmt.Sprintf(`{"agg": %q, "seq": %d, "writer": %d, "pad": "%s"}`, agg, next[agg], w.n, padding)
+	}
+	rollback := w.rng.IntN(10) == 0
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	ids := make([]int64, 0, n)
+	qrows, err := tx.Query(ctx, `INSERT INTO outbox (aggregate_id, topic, payload, headers)
+		SELECT a::uuid, $4, p::jsonb, jsonb_build_object('seq', s)
+		FROM unnest($1::text[], $2::int[], $3::text[]) WITH ORDINALITY AS t(a, s, p, o) ORDER BY o
+		RETURNING id`, aggs, seqs, payloads, w.topic)
+	if err != nil {
+		return err
+	}
+	for qrows.Next() {
+		var id int64
+		if err := qrows.Scan(&id); err != nil {
+			qrows.Close()
+			return err
+		}
+		ids = append(ids, id)
+	}
+	qrows.Close()
+	if err := qrows.Err(); err != nil {
+		return err
+	}
+	if len(ids) != n {
+		return fmt.Errorf("inserted %d rows, want %d", len(ids), n)
+	}
+	// ids come back in insertion (ordinality) order: bigserial is assigned row by row.
+	w.ledger.noteIDs(ids)
+	if w.rng.IntN(3) == 0 {
+		if _, err := tx.Exec(ctx, `INSERT INTO chaos_other (note) VALUES ('not an event')`); err != nil {
+			w.recordRolledBack(ids)
+			return err
+		}
+	}
+	if rollback {
+		w.recordRolledBack(ids)
+		w.ledger.rollback.Add(1)
+		return tx.Rollback(ctx)
+	}
+	commitErr := tx.Commit(ctx)
+	committed := commitErr == nil
+	if commitErr != nil && !errors.Is(commitErr, pgx.ErrTxCommitRollback) {
+		// The outcome is unknown: the connection died around the commit.
+		var err error
+		if committed, err = w.resolve(ctx, ids[0]); err != nil {
+			return err
+		}
+	}
+	if !committed {
+		w.recordRolledBack(ids)
+		return commitErr
+	}
+	for i := range rows {
+		rows[i].ID = ids[i]
+	}
+	for agg, s := range next {
+		w.seq[agg] = s
+	}
+	w.ledger.mu.Lock()
+	w.ledger.committed = append(w.ledger.committed, rows...)
+	w.ledger.mu.Unlock()
+	w.ledger.events.Add(int64(n))
+	return commitErr
+}
+
+func (w *writer) recordRolledBack(ids []int64) {
+	w.ledger.mu.Lock()
+	w.ledger.rolledBack = append(w.ledger.rolledBack, ids...)
+	w.ledger.mu.Unlock()
+}
+
+// resolve finds out whether the transaction that inserted id committed,
+// retrying until PostgreSQL answers.
+func (w *writer) resolve(ctx context.Context, id int64) (bool, error) {
+	for {
+		conn, err := pgx.Connect(ctx, w.url)
+		if err == nil {
+			var exists bool
+			err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox WHERE id = $1)`, id).Scan(&exists)
+			conn.Close(context.Background())
+			if err == nil {
+				return exists, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// padding brings a payload to about 230 bytes, like the benchmarks' events.
+const padding = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+
+func connect(ctx context.Context, url string) (*pgx.Conn, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return pgx.Connect(cctx, url)
+}

@@ -1,0 +1,106 @@
+// Package testbed drives the project's own servers through testbed.sh: a
+// private Kafka broker or PostgreSQL cluster that a test or the chaos tool
+// may stop and start again. (testenv wraps it for tests.)
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// ScriptEnv names the variable holding the path of testbed.sh.
+const ScriptEnv = "OUTBOXD_TESTBED"
+
+// Kafka is a single-node KRaft broker whose state lives in Dir.
+type Kafka struct {
+	Script string
+	Dir    string
+	// Addr is the broker's address, the same across Stop and Start.
+	Addr string
+}
+
+// StartKafka starts (formatting on first use) a broker in dir.
+func StartKafka(ctx context.Context, script, dir string) (*Kafka, error) {
+	k := &Kafka{Script: script, Dir: dir}
+	addr, err := run(ctx, script, "kafka-start", dir)
+	if err != nil {
+		return nil, err
+	}
+	k.Addr = addr
+	return k, nil
+}
+
+// Start starts the stopped broker again.
+func (k *Kafka) Start(ctx context.Context) error {
+	_, err := run(ctx, k.Script, "kafka-start", k.Dir)
+	return err
+}
+
+// Stop stops the broker (SIGTERM, SIGKILL after 20 s).
+func (k *Kafka) Stop(ctx context.Context) error {
+	_, err := run(ctx, k.Script, "kafka-stop", k.Dir)
+	return err
+}
+
+// Postgres is a PostgreSQL cluster (wal_level=logical) whose state lives in Dir.
+type Postgres struct {
+	Script string
+	Dir    string
+	// URL is a superuser URL of its postgres database.
+	URL string
+}
+
+// StartPostgres creates a directory the postgres OS user can reach (the
+// server runs as that user under root) and starts a cluster in it.
+func StartPostgres(ctx context.Context, script string) (*Postgres, error) {
+	dir, err := os.MkdirTemp("", "outboxd-pg-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	p := &Postgres{Script: script, Dir: dir}
+	if p.URL, err = run(ctx, script, "pg-start", dir); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return p, nil
+}
+
+// Start starts the stopped cluster again on the same port.
+func (p *Postgres) Start(ctx context.Context) error {
+	_, err := run(ctx, p.Script, "pg-start", p.Dir)
+	return err
+}
+
+// Stop shuts the cluster down with a pg_ctl mode: smart, fast or immediate.
+func (p *Postgres) Stop(ctx context.Context, mode string) error {
+	_, err := run(ctx, p.Script, "pg-stop", p.Dir, mode)
+	return err
+}
+
+// Remove stops the cluster at once and deletes its directory.
+func (p *Postgres) Remove(ctx context.Context) error {
+	return errors.Join(p.Stop(ctx, "immediate"), os.RemoveAll(p.Dir))
+}
+
+func run(ctx context.Context, script string, args ...string) (string, error) {
+	if script == "" {
+		return "", fmt.Errorf("no test bed script: set %s to internal/testbed/testbed.sh", ScriptEnv)
+	}
+	out, err := exec.CommandContext(ctx, script, args...).Output()
+	if err != nil {
+		stderr := ""
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			stderr = strings.TrimSpace(string(ee.Stderr))
+		}
+		return "", fmt.Errorf("%s %s: %w: %s", script, strings.Join(args, " "), err, stderr)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
