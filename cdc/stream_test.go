@@ -433,3 +433,23 @@ func walsenderPID(t *testing.T, b *bed) int32 {
 	}
 	return *pid
 }
+
+// TestAcknowledgedTransactionConfirmedPromptly pins the bug where the slot
+// was confirmed only at the next scheduled status (every StatusInterval,
+// 10 s by default), so a crash re-sent up to that much of what Kafka had
+// already acknowledged.
+func TestAcknowledgedTransactionConfirmedPromptly(t *testing.T) {
+	t.Parallel()
+	b := newBed(t, "", nil)
+	r := b.start(cdc.Config{StatusInterval: time.Hour})
+	defer r.stop()
+	eventually(t, 30*time.Second, "replication started", func() bool { return walsenderPID(t, b) != 0 })
+	if _, err := b.insert(t.Context(), []row{{agg: uuidFor(1), topic: b.topic, payload: `{}`}}, true, false); err != nil {
+		t.Fatal(err)
+	}
+	after := b.currentLSN(t)
+	b.consume().until(t, 1, time.Minute)
+	eventually(t, 10*time.Second, "acknowledged transaction confirmed long before the hourly status", func() bool {
+		return b.confirmed(t) >= after
+	})
+}
