@@ -65,3 +65,11 @@ func redactURLError(err error) error {
 	}
 	return err
 }
+
+// isObjectNotInPrerequisiteState recognizes SQLSTATE 55000, which
+// START_REPLICATION answers for a slot that cannot be used (invalidated,
+// wrong database): retrying will not help.
+func isObjectNotInPrerequisiteState(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55000"
+}

@@ -187,6 +187,7 @@ func (st *stream) handle(abort context.Context, data []byte, batches chan<- []it
 			return fmt.Errorf("parsing keepalive: %w", err)
 		}
 		st.tr.Idle(pkm.ServerWALEnd)
+		st.s.counters.serverWALEnd.Store(uint64(pkm.ServerWALEnd))
 		if pkm.ReplyRequested {
 			st.nextStatus = time.Time{}
 		}
@@ -196,6 +197,7 @@ func (st *stream) handle(abort context.Context, data []byte, batches chan<- []it
 		if err != nil {
 			return fmt.Errorf("parsing XLogData: %w", err)
 		}
+		st.s.counters.serverWALEnd.Store(uint64(xld.ServerWALEnd))
 		m, err := st.dec.Decode(xld.WALData)
 		if err != nil {
 			return permanent(fmt.Errorf("decoding WAL at %s on slot %s: %w", xld.WALStart, st.s.cfg.Slot, err))
@@ -234,6 +236,7 @@ func (st *stream) apply(abort context.Context, m decode.Message, batches chan<- 
 			return permanent(err)
 		}
 		st.inTx = false
+		st.s.counters.transactions.Add(1)
 		if len(st.batch) > 0 {
 			return st.send(abort, batches)
 		}
@@ -300,9 +303,7 @@ func (st *stream) sendStatus(ctx context.Context) error {
 	if pos != st.confirmed {
 		st.s.log.Debug("confirmed", "slot", st.s.cfg.Slot, "lsn", pos)
 		st.confirmed = pos
-	}
-	if st.s.onStatus != nil {
-		st.s.onStatus(pos)
+		st.s.counters.confirmed.Store(uint64(pos))
 	}
 	return nil
 }
@@ -314,8 +315,17 @@ func (st *stream) publish(hard context.Context, batches <-chan []item) error {
 			if st.failure() != nil {
 				break // nothing after a failed record is worth sending now
 			}
-			txn := batch[i].txn
-			st.s.pub.Publish(hard, &batch[i].ev, func(err error) { st.done(txn, err) })
+			ev := &batch[i].ev
+			txn, topic, size, commit, sent := batch[i].txn, ev.Topic, len(ev.Key)+len(ev.Value), ev.CommitTime, time.Now()
+			st.s.pub.Publish(hard, ev, func(err error) {
+				if err == nil {
+					st.s.counters.acked(size, commit)
+					if st.s.observer != nil {
+						st.s.observer.Acknowledged(topic, size, time.Since(sent), commit)
+					}
+				}
+				st.done(txn, err)
+			})
 		}
 	}
 	if err := st.s.pub.Flush(hard); err != nil && hard.Err() == nil {

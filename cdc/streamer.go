@@ -32,14 +32,17 @@ type Streamer struct {
 	// confirmed is the newest position this process confirmed, carried
 	// across reconnects so a new session starts where the last one ended.
 	confirmed checkpoint.LSN
-	// onStatus, when set, observes every standby status sent (tests).
-	onStatus func(checkpoint.LSN)
+	counters  counters
+	observer  Observer
 }
 
 // New returns a Streamer. cfg's zero fields take their defaults.
 func New(cfg Config, pub Publisher, log *slog.Logger) *Streamer {
 	return &Streamer{cfg: cfg.WithDefaults(), pub: pub, log: log}
 }
+
+// Observe sets an Observer of acknowledged records. Call before Run.
+func (s *Streamer) Observe(o Observer) { s.observer = o }
 
 // Run streams until ctx ends (then drains and returns nil) or a permanent
 // error occurs (returned). Lost connections and a slot held by another
@@ -48,6 +51,7 @@ func (s *Streamer) Run(ctx context.Context) error {
 	if err := s.cfg.validate(); err != nil {
 		return err
 	}
+	defer s.counters.state.Store(int32(StateStopped))
 	bo := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(250*time.Millisecond),
 		backoff.WithMaxInterval(s.cfg.ReconnectMaxInterval),
@@ -55,8 +59,10 @@ func (s *Streamer) Run(ctx context.Context) error {
 	)
 	waitingForSlot := false
 	for {
+		s.counters.state.Store(int32(StateStarting))
 		streamed, err := s.session(ctx)
 		if IsPermanent(err) {
+			s.counters.permanentErrors.Add(1)
 			return err
 		}
 		if ctx.Err() != nil {
@@ -73,7 +79,10 @@ func (s *Streamer) Run(ctx context.Context) error {
 				waitingForSlot = true
 			}
 			wait = s.cfg.SlotRetryInterval
+			s.counters.state.Store(int32(StateStandby))
 		default:
+			s.counters.reconnects.Add(1)
+			s.counters.state.Store(int32(StateReconnecting))
 			if streamed {
 				bo.Reset()
 			}
@@ -116,9 +125,15 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 		if inUse, ok := asSlotInUse(s.cfg.Slot, err); ok {
 			return false, inUse
 		}
+		if isObjectNotInPrerequisiteState(err) { // e.g. an invalidated slot
+			return false, permanent(fmt.Errorf("starting replication on slot %s: %w", s.cfg.Slot, err))
+		}
 		return false, fmt.Errorf("starting replication on slot %s: %w", s.cfg.Slot, err)
 	}
 	s.log.Info("streaming", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "lsn", start)
+	s.counters.state.Store(int32(StateStreaming))
+	s.counters.tracker.Store(st.tr)
+	s.counters.confirmed.Store(uint64(start))
 	err = st.run(ctx)
 	s.confirmed = max(s.confirmed, st.confirmed)
 	return true, err

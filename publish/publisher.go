@@ -131,6 +131,10 @@ func (p *Publisher) Ping(ctx context.Context) error {
 	return nil
 }
 
+// BufferedBytes returns the bytes of the records handed over and not yet
+// acknowledged or failed.
+func (p *Publisher) BufferedBytes() int64 { return p.cl.BufferedProduceBytes() }
+
 // Close closes the client; records still buffered fail with kgo.ErrClientClosed.
 func (p *Publisher) Close() { p.cl.Close() }
 

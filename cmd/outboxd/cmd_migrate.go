@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,13 +15,23 @@ import (
 	"github.com/outboxd/outboxd/migrations"
 )
 
-func cmdMigrate(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) int {
+var migrateFlags = []string{config.FlagDatabaseURL, config.FlagTable, config.FlagPublication, config.FlagSlot, config.FlagCreateSlot, config.FlagLogLevel, config.FlagLogFormat}
+
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
 	fs := newFlagSet("migrate", "Creates the outbox table and the insert-only publication over it (idempotently,\nrecording versions in outboxd_migrations), then the pgoutput replication slot, so\nthat every outbox row committed from now on is published even if `run` starts\nlater. Note: a slot nobody reads retains WAL on the server until outboxd runs.", stderr)
-	cfg.Register(fs, config.FlagDatabaseURL, config.FlagTable, config.FlagPublication, config.FlagSlot, config.FlagCreateSlot, config.FlagLogLevel, config.FlagLogFormat)
+	cfg.Register(fs, migrateFlags...)
+	printSQL := fs.Bool("print-sql", false, "print the SQL migrate would run (for a DBA to apply by hand) and exit; needs no database")
 	if err := config.Parse(fs, args, getenv); err != nil {
 		fmt.Fprintln(stderr, "outboxd migrate:", err)
 		return parseExit(err)
+	}
+	if *printSQL {
+		if err := printMigrationSQL(stdout, cfg); err != nil {
+			fmt.Fprintln(stderr, "outboxd migrate:", err)
+			return exitUsage
+		}
+		return exitOK
 	}
 	if err := cfg.Validate(fs); err != nil {
 		fmt.Fprintf(stderr, "outboxd migrate: invalid configuration:\n%v\n", err)
@@ -61,3 +72,25 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	return nil
 }
+
+// printMigrationSQL prints every migration and the slot creation as one
+// script a DBA can review and apply (each statement is idempotent).
+func printMigrationSQL(w io.Writer, cfg config.Config) error {
+	ms, err := migrations.Load(migrations.Target{Table: cfg.Table, Publication: cfg.Publication})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "-- outboxd %s: schema for table %s, publication %s, slot %s.\n", version, cfg.Table, cfg.Publication, cfg.Slot)
+	fmt.Fprintln(w, "-- Each statement is safe to run again. outboxd run needs a role with REPLICATION,")
+	fmt.Fprintln(w, "-- CONNECT on the database and SELECT on the outbox table (see README).")
+	for _, m := range ms {
+		fmt.Fprintf(w, "\n-- migration %s\n%s\n", m.Name, strings.TrimSpace(m.SQL))
+	}
+	if cfg.CreateSlot {
+		fmt.Fprintf(w, "\n-- the replication slot: from now on every committed outbox row is kept for outboxd\n")
+		fmt.Fprintf(w, "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')\nWHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = %s);\n", sqlLiteral(cfg.Slot), sqlLiteral(cfg.Slot))
+	}
+	return nil
+}
+
+func sqlLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

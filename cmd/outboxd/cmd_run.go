@@ -9,7 +9,9 @@ import (
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/internal/config"
+	"github.com/outboxd/outboxd/internal/ops"
 	"github.com/outboxd/outboxd/publish"
+	"golang.org/x/sync/errgroup"
 )
 
 func envName(flagName string) string { return config.EnvName(flagName) }
@@ -18,12 +20,15 @@ var runFlags = []string{
 	config.FlagDatabaseURL, config.FlagBrokers, config.FlagSlot, config.FlagPublication, config.FlagCreateSlot,
 	config.FlagMaxInFlightRecords, config.FlagMaxInFlightBytes, config.FlagLinger, config.FlagAllowAutoTopicCreation,
 	config.FlagStatusInterval, config.FlagShutdownTimeout, config.FlagSlotRetryInterval, config.FlagReconnectMaxInterval,
+	config.FlagMetricsAddr, config.FlagWALCheckInterval, config.FlagWALRetainedWarnBytes, config.FlagHeartbeatInterval,
+	config.FlagKafkaTLS, config.FlagKafkaTLSCAFile, config.FlagKafkaTLSCertFile, config.FlagKafkaTLSKeyFile, config.FlagKafkaTLSInsecure,
+	config.FlagKafkaSASLMechanism, config.FlagKafkaSASLUsername, config.FlagKafkaSASLPassword,
 	config.FlagLogLevel, config.FlagLogFormat,
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
-	fs := newFlagSet("run", "Streams committed inserts of the publication's tables from the slot to Kafka until\nSIGTERM or SIGINT, then finishes the open transaction, waits for Kafka and confirms.", stderr)
+	fs := newFlagSet("run", "Streams committed inserts of the publication's tables from the slot to Kafka until\nSIGTERM or SIGINT, then finishes the open transaction, waits for Kafka and confirms.\nSIGHUP is ignored.", stderr)
 	cfg.Register(fs, runFlags...)
 	if err := config.Parse(fs, args, getenv); err != nil {
 		fmt.Fprintln(stderr, "outboxd run:", err)
@@ -41,23 +46,26 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	return exitOK
 }
 
-// runPublisher wires publish and cdc and runs until ctx ends or a permanent
-// error.
+// runPublisher wires publish, cdc and the operations side (metrics, health,
+// WAL monitor, heartbeat) and runs until ctx ends or a permanent error.
 func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	log.Info("starting", "version", version, "config", cfg)
+	kopts, err := cfg.KafkaOpts()
+	if err != nil {
+		return err
+	}
 	pub, err := publish.New(publish.Config{
 		Brokers:                cfg.BrokerList(),
 		MaxInFlightRecords:     cfg.MaxInFlightRecords,
 		MaxInFlightBytes:       cfg.MaxInFlightBytes,
 		Linger:                 cfg.Linger,
 		AllowAutoTopicCreation: cfg.AllowAutoTopicCreation,
+		Opts:                   kopts,
 	}, log)
 	if err != nil {
 		return err
 	}
 	defer pub.Close()
-	log.Info("starting", "version", version, "slot", cfg.Slot, "publication", cfg.Publication,
-		"brokers", cfg.Brokers, "max_in_flight_records", cfg.MaxInFlightRecords, "max_in_flight_bytes", cfg.MaxInFlightBytes,
-		"status_interval", cfg.StatusInterval, "shutdown_timeout", cfg.ShutdownTimeout)
 	st := cdc.New(cdc.Config{
 		DatabaseURL:          cfg.DatabaseURL,
 		Slot:                 cfg.Slot,
@@ -68,5 +76,25 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 		SlotRetryInterval:    cfg.SlotRetryInterval,
 		ReconnectMaxInterval: cfg.ReconnectMaxInterval,
 	}, pub, log)
-	return st.Run(ctx)
+	wal := &cdc.WALMonitor{DatabaseURL: cfg.DatabaseURL, Slot: cfg.Slot, Publication: cfg.Publication,
+		Interval: cfg.WALCheckInterval, WarnBytes: cfg.WALRetainedWarnBytes, Log: log}
+
+	g, gctx := errgroup.WithContext(ctx)
+	if cfg.MetricsAddr != "" {
+		m := ops.NewMetrics(st, wal, pub.BufferedBytes)
+		st.Observe(m)
+		srv := &ops.Server{Addr: cfg.MetricsAddr, Metrics: m, Stats: st, Kafka: pub, Log: log}
+		if _, err := srv.Listen(); err != nil {
+			return err
+		}
+		g.Go(func() error { return srv.Run(gctx) })
+	}
+	g.Go(func() error { return wal.Run(gctx) })
+	if cfg.HeartbeatInterval > 0 {
+		g.Go(func() error { return cdc.Heartbeat(gctx, cfg.DatabaseURL, cfg.HeartbeatInterval, log) })
+	}
+	// Run returns nil only once gctx ended: on SIGTERM, or when a sibling
+	// failed (then g.Wait returns that sibling's error).
+	g.Go(func() error { return st.Run(gctx) })
+	return g.Wait()
 }

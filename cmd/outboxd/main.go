@@ -27,8 +27,11 @@ commit order, confirming the replication slot only after Kafka acknowledges.
 
 Usage:
   outboxd migrate --database-url URL      create the outbox table, publication and slot
+                                          (--print-sql: print the SQL for a DBA instead)
   outboxd run --database-url URL --brokers HOST:PORT
                                           stream the outbox to Kafka until SIGTERM/SIGINT
+  outboxd status --database-url URL       the slot's state, lag and retained WAL; exit 1 when
+                                          the slot is missing or invalidated
   outboxd demo                            a throwaway PostgreSQL and in-process Kafka, with
                                           sample orders flowing through
   outboxd version                         print the version
@@ -62,9 +65,11 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	case "run":
 		return cmdRun(ctx, rest, stderr, getenv)
 	case "migrate":
-		return cmdMigrate(ctx, rest, stderr, getenv)
+		return cmdMigrate(ctx, rest, stdout, stderr, getenv)
 	case "demo":
 		return cmdDemo(ctx, rest, stdout, stderr, getenv)
+	case "status":
+		return cmdStatus(ctx, rest, stdout, stderr, getenv)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "outboxd", version)
 		return exitOK

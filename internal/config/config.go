@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -41,6 +42,20 @@ type Config struct {
 
 	LogLevel  string
 	LogFormat string
+
+	MetricsAddr          string
+	WALCheckInterval     time.Duration
+	WALRetainedWarnBytes int64
+	HeartbeatInterval    time.Duration
+
+	KafkaTLS                   bool
+	KafkaTLSCAFile             string
+	KafkaTLSCertFile           string
+	KafkaTLSKeyFile            string
+	KafkaTLSInsecureSkipVerify bool
+	KafkaSASLMechanism         string
+	KafkaSASLUsername          string
+	KafkaSASLPassword          string
 }
 
 // Default returns the defaults of every option.
@@ -58,6 +73,8 @@ func Default() Config {
 		ReconnectMaxInterval: cdc.DefaultReconnectMaxInterval,
 		LogLevel:             "info",
 		LogFormat:            "text",
+		WALCheckInterval:     30 * time.Second,
+		WALRetainedWarnBytes: 1 << 30,
 	}
 }
 
@@ -79,6 +96,18 @@ const (
 	FlagReconnectMaxInterval   = "reconnect-max-interval"
 	FlagLogLevel               = "log-level"
 	FlagLogFormat              = "log-format"
+	FlagMetricsAddr            = "metrics-addr"
+	FlagWALCheckInterval       = "wal-check-interval"
+	FlagWALRetainedWarnBytes   = "wal-retained-warn-bytes"
+	FlagHeartbeatInterval      = "heartbeat-interval"
+	FlagKafkaTLS               = "kafka-tls"
+	FlagKafkaTLSCAFile         = "kafka-tls-ca-file"
+	FlagKafkaTLSCertFile       = "kafka-tls-cert-file"
+	FlagKafkaTLSKeyFile        = "kafka-tls-key-file"
+	FlagKafkaTLSInsecure       = "kafka-tls-insecure-skip-verify"
+	FlagKafkaSASLMechanism     = "kafka-sasl-mechanism"
+	FlagKafkaSASLUsername      = "kafka-sasl-username"
+	FlagKafkaSASLPassword      = "kafka-sasl-password"
 )
 
 // Register defines the named flags on fs, bound to c's fields, with c's
@@ -118,6 +147,30 @@ func (c *Config) Register(fs *flag.FlagSet, names ...string) {
 			fs.StringVar(&c.LogLevel, n, c.LogLevel, "log level: debug, info, warn, error")
 		case FlagLogFormat:
 			fs.StringVar(&c.LogFormat, n, c.LogFormat, "log format: text or json")
+		case FlagMetricsAddr:
+			fs.StringVar(&c.MetricsAddr, n, c.MetricsAddr, "serve Prometheus /metrics, /healthz and /readyz on this address, e.g. :9187 (empty: off)")
+		case FlagWALCheckInterval:
+			fs.DurationVar(&c.WALCheckInterval, n, c.WALCheckInterval, "how often to check the WAL the slot retains (and whether PostgreSQL invalidated it)")
+		case FlagWALRetainedWarnBytes:
+			fs.Int64Var(&c.WALRetainedWarnBytes, n, c.WALRetainedWarnBytes, "log a warning when the slot retains more WAL than this many bytes")
+		case FlagHeartbeatInterval:
+			fs.DurationVar(&c.HeartbeatInterval, n, c.HeartbeatInterval, "write a pg_logical_emit_message heartbeat this often (0: off; only needed where keepalives do not advance an idle slot)")
+		case FlagKafkaTLS:
+			fs.BoolVar(&c.KafkaTLS, n, c.KafkaTLS, "connect to Kafka with TLS (system CAs unless --kafka-tls-ca-file)")
+		case FlagKafkaTLSCAFile:
+			fs.StringVar(&c.KafkaTLSCAFile, n, c.KafkaTLSCAFile, "PEM file of the CA(s) that signed the brokers' certificates (implies --kafka-tls)")
+		case FlagKafkaTLSCertFile:
+			fs.StringVar(&c.KafkaTLSCertFile, n, c.KafkaTLSCertFile, "PEM client certificate for mutual TLS (with --kafka-tls-key-file)")
+		case FlagKafkaTLSKeyFile:
+			fs.StringVar(&c.KafkaTLSKeyFile, n, c.KafkaTLSKeyFile, "PEM client key for mutual TLS")
+		case FlagKafkaTLSInsecure:
+			fs.BoolVar(&c.KafkaTLSInsecureSkipVerify, n, c.KafkaTLSInsecureSkipVerify, "do not verify the brokers' certificates (testing only)")
+		case FlagKafkaSASLMechanism:
+			fs.StringVar(&c.KafkaSASLMechanism, n, c.KafkaSASLMechanism, "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: none); use with TLS, PLAIN sends the password as is")
+		case FlagKafkaSASLUsername:
+			fs.StringVar(&c.KafkaSASLUsername, n, c.KafkaSASLUsername, "SASL user name")
+		case FlagKafkaSASLPassword:
+			fs.StringVar(&c.KafkaSASLPassword, n, c.KafkaSASLPassword, "SASL password (prefer the environment variable: flags show in ps)")
 		default:
 			panic("config: unknown flag " + n)
 		}
@@ -218,6 +271,41 @@ func (c *Config) Validate(fs *flag.FlagSet) error {
 	}
 	if has(FlagLogFormat) && c.LogFormat != "text" && c.LogFormat != "json" {
 		bad(FlagLogFormat, "%q is not text or json", c.LogFormat)
+	}
+	if has(FlagMetricsAddr) && c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			bad(FlagMetricsAddr, "%q is not HOST:PORT or :PORT", c.MetricsAddr)
+		}
+	}
+	if has(FlagWALCheckInterval) && c.WALCheckInterval <= 0 {
+		bad(FlagWALCheckInterval, "must be positive")
+	}
+	if has(FlagWALRetainedWarnBytes) && c.WALRetainedWarnBytes <= 0 {
+		bad(FlagWALRetainedWarnBytes, "must be positive")
+	}
+	if has(FlagHeartbeatInterval) && c.HeartbeatInterval < 0 {
+		bad(FlagHeartbeatInterval, "must not be negative")
+	}
+	for _, f := range []struct{ flag, path string }{{FlagKafkaTLSCAFile, c.KafkaTLSCAFile}, {FlagKafkaTLSCertFile, c.KafkaTLSCertFile}, {FlagKafkaTLSKeyFile, c.KafkaTLSKeyFile}} {
+		if has(f.flag) && f.path != "" {
+			if _, err := os.Stat(f.path); err != nil {
+				bad(f.flag, "%v", err)
+			}
+		}
+	}
+	if has(FlagKafkaTLSCertFile) && (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
+		bad(FlagKafkaTLSCertFile, "a client certificate needs --%s and a key needs --%s", FlagKafkaTLSKeyFile, FlagKafkaTLSCertFile)
+	}
+	if has(FlagKafkaSASLMechanism) {
+		switch strings.ToUpper(c.KafkaSASLMechanism) {
+		case "":
+		case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+			if c.KafkaSASLUsername == "" || c.KafkaSASLPassword == "" {
+				bad(FlagKafkaSASLMechanism, "needs --%s and --%s", FlagKafkaSASLUsername, FlagKafkaSASLPassword)
+			}
+		default:
+			bad(FlagKafkaSASLMechanism, "%q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.KafkaSASLMechanism)
+		}
 	}
 	return errors.Join(errs...)
 }

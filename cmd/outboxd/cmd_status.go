@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/internal/config"
+)
+
+func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	cfg := config.Default()
+	fs := newFlagSet("status", "Shows the replication slot and the publication: whether the slot is active and by\nwhich pid, its confirmed position, the lag and the WAL it retains, wal_status and\nsafe_wal_size, and the publication's tables. Exits 1 when the slot is missing or\nwas invalidated (wal_status lost).", stderr)
+	cfg.Register(fs, config.FlagDatabaseURL, config.FlagSlot, config.FlagPublication)
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	if err := config.Parse(fs, args, getenv); err != nil {
+		fmt.Fprintln(stderr, "outboxd status:", err)
+		return parseExit(err)
+	}
+	if err := cfg.Validate(fs); err != nil {
+		fmt.Fprintf(stderr, "outboxd status: invalid configuration:\n%v\n", err)
+		return exitUsage
+	}
+	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "outboxd status: connecting to PostgreSQL: %v\n", err)
+		return exitError
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	st, err := cdc.ReadStatus(ctx, conn, cfg.Slot, cfg.Publication)
+	if err != nil {
+		fmt.Fprintf(stderr, "outboxd status: %v\n", err)
+		return exitError
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(st)
+	} else {
+		printStatus(stdout, st)
+	}
+	switch {
+	case !st.Exists:
+		fmt.Fprintf(stderr, "outboxd status: replication slot %s does not exist (run `outboxd migrate`)\n", cfg.Slot)
+		return exitError
+	case st.Lost():
+		fmt.Fprintf(stderr, "outboxd status: replication slot %s was invalidated (wal_status lost): outbox rows may be missing from Kafka\n", cfg.Slot)
+		return exitError
+	}
+	return exitOK
+}
+
+func printStatus(w io.Writer, st cdc.SlotStatus) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintf(tw, "slot\t%s\n", st.Slot)
+	if !st.Exists {
+		fmt.Fprintf(tw, "exists\tno\n")
+	} else {
+		active := "no"
+		if st.Active {
+			active = fmt.Sprintf("yes, pid %d", st.ActivePID)
+		}
+		fmt.Fprintf(tw, "plugin\t%s\ndatabase\t%s\nactive\t%s\n", st.Plugin, st.Database, active)
+		fmt.Fprintf(tw, "confirmed_flush_lsn\t%s\ncurrent_wal_lsn\t%s\n", st.Confirmed, st.Current)
+		fmt.Fprintf(tw, "lag\t%s\nretained WAL\t%s\n", bytesText(st.LagBytes), bytesText(st.RetainedWALBytes))
+		fmt.Fprintf(tw, "wal_status\t%s\n", st.WALStatus)
+		if st.SafeWALSize != nil {
+			fmt.Fprintf(tw, "safe_wal_size\t%s\n", bytesText(*st.SafeWALSize))
+		} else {
+			fmt.Fprintf(tw, "safe_wal_size\tunlimited (max_slot_wal_keep_size = -1)\n")
+		}
+	}
+	fmt.Fprintf(tw, "publication\t%s\n", st.Publication)
+	if !st.PublicationExists {
+		fmt.Fprintf(tw, "publication exists\tno (run `outboxd migrate`)\n")
+	}
+	for _, t := range st.Tables {
+		fmt.Fprintf(tw, "table\t%s\n", t)
+	}
+}
+
+func bytesText(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%d bytes (%.1f GiB)", n, float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%d bytes (%.1f MiB)", n, float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

@@ -1,0 +1,350 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/internal/testenv"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func get(addr, path string) (int, string) {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// metric returns the value of the first sample whose line starts with name
+// (labels included), or -1.
+func metric(body, name string) float64 {
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, name+" ") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(l, name)), 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestMetricsAndHealthFollowTheStream: metrics move as events flow, the
+// process is healthy and ready while streaming; a standby on the same slot
+// is healthy but not ready.
+func TestMetricsAndHealthFollowTheStream(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	addr := freeAddr(t)
+	p := w.start(t, "--metrics-addr", addr)
+	waitFor(t, 30*time.Second, "readyz 200", func() bool { code, _ := get(addr, "/readyz"); return code == 200 })
+	if code, _ := get(addr, "/healthz"); code != 200 {
+		t.Errorf("healthz = %d", code)
+	}
+	ids := w.write(t, 4, 0) // 20 rows
+	w.consumeAll(t, ids, time.Minute)
+	var body string
+	waitFor(t, 10*time.Second, "metrics counting 20 records", func() bool {
+		_, body = get(addr, "/metrics")
+		return metric(body, fmt.Sprintf(`outboxd_records_published_total{topic="%s"}`, w.topic)) == 20
+	})
+	for name, min := range map[string]float64{
+		fmt.Sprintf(`outboxd_bytes_published_total{topic="%s"}`, w.topic): 20 * 36, // key (36) + payload
+		`outboxd_transactions_total`:                                      4,
+		`outboxd_confirmed_lsn`:                                           1,
+		`outboxd_state{state="streaming"}`:                                1,
+		`outboxd_produce_latency_seconds_count`:                           20,
+		`outboxd_commit_to_ack_seconds_count`:                             20,
+	} {
+		if v := metric(body, name); v < min {
+			t.Errorf("%s = %v, want at least %v", name, v, min)
+		}
+	}
+	for _, name := range []string{"outboxd_in_flight_records", "outboxd_in_flight_bytes", "outboxd_replication_lag_bytes", "outboxd_replication_lag_seconds", "outboxd_reconnects_total", `outboxd_errors_total{kind="permanent"}`, "outboxd_slot_retained_wal_bytes"} {
+		if v := metric(body, name); v < 0 && name != "outboxd_slot_retained_wal_bytes" {
+			t.Errorf("%s missing or negative (%v)", name, v)
+		}
+	}
+
+	standbyAddr := freeAddr(t)
+	standby := w.start(t, "--metrics-addr", standbyAddr)
+	waitFor(t, 30*time.Second, "standby standing by", func() bool { return strings.Contains(standby.log(), "standing by") })
+	if code, _ := get(standbyAddr, "/healthz"); code != 200 {
+		t.Errorf("standby healthz = %d, want 200", code)
+	}
+	if code, body := get(standbyAddr, "/readyz"); code != 503 || !strings.Contains(body, "standby") {
+		t.Errorf("standby readyz = %d %q, want 503 standby", code, body)
+	}
+	_, sbody := get(standbyAddr, "/metrics")
+	if metric(sbody, `outboxd_state{state="standby"}`) != 1 {
+		t.Errorf("standby does not report outboxd_state{state=\"standby\"} 1")
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t, time.Minute)
+	waitFor(t, 30*time.Second, "standby ready after the takeover", func() bool { code, _ := get(standbyAddr, "/readyz"); return code == 200 })
+}
+
+// TestReadyzFlipsWhenKafkaStops uses a private broker.
+func TestReadyzFlipsWhenKafkaStops(t *testing.T) {
+	t.Parallel()
+	kafka := testenv.StartKafka(t)
+	w := &world{url: testenv.Database(t), brokers: kafka.Addr, slot: testenv.Name(t, "slot")}
+	w.topic = testenv.CreateTopic(t, []string{kafka.Addr}, testenv.Name(t, "topic"), 1)
+	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--slot", w.slot).CombinedOutput(); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	addr := freeAddr(t)
+	p := w.start(t, "--metrics-addr", addr)
+	waitFor(t, 30*time.Second, "readyz 200", func() bool { code, _ := get(addr, "/readyz"); return code == 200 })
+	kafka.Stop(t)
+	waitFor(t, 30*time.Second, "readyz 503 with Kafka down", func() bool {
+		code, body := get(addr, "/readyz")
+		return code == 503 && strings.Contains(body, "Kafka")
+	})
+	if code, _ := get(addr, "/healthz"); code != 200 {
+		t.Errorf("healthz = %d while Kafka is down, want 200 (alive)", code)
+	}
+	kafka.Start(t)
+	waitFor(t, 60*time.Second, "readyz 200 after Kafka returned", func() bool { code, _ := get(addr, "/readyz"); return code == 200 })
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t, time.Minute)
+}
+
+// TestStatusReportsTheSlot runs `outboxd status` against a real slot.
+func TestStatusReportsTheSlot(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	status := func(args ...string) (int, string, string) {
+		cmd := exec.Command(builtBinary, append([]string{"status", "--database-url", w.url}, args...)...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		_ = cmd.Run()
+		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+	}
+	code, out, stderr := status("--slot", w.slot, "--json")
+	if code != 0 {
+		t.Fatalf("status exit %d: %s", code, stderr)
+	}
+	var st struct {
+		Slot              string   `json:"slot"`
+		Exists            bool     `json:"exists"`
+		Active            bool     `json:"active"`
+		Confirmed         string   `json:"confirmed_flush_lsn"`
+		Retained          int64    `json:"retained_wal_bytes"`
+		WALStatus         string   `json:"wal_status"`
+		PublicationExists bool     `json:"publication_exists"`
+		Tables            []string `json:"tables"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	if !st.Exists || st.Active || st.Confirmed == "" || st.WALStatus == "" || !st.PublicationExists || len(st.Tables) != 1 || st.Tables[0] != "public.outbox" {
+		t.Errorf("status of an idle, migrated slot = %+v", st)
+	}
+	p := w.start(t)
+	waitFor(t, 30*time.Second, "status shows the slot active", func() bool {
+		_, out, _ := status("--slot", w.slot)
+		return regexp.MustCompile(`active\s+yes, pid \d+`).MatchString(out)
+	})
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t, time.Minute)
+	if code, _, stderr := status("--slot", "no_such_slot"); code != exitError || !strings.Contains(stderr, "does not exist") {
+		t.Errorf("status of a missing slot: exit %d, %q; want 1 and 'does not exist'", code, stderr)
+	}
+}
+
+// TestInvalidatedSlotStopsWithClearError: a slot PostgreSQL invalidated
+// (max_slot_wal_keep_size) is reported by status and stops run; outboxd
+// never recreates it and skips events silently.
+func TestInvalidatedSlotStopsWithClearError(t *testing.T) {
+	t.Parallel()
+	pg := testenv.StartPostgres(t)
+	w := &world{url: testenv.DatabaseOn(t, pg.URL), brokers: strings.Join(testenv.Brokers(t), ","), slot: testenv.Name(t, "slot")}
+	w.topic = testenv.Topic(t, 1)
+	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--slot", w.slot).CombinedOutput(); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, q := range []string{`ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`, `SELECT pg_reload_conf()`,
+		`CREATE TABLE filler (x text)`} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, time.Minute, "slot invalidated", func() bool {
+		_, _ = conn.Exec(ctx, `INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 20000)`)
+		_, _ = conn.Exec(ctx, `SELECT pg_switch_wal()`)
+		_, _ = conn.Exec(ctx, `CHECKPOINT`)
+		var status string
+		_ = conn.QueryRow(ctx, `SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1`, w.slot).Scan(&status)
+		return status == "lost"
+	})
+	out, _ := exec.Command(builtBinary, "status", "--database-url", w.url, "--slot", w.slot).CombinedOutput()
+	if !strings.Contains(string(out), "invalidated") {
+		t.Errorf("status does not report the invalidated slot:\n%s", out)
+	}
+	p := w.start(t)
+	if code := p.wait(t, time.Minute); code != exitError {
+		t.Fatalf("run on an invalidated slot: exit %d, want %d; log:\n%s", code, exitError, p.log())
+	}
+	if !strings.Contains(p.log(), "invalidated") || !strings.Contains(p.log(), w.slot) {
+		t.Errorf("run's error does not explain the invalidated slot:\n%s", p.log())
+	}
+	var exists bool
+	_ = conn.QueryRow(ctx, `SELECT wal_status = 'lost' FROM pg_replication_slots WHERE slot_name = $1`, w.slot).Scan(&exists)
+	if !exists {
+		t.Errorf("the invalidated slot was recreated or dropped")
+	}
+}
+
+// TestPasswordsNeverShown: the startup config dump, connection errors and
+// status output never show the database password.
+func TestPasswordsNeverShown(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cret-pw-9f1c"
+	closed := freeAddr(t) // nothing listens there
+	url := "postgres://app:" + secret + "@" + closed + "/app?sslmode=disable"
+	cmd := exec.Command(builtBinary, "run", "--database-url", url, "--brokers", "127.0.0.1:1",
+		"--kafka-sasl-mechanism", "PLAIN", "--kafka-sasl-username", "u", "--kafka-sasl-password", secret+"-kafka",
+		"--reconnect-max-interval", "200ms", "--log-level", "debug")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // a few failed connection attempts
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
+	logs := out.String()
+	if !strings.Contains(logs, "xxxxx") || !strings.Contains(logs, "reconnecting") {
+		t.Fatalf("expected a redacted config dump and connection errors, got:\n%s", logs)
+	}
+	if strings.Contains(logs, secret) {
+		t.Errorf("logs show a password:\n%s", logs)
+	}
+	status, _ := exec.Command(builtBinary, "status", "--database-url", url).CombinedOutput()
+	if strings.Contains(string(status), secret) {
+		t.Errorf("status shows the password:\n%s", status)
+	}
+}
+
+// TestSIGHUPIsNotACrash.
+func TestSIGHUPIsNotACrash(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.start(t)
+	waitFor(t, 30*time.Second, "streaming", func() bool { return strings.Contains(p.log(), "msg=streaming") })
+	_ = p.cmd.Process.Signal(syscall.SIGHUP)
+	time.Sleep(500 * time.Millisecond)
+	if done, _ := func() (bool, int) {
+		select {
+		case <-p.done:
+			return true, p.cmd.ProcessState.ExitCode()
+		default:
+			return false, 0
+		}
+	}(); done {
+		t.Fatalf("outboxd exited on SIGHUP; log:\n%s", p.log())
+	}
+	ids := w.write(t, 1, 0)
+	w.consumeAll(t, ids, time.Minute)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Errorf("exit %d after SIGTERM", code)
+	}
+}
+
+// TestWALRetentionWarning: past the threshold the monitor warns and the
+// retained WAL shows in the metrics.
+func TestWALRetentionWarning(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	addr := freeAddr(t)
+	p := w.start(t, "--metrics-addr", addr, "--wal-check-interval", "200ms", "--wal-retained-warn-bytes", "1")
+	waitFor(t, 30*time.Second, "retention warning", func() bool { return strings.Contains(p.log(), "retains a lot of WAL") })
+	_, body := get(addr, "/metrics")
+	if v := metric(body, "outboxd_slot_retained_wal_bytes"); v <= 0 {
+		t.Errorf("outboxd_slot_retained_wal_bytes = %v, want > 0", v)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t, time.Minute)
+}
+
+// TestLeastPrivilegeRole: run works with a role that has only REPLICATION
+// and CONNECT (what the README documents), heartbeat included.
+func TestLeastPrivilegeRole(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	role := testenv.Name(t, "role")
+	ctx := t.Context()
+	dbName := w.url[strings.LastIndex(w.url, "/")+1:]
+	dbName = dbName[:strings.Index(dbName, "?")]
+	for _, q := range []string{
+		"CREATE ROLE " + role + " LOGIN REPLICATION",
+		"GRANT CONNECT ON DATABASE " + dbName + " TO " + role,
+		"GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO " + role,
+	} {
+		if _, err := w.pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = w.pool.Exec(context.Background(), "REVOKE ALL ON DATABASE "+dbName+" FROM "+role)
+		_, _ = w.pool.Exec(context.Background(), "REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) FROM "+role)
+		_, _ = w.pool.Exec(context.Background(), "DROP ROLE "+role)
+	})
+	limited := strings.Replace(w.url, "postgres://postgres@", "postgres://"+role+"@", 1)
+	p := w.start(t, "--database-url", limited, "--heartbeat-interval", "200ms")
+	ids := w.write(t, 2, 0)
+	w.consumeAll(t, ids, time.Minute)
+	time.Sleep(time.Second) // a few heartbeats
+	if strings.Contains(p.log(), "heartbeat failed") || strings.Contains(p.log(), "level=ERROR") {
+		t.Errorf("least-privilege run logged failures:\n%s", p.log())
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Errorf("exit %d; log:\n%s", code, p.log())
+	}
+}

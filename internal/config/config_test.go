@@ -1,0 +1,109 @@
+package config
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func TestRedactURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"postgres://app:s3cret@db:5432/app?sslmode=require", "postgres://app:xxxxx@db:5432/app?sslmode=require"},
+		{"postgres://app@db/app", "postgres://app@db/app"},
+		{"postgres://db/app?user=app&password=s3cret", "postgres://db/app?password=xxxxx&user=app"},
+		{"host=db user=app password=s3cret dbname=app", "host=db user=app password=xxxxx dbname=app"},
+		{"host=db password='s3 cret' dbname=app", "host=db password=xxxxx dbname=app"},
+	}
+	for _, tt := range tests {
+		if got := RedactURL(tt.in); got != tt.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestConfigDumpRedactsSecrets(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	c.DatabaseURL = "postgres://app:pg-secret@db/app"
+	c.KafkaSASLMechanism, c.KafkaSASLUsername, c.KafkaSASLPassword = "PLAIN", "u", "kafka-secret"
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("starting", "config", c)
+	out := buf.String()
+	for _, s := range []string{"pg-secret", "kafka-secret"} {
+		if strings.Contains(out, s) {
+			t.Errorf("config dump shows %s: %s", s, out)
+		}
+	}
+	for _, s := range []string{`"slot":"outboxd"`, `"kafka_sasl_password":"xxxxx"`, `"database_url":"postgres://app:xxxxx@db/app"`} {
+		if !strings.Contains(out, s) {
+			t.Errorf("config dump lacks %s: %s", s, out)
+		}
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want []string // substrings of the error; empty: valid
+	}{
+		{"valid", []string{"--database-url", "postgres://h/db", "--brokers", "a:1,b:2"}, nil},
+		{"all wrong at once", []string{"--brokers", "nocolon", "--slot", "Bad-Slot", "--status-interval", "0s", "--metrics-addr", "nope", "--kafka-sasl-mechanism", "GSSAPI", "--log-level", "loud"},
+			[]string{"--database-url", "nocolon", "Bad-Slot", "--status-interval", "--metrics-addr", "GSSAPI", "loud"}},
+		{"sasl needs credentials", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--kafka-sasl-mechanism", "scram-sha-512"}, []string{"--kafka-sasl-username"}},
+		{"client cert needs key", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--kafka-tls-cert-file", "/nonexistent.pem"}, []string{"no such file", "--kafka-tls-key-file"}},
+		{"key=value connection string", []string{"--database-url", "host=db dbname=app", "--brokers", "a:1"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := Default()
+			fs := flag.NewFlagSet("run", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			// Every run flag, so a flag without a valid default fails "valid".
+			c.Register(fs, FlagDatabaseURL, FlagBrokers, FlagSlot, FlagPublication, FlagCreateSlot, FlagMaxInFlightRecords, FlagMaxInFlightBytes,
+				FlagLinger, FlagAllowAutoTopicCreation, FlagShutdownTimeout, FlagSlotRetryInterval, FlagReconnectMaxInterval,
+				FlagWALCheckInterval, FlagWALRetainedWarnBytes, FlagHeartbeatInterval, FlagKafkaTLS, FlagKafkaTLSCAFile, FlagKafkaTLSInsecure, FlagLogFormat,
+				FlagStatusInterval, FlagMetricsAddr, FlagKafkaSASLMechanism,
+				FlagKafkaSASLUsername, FlagKafkaSASLPassword, FlagKafkaTLSCertFile, FlagKafkaTLSKeyFile, FlagLogLevel)
+			if err := Parse(fs, tt.args, func(string) string { return "" }); err != nil {
+				t.Fatal(err)
+			}
+			err := c.Validate(fs)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Validate = nil, want errors")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestEnvironmentFillsUnsetFlags(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	c.Register(fs, FlagSlot, FlagPublication, FlagMaxInFlightRecords)
+	env := map[string]string{"OUTBOXD_SLOT": "from_env", "OUTBOXD_PUBLICATION": "from_env", "OUTBOXD_MAX_IN_FLIGHT_RECORDS": "oops"}
+	err := Parse(fs, []string{"--publication", "from_flag"}, func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), "OUTBOXD_MAX_IN_FLIGHT_RECORDS") {
+		t.Errorf("Parse error = %v, want one naming OUTBOXD_MAX_IN_FLIGHT_RECORDS", err)
+	}
+	if c.Slot != "from_env" || c.Publication != "from_flag" {
+		t.Errorf("slot %q publication %q: env must fill unset flags only", c.Slot, c.Publication)
+	}
+}

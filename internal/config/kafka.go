@@ -1,0 +1,54 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// KafkaOpts returns the franz-go options for TLS and SASL.
+func (c *Config) KafkaOpts() ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	if c.KafkaTLS || c.KafkaTLSCAFile != "" || c.KafkaTLSCertFile != "" || c.KafkaTLSInsecureSkipVerify {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.KafkaTLSInsecureSkipVerify} //nolint:gosec // opt-in, documented as testing only
+		if c.KafkaTLSCAFile != "" {
+			pem, err := os.ReadFile(c.KafkaTLSCAFile)
+			if err != nil {
+				return nil, fmt.Errorf("reading --%s: %w", FlagKafkaTLSCAFile, err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("reading --%s %s: no PEM certificate in it", FlagKafkaTLSCAFile, c.KafkaTLSCAFile)
+			}
+			tc.RootCAs = pool
+		}
+		if c.KafkaTLSCertFile != "" {
+			cert, err := tls.LoadX509KeyPair(c.KafkaTLSCertFile, c.KafkaTLSKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("loading the Kafka client certificate: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		opts = append(opts, kgo.Dialer((&tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: tc}).DialContext))
+	}
+	switch strings.ToUpper(c.KafkaSASLMechanism) {
+	case "":
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: c.KafkaSASLUsername, Pass: c.KafkaSASLPassword}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: c.KafkaSASLUsername, Pass: c.KafkaSASLPassword}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: c.KafkaSASLUsername, Pass: c.KafkaSASLPassword}.AsSha512Mechanism()))
+	default:
+		return nil, fmt.Errorf("--%s %q is not supported", FlagKafkaSASLMechanism, c.KafkaSASLMechanism)
+	}
+	return opts, nil
+}

@@ -1,0 +1,115 @@
+package ops
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/outboxd/outboxd/cdc"
+)
+
+// StatsSource is what the metrics read from the pipeline.
+type StatsSource interface {
+	Stats() cdc.Stats
+}
+
+// RetainedWAL reports the WAL the slot retains (-1 when unknown).
+type RetainedWAL interface {
+	Retained() int64
+}
+
+// Metrics holds outboxd's Prometheus collectors. It implements
+// cdc.Observer for the per-topic counters and latency histograms.
+type Metrics struct {
+	Registry       *prometheus.Registry
+	records        *prometheus.CounterVec
+	bytes          *prometheus.CounterVec
+	produceLatency prometheus.Histogram
+	commitToAck    prometheus.Histogram
+}
+
+// NewMetrics registers every metric on a new registry.
+func NewMetrics(src StatsSource, wal RetainedWAL, inFlightBytes func() int64) *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &Metrics{
+		Registry: reg,
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outboxd_records_published_total", Help: "Records Kafka acknowledged, by topic.",
+		}, []string{"topic"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outboxd_bytes_published_total", Help: "Key and value bytes of the records Kafka acknowledged, by topic.",
+		}, []string{"topic"}),
+		produceLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "outboxd_produce_latency_seconds", Help: "From handing a record to the producer to Kafka's acknowledgment.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		commitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "outboxd_commit_to_ack_seconds", Help: "From the PostgreSQL commit to Kafka's acknowledgment of the record.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+	}
+	stat := func() cdc.Stats { return src.Stats() }
+	gauge := func(name, help string, f func(cdc.Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(stat()) })
+	}
+	counter := func(name, help string, f func(cdc.Stats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(stat()) })
+	}
+	states := []cdc.State{cdc.StateStarting, cdc.StateStreaming, cdc.StateStandby, cdc.StateReconnecting, cdc.StateStopped}
+	stateVec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "outboxd_state", Help: "1 for the current state: starting, streaming (active), standby, reconnecting, stopped."}, []string{"state"})
+	reg.MustRegister(m.records, m.bytes, m.produceLatency, m.commitToAck,
+		counter("outboxd_transactions_total", "Committed transactions received from the slot.", func(s cdc.Stats) float64 { return float64(s.Transactions) }),
+		counter("outboxd_reconnects_total", "Replication sessions that ended in a lost connection and were retried.", func(s cdc.Stats) float64 { return float64(s.Reconnects) }),
+		gauge("outboxd_in_flight_records", "Records handed to Kafka and not yet acknowledged.", func(s cdc.Stats) float64 { return float64(s.InFlightRecords) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "outboxd_in_flight_bytes", Help: "Bytes of the records buffered in the producer."}, func() float64 { return float64(inFlightBytes()) }),
+		gauge("outboxd_confirmed_lsn", "The flush position last confirmed to PostgreSQL (WAL byte position).", func(s cdc.Stats) float64 { return float64(s.ConfirmedLSN) }),
+		gauge("outboxd_replication_lag_bytes", "Server WAL end minus the confirmed position.", func(s cdc.Stats) float64 { return float64(s.LagBytes()) }),
+		gauge("outboxd_replication_lag_seconds", "Now minus the commit time of the newest acknowledged record while records are in flight; 0 when caught up.", func(s cdc.Stats) float64 { return s.LagSeconds(time.Now()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "outboxd_slot_retained_wal_bytes", Help: "WAL the replication slot keeps on the server (current WAL minus restart_lsn); -1 before the first check."}, func() float64 { return float64(wal.Retained()) }),
+		errorsCollector{src},
+		stateCollector{src, stateVec, states},
+	)
+	return m
+}
+
+// Acknowledged implements cdc.Observer.
+func (m *Metrics) Acknowledged(topic string, bytes int, produceLatency time.Duration, commitTime time.Time) {
+	m.records.WithLabelValues(topic).Inc()
+	m.bytes.WithLabelValues(topic).Add(float64(bytes))
+	m.produceLatency.Observe(produceLatency.Seconds())
+	m.commitToAck.Observe(time.Since(commitTime).Seconds())
+}
+
+var errorsDesc = prometheus.NewDesc("outboxd_errors_total", "Errors by kind: connection (retried), permanent (stopped the run).", []string{"kind"}, nil)
+
+// errorsCollector exports the streamer's error counters with a kind label.
+type errorsCollector struct{ src StatsSource }
+
+func (c errorsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- errorsDesc }
+func (c errorsCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.src.Stats()
+	ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(s.Reconnects), "connection")
+	ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(s.PermanentErrors), "permanent")
+}
+
+// stateCollector sets outboxd_state from the streamer's state at scrape time.
+type stateCollector struct {
+	src    StatsSource
+	vec    *prometheus.GaugeVec
+	states []cdc.State
+}
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) { c.vec.Describe(ch) }
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	cur := c.src.Stats().State
+	for _, s := range c.states {
+		v := 0.0
+		if s == cur {
+			v = 1
+		}
+		c.vec.WithLabelValues(s.String()).Set(v)
+	}
+	c.vec.Collect(ch)
+}
