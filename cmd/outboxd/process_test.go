@@ -166,6 +166,9 @@ func TestSIGTERMRestartPublishesNoDuplicates(t *testing.T) {
 	var want []int64
 	for round := range 3 {
 		p := w.start(t)
+		// A SIGTERM before the runtime installed the handler takes the
+		// default action; that is not the graceful stop under test.
+		waitFor(t, 30*time.Second, "streaming", func() bool { return strings.Contains(p.log(), "msg=streaming") })
 		want = append(want, w.write(t, 40, round*1000)...)
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
