@@ -85,6 +85,7 @@ func testLogger(t *testing.T) *slog.Logger {
 type runner struct {
 	cancel context.CancelFunc
 	done   chan error
+	st     *cdc.Streamer
 }
 
 // start runs a publisher + streamer against the bed until stopped.
@@ -103,10 +104,10 @@ func (b *bed) start(cfg cdc.Config, brokers ...string) *runner {
 		cfg.StatusInterval = 200 * time.Millisecond
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &runner{cancel: cancel, done: make(chan error, 1)}
+	r := &runner{cancel: cancel, done: make(chan error, 1), st: cdc.New(cfg, pub, b.log)}
 	go func() {
 		defer pub.Close()
-		r.done <- cdc.New(cfg, pub, b.log).Run(ctx)
+		r.done <- r.st.Run(ctx)
 	}()
 	b.t.Cleanup(func() { _ = r.stop() })
 	return r
@@ -293,18 +294,6 @@ func (b *bed) currentLSN(t *testing.T) pglogrepl.LSN {
 		t.Fatal(err)
 	}
 	return lsn
-}
-
-// eventually retries cond every 100ms for up to d.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 func uuidFor(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }

@@ -113,11 +113,17 @@ func (st *stream) run(ctx context.Context) error {
 		case <-published:
 		case <-hard.Done():
 		}
-		// The final status: the watermark after the drain.
+		// The final status: the watermark after the drain, then a clean end
+		// of the stream, so that the server has read the status before the
+		// connection closes (see endStream).
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if serr := st.sendStatus(fctx); serr != nil && err == nil {
-			err = serr
+		if serr := st.sendStatus(fctx); serr != nil {
+			if err == nil {
+				err = serr
+			}
+		} else if eerr := st.endStream(); eerr != nil && err == nil && ctx.Err() != nil {
+			st.s.log.Warn("could not end the replication stream cleanly; the last confirmation may be lost and its records re-sent", "slot", st.s.cfg.Slot, "err", eerr)
 		}
 		if records, txns := st.tr.InFlight(); (records > 0 || txns > 0) && ctx.Err() != nil {
 			st.s.log.Warn("stopping with records unconfirmed; they are sent again on the next start",
@@ -306,6 +312,21 @@ func (st *stream) sendStatus(ctx context.Context) error {
 		st.s.counters.confirmed.Store(uint64(pos))
 	}
 	return nil
+}
+
+// endStream sends CopyDone and reads (discarding) until the server ends
+// the stream. Closing the socket right after the final status is not
+// enough: with replication data still unread on our side, the kernel
+// resets the connection and the server may drop the status it has not yet
+// read, so the next start re-sends what this one confirmed.
+func (st *stream) endStream() error {
+	nc := st.conn.Conn()
+	if err := nc.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		return err
+	}
+	defer nc.SetDeadline(time.Time{}) //nolint:errcheck // the connection is closed next
+	_, err := pglogrepl.SendStandbyCopyDone(context.Background(), st.conn)
+	return err
 }
 
 // publish is the publishing goroutine.

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/internal/testenv"
 )
 
 // TestConcurrentWritersPublishedOnceInCommitOrder: every committed row once,
@@ -212,7 +213,7 @@ func TestIdleSlotFollowsWAL(t *testing.T) {
 	if target-start < 40<<20 {
 		t.Fatalf("wrote only %d bytes of WAL", target-start)
 	}
-	eventually(t, time.Minute, "confirmed_flush_lsn catching up with idle WAL", func() bool {
+	testenv.Eventually(t, time.Minute, "confirmed_flush_lsn catching up with idle WAL", func() bool {
 		return b.confirmed(t) >= target
 	})
 }
@@ -325,7 +326,7 @@ func TestWalsenderTerminatedReconnects(t *testing.T) {
 		}
 		want = append(want, ids...)
 		if i%20 == 10 {
-			eventually(t, 30*time.Second, "walsender active", func() bool {
+			testenv.Eventually(t, 30*time.Second, "walsender active", func() bool {
 				var n int
 				_ = b.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(active_pid)) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database() AND active_pid IS NOT NULL`, b.slot).Scan(&n)
 				return n == 1
@@ -342,7 +343,7 @@ func TestStandbyTakesOverWhenActiveStops(t *testing.T) {
 	b := newBed(t, "", nil)
 	ctx := t.Context()
 	active := b.start(cdc.Config{})
-	eventually(t, 30*time.Second, "active streamer holds the slot", func() bool {
+	testenv.Eventually(t, 30*time.Second, "active streamer holds the slot", func() bool {
 		var pid *int32
 		_ = b.pool.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`, b.slot).Scan(&pid)
 		return pid != nil
@@ -402,7 +403,7 @@ func TestKafkaDownHoldsSlotAndKeepsConnection(t *testing.T) {
 	write(10)
 	c := b.consume()
 	c.until(t, 10, time.Minute)
-	eventually(t, 30*time.Second, "first rows confirmed", func() bool { return b.confirmed(t) >= b.currentLSN(t)-1<<16 })
+	testenv.Eventually(t, 30*time.Second, "first rows confirmed", func() bool { return b.confirmed(t) >= b.currentLSN(t)-1<<16 })
 	acked := b.confirmed(t)
 	pid := walsenderPID(t, b)
 
@@ -418,7 +419,7 @@ func TestKafkaDownHoldsSlotAndKeepsConnection(t *testing.T) {
 	}
 	kafka.Start(t)
 	b.consume().untilIDs(t, want, 2*time.Minute)
-	eventually(t, time.Minute, "slot confirmed after Kafka returned", func() bool { return b.confirmed(t) >= b.currentLSN(t)-1<<16 })
+	testenv.Eventually(t, time.Minute, "slot confirmed after Kafka returned", func() bool { return b.confirmed(t) >= b.currentLSN(t)-1<<16 })
 }
 
 func walsenderPID(t *testing.T, b *bed) int32 {
@@ -443,13 +444,58 @@ func TestAcknowledgedTransactionConfirmedPromptly(t *testing.T) {
 	b := newBed(t, "", nil)
 	r := b.start(cdc.Config{StatusInterval: time.Hour})
 	defer r.stop()
-	eventually(t, 30*time.Second, "replication started", func() bool { return walsenderPID(t, b) != 0 })
+	testenv.Eventually(t, 30*time.Second, "replication started", func() bool { return walsenderPID(t, b) != 0 })
 	if _, err := b.insert(t.Context(), []row{{agg: uuidFor(1), topic: b.topic, payload: `{}`}}, true, false); err != nil {
 		t.Fatal(err)
 	}
 	after := b.currentLSN(t)
 	b.consume().until(t, 1, time.Minute)
-	eventually(t, 10*time.Second, "acknowledged transaction confirmed long before the hourly status", func() bool {
+	testenv.Eventually(t, 10*time.Second, "acknowledged transaction confirmed long before the hourly status", func() bool {
 		return b.confirmed(t) >= after
 	})
+}
+
+// TestGracefulStopConfirmationReachesTheServer pins the bug where the final
+// standby status was lost: the connection was closed right after sending
+// it while replication data was still unread on our side, the kernel reset
+// the connection, and the walsender dropped the status it had not read yet.
+// The next start then re-sent transactions the stopped run had confirmed
+// (seen as duplicates after SIGTERM restarts in the chaos runs).
+func TestGracefulStopConfirmationReachesTheServer(t *testing.T) {
+	t.Parallel()
+	b := newBed(t, "", nil)
+	ctx := t.Context()
+	for round := range 10 {
+		r := b.start(cdc.Config{})
+		stop := make(chan struct{})
+		var g errgroup.Group
+		for range 3 { // keep the walsender busy sending while we stop
+			g.Go(func() error {
+				for {
+					select {
+					case <-stop:
+						return nil
+					default:
+					}
+					if _, err := b.pool.Exec(ctx, `INSERT INTO outbox (aggregate_id, topic, payload)
+						SELECT gen_random_uuid(), $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 50)`, b.topic); err != nil {
+						return err
+					}
+				}
+			})
+		}
+		time.Sleep(time.Duration(100+round*20) * time.Millisecond)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		if err := g.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		sent := r.st.Stats().ConfirmedLSN
+		testenv.Eventually(t, 10*time.Second, "slot released", func() bool { return walsenderPID(t, b) == 0 })
+		if got := b.confirmed(t); got < sent {
+			t.Fatalf("round %d: the stopped run confirmed %s but the slot is at %s: the final status was lost", round, sent, got)
+		}
+	}
 }

@@ -31,13 +31,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	writers := fs.Int("writers", 3, "concurrent writers")
 	interval := fs.Duration("interval", 500*time.Millisecond, "pause of each writer between transactions")
 	events := fs.Int("events", 0, "stop after the consumer received this many records (0: run until Ctrl-C)")
-	if err := config.Parse(fs, args, getenv); err != nil {
-		fmt.Fprintln(stderr, "outboxd demo:", err)
-		return parseExit(err)
+	if code, ok := parseFlags("demo", fs, args, stderr, getenv); !ok {
+		return code
 	}
-	if err := errors.Join(cfg.Validate(fs), positive("writers", *writers), positive("interval", int(*interval))); err != nil {
-		fmt.Fprintf(stderr, "outboxd demo: invalid configuration:\n%v\n", err)
-		return exitUsage
+	if code, ok := validate("demo", &cfg, fs, stderr, positive("writers", *writers), positive("interval", int(*interval))); !ok {
+		return code
 	}
 	log := cfg.Logger(os.Stderr)
 	if err := demo(ctx, cfg, log, stdout, *writers, *interval, *events); err != nil {

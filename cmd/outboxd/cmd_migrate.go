@@ -22,9 +22,8 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs := newFlagSet("migrate", "Creates the outbox table and the insert-only publication over it (idempotently,\nrecording versions in outboxd_migrations), then the pgoutput replication slot, so\nthat every outbox row committed from now on is published even if `run` starts\nlater. Note: a slot nobody reads retains WAL on the server until outboxd runs.", stderr)
 	cfg.Register(fs, migrateFlags...)
 	printSQL := fs.Bool("print-sql", false, "print the SQL migrate would run (for a DBA to apply by hand) and exit; needs no database")
-	if err := config.Parse(fs, args, getenv); err != nil {
-		fmt.Fprintln(stderr, "outboxd migrate:", err)
-		return parseExit(err)
+	if code, ok := parseFlags("migrate", fs, args, stderr, getenv); !ok {
+		return code
 	}
 	if *printSQL {
 		if err := printMigrationSQL(stdout, cfg); err != nil {
@@ -33,9 +32,8 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		}
 		return exitOK
 	}
-	if err := cfg.Validate(fs); err != nil {
-		fmt.Fprintf(stderr, "outboxd migrate: invalid configuration:\n%v\n", err)
-		return exitUsage
+	if code, ok := validate("migrate", &cfg, fs, stderr); !ok {
+		return code
 	}
 	log := cfg.Logger(os.Stderr)
 	if err := migrate(ctx, cfg, log); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -30,13 +29,11 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	cfg := config.Default()
 	fs := newFlagSet("run", "Streams committed inserts of the publication's tables from the slot to Kafka until\nSIGTERM or SIGINT, then finishes the open transaction, waits for Kafka and confirms.\nSIGHUP is ignored.", stderr)
 	cfg.Register(fs, runFlags...)
-	if err := config.Parse(fs, args, getenv); err != nil {
-		fmt.Fprintln(stderr, "outboxd run:", err)
-		return parseExit(err)
+	if code, ok := parseFlags("run", fs, args, stderr, getenv); !ok {
+		return code
 	}
-	if err := cfg.Validate(fs); err != nil {
-		fmt.Fprintf(stderr, "outboxd run: invalid configuration:\n%v\n", err)
-		return exitUsage
+	if code, ok := validate("run", &cfg, fs, stderr); !ok {
+		return code
 	}
 	log := cfg.Logger(os.Stderr)
 	if err := runPublisher(ctx, cfg, log); err != nil {

@@ -18,13 +18,11 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	fs := newFlagSet("status", "Shows the replication slot and the publication: whether the slot is active and by\nwhich pid, its confirmed position, the lag and the WAL it retains, wal_status and\nsafe_wal_size, and the publication's tables. Exits 1 when the slot is missing or\nwas invalidated (wal_status lost).", stderr)
 	cfg.Register(fs, config.FlagDatabaseURL, config.FlagSlot, config.FlagPublication)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	if err := config.Parse(fs, args, getenv); err != nil {
-		fmt.Fprintln(stderr, "outboxd status:", err)
-		return parseExit(err)
+	if code, ok := parseFlags("status", fs, args, stderr, getenv); !ok {
+		return code
 	}
-	if err := cfg.Validate(fs); err != nil {
-		fmt.Fprintf(stderr, "outboxd status: invalid configuration:\n%v\n", err)
-		return exitUsage
+	if code, ok := validate("status", &cfg, fs, stderr); !ok {
+		return code
 	}
 	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {

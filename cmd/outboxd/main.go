@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/outboxd/outboxd/internal/config"
 )
 
 // Exit codes.
@@ -100,10 +102,25 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseExit maps a flag parsing error to an exit code: --help is not a failure.
-func parseExit(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
+// parseFlags parses a command's flags (and their environment variables);
+// when ok is false the command exits with code (--help is not a failure).
+func parseFlags(name string, fs *flag.FlagSet, args []string, stderr io.Writer, getenv func(string) string) (code int, ok bool) {
+	err := config.Parse(fs, args, getenv)
+	switch {
+	case err == nil:
+		return exitOK, true
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK, false
 	}
-	return exitUsage
+	fmt.Fprintf(stderr, "outboxd %s: %v\n", name, err)
+	return exitUsage, false
+}
+
+// validate reports every configuration problem of a command at once.
+func validate(name string, cfg *config.Config, fs *flag.FlagSet, stderr io.Writer, extra ...error) (code int, ok bool) {
+	if err := errors.Join(append([]error{cfg.Validate(fs)}, extra...)...); err != nil {
+		fmt.Fprintf(stderr, "outboxd %s: invalid configuration:\n%v\n", name, err)
+		return exitUsage, false
+	}
+	return exitOK, true
 }

@@ -2,15 +2,13 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/outboxd/outboxd/internal/config"
+	"github.com/outboxd/outboxd/internal/testbed"
 )
 
 func TestHelpDocumentsEveryFlagWithDefaultAndEnv(t *testing.T) {
@@ -76,18 +74,13 @@ func TestUnknownCommandIsUsageError(t *testing.T) {
 var builtBinary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "outboxd-bin-")
+	binary, remove, err := testbed.BuildOutboxd()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	builtBinary = filepath.Join(dir, "outboxd")
-	out, err := exec.CommandContext(context.Background(), "go", "build", "-o", builtBinary, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building outboxd: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	builtBinary = binary
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }

@@ -55,16 +55,7 @@ func metric(body, name string) float64 {
 	return -1
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+var waitFor = testenv.Eventually
 
 // TestMetricsAndHealthFollowTheStream: metrics move as events flow, the
 // process is healthy and ready while streaming; a standby on the same slot

@@ -4,29 +4,24 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/outboxd/outboxd/internal/testbed"
 	"github.com/outboxd/outboxd/internal/testenv"
 )
 
 var outboxdBinary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "outboxd-chaos-bin-")
+	binary, remove, err := testbed.BuildOutboxd()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	outboxdBinary = filepath.Join(dir, "outboxd")
-	if out, err := exec.Command("go", "build", "-o", outboxdBinary, "../../cmd/outboxd").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building outboxd: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	outboxdBinary = binary
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 

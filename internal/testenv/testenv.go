@@ -190,3 +190,16 @@ func DatabaseOn(t testing.TB, adminURL string) string {
 	t.Helper()
 	return database(t, adminURL)
 }
+
+// Eventually retries cond every 100ms until it holds, failing the test
+// with what after d.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
