@@ -6,6 +6,8 @@
 #                run `go test ./...` as often as you like
 #   make down    stop them
 #   make build   build bin/outboxd
+#   make bench   outboxd beside pg_recvlogical, Debezium and the polling relay
+#                (docs/bench/); BENCH_FLAGS adds flags, e.g. -events 100000
 #   make chaos   the long fault-injection run (1,000,000 events, every fault
 #                kind many times); CHAOS_FLAGS adds flags, e.g. -v or -events
 
@@ -14,7 +16,7 @@ GO ?= go
 TESTBED := internal/testbed/testbed.sh
 GOTESTFLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: test test-go up down env build chaos
+.PHONY: test test-go up down env build chaos bench
 
 test:
 	$(TESTBED) run -- $(MAKE) --no-print-directory test-go
@@ -39,3 +41,8 @@ build:
 CHAOS_FLAGS ?=
 chaos: build
 	$(GO) run ./cmd/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -json docs/chaos-report.json $(CHAOS_FLAGS)
+
+BENCH_FLAGS ?=
+bench: build
+	$(GO) build -o bin/relay ./bench/cmd/relay
+	$(GO) run ./bench/cmd/outboxd-bench -outboxd bin/outboxd -relay bin/relay -testbed $(TESTBED) $(BENCH_FLAGS)

@@ -19,7 +19,7 @@ var runFlags = []string{
 	config.FlagDatabaseURL, config.FlagBrokers, config.FlagSlot, config.FlagPublication, config.FlagCreateSlot,
 	config.FlagMaxInFlightRecords, config.FlagMaxInFlightBytes, config.FlagLinger, config.FlagAllowAutoTopicCreation,
 	config.FlagStatusInterval, config.FlagShutdownTimeout, config.FlagSlotRetryInterval, config.FlagReconnectMaxInterval,
-	config.FlagMetricsAddr, config.FlagWALCheckInterval, config.FlagWALRetainedWarnBytes, config.FlagHeartbeatInterval,
+	config.FlagMetricsAddr, config.FlagPprof, config.FlagWALCheckInterval, config.FlagWALRetainedWarnBytes, config.FlagHeartbeatInterval,
 	config.FlagKafkaTLS, config.FlagKafkaTLSCAFile, config.FlagKafkaTLSCertFile, config.FlagKafkaTLSKeyFile, config.FlagKafkaTLSInsecure,
 	config.FlagKafkaSASLMechanism, config.FlagKafkaSASLUsername, config.FlagKafkaSASLPassword,
 	config.FlagLogLevel, config.FlagLogFormat,
@@ -80,7 +80,7 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 	if cfg.MetricsAddr != "" {
 		m := ops.NewMetrics(st, wal, pub.BufferedBytes)
 		st.Observe(m)
-		srv := &ops.Server{Addr: cfg.MetricsAddr, Metrics: m, Stats: st, Kafka: pub, Log: log}
+		srv := &ops.Server{Addr: cfg.MetricsAddr, Metrics: m, Stats: st, Kafka: pub, Log: log, Pprof: cfg.Pprof}
 		if _, err := srv.Listen(); err != nil {
 			return err
 		}

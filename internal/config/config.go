@@ -44,6 +44,7 @@ type Config struct {
 	LogFormat string
 
 	MetricsAddr          string
+	Pprof                bool
 	WALCheckInterval     time.Duration
 	WALRetainedWarnBytes int64
 	HeartbeatInterval    time.Duration
@@ -97,6 +98,7 @@ const (
 	FlagLogLevel               = "log-level"
 	FlagLogFormat              = "log-format"
 	FlagMetricsAddr            = "metrics-addr"
+	FlagPprof                  = "pprof"
 	FlagWALCheckInterval       = "wal-check-interval"
 	FlagWALRetainedWarnBytes   = "wal-retained-warn-bytes"
 	FlagHeartbeatInterval      = "heartbeat-interval"
@@ -149,6 +151,8 @@ func (c *Config) Register(fs *flag.FlagSet, names ...string) {
 			fs.StringVar(&c.LogFormat, n, c.LogFormat, "log format: text or json")
 		case FlagMetricsAddr:
 			fs.StringVar(&c.MetricsAddr, n, c.MetricsAddr, "serve Prometheus /metrics, /healthz and /readyz on this address, e.g. :9187 (empty: off)")
+		case FlagPprof:
+			fs.BoolVar(&c.Pprof, n, c.Pprof, "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for diagnosing; keep the address private)")
 		case FlagWALCheckInterval:
 			fs.DurationVar(&c.WALCheckInterval, n, c.WALCheckInterval, "how often to check the WAL the slot retains (and whether PostgreSQL invalidated it)")
 		case FlagWALRetainedWarnBytes:

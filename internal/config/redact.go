@@ -51,6 +51,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("slot_retry_interval", c.SlotRetryInterval),
 		slog.Duration("reconnect_max_interval", c.ReconnectMaxInterval),
 		slog.String("metrics_addr", c.MetricsAddr),
+		slog.Bool("pprof", c.Pprof),
 		slog.Duration("wal_check_interval", c.WALCheckInterval),
 		slog.Int64("wal_retained_warn_bytes", c.WALRetainedWarnBytes),
 		slog.Duration("heartbeat_interval", c.HeartbeatInterval),

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -27,6 +28,8 @@ type Server struct {
 	Stats   StatsSource
 	Kafka   Pinger
 	Log     *slog.Logger
+	// Pprof also serves net/http/pprof under /debug/pprof/.
+	Pprof bool
 
 	mu       sync.Mutex
 	checked  time.Time
@@ -62,6 +65,12 @@ func (s *Server) Run(ctx context.Context) error {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", s.ready)
+	if s.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s.Log.Info("serving metrics and health", "addr", ln.Addr().String())
 	errc := make(chan error, 1)

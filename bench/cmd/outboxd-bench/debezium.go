@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// debeziumTopic is the topic the Outbox Event Router routes our rows to:
+// the prefix, then the aggregatetype ("events").
+func debeziumTopic(prefix string) string { return prefix + ".events" }
+
+// startDebezium starts Kafka Connect standalone with the connector through
+// bench/debezium/run.sh and returns its stop function.
+func (e *env) startDebezium(ctx context.Context, db, prefix string) (func(), error) {
+	work, err := os.MkdirTemp("", "outboxd-bench-dbz-")
+	if err != nil {
+		return nil, err
+	}
+	host, port := hostPort(e.pg.URL)
+	out, err := exec.CommandContext(ctx, e.o.debezium, "start", work, host, port, db, e.kafka.Addr, prefix).CombinedOutput()
+	if err != nil {
+		os.RemoveAll(work)
+		return nil, fmt.Errorf("starting Debezium: %w\n%s", err, out)
+	}
+	return func() {
+		_, _ = exec.Command(e.o.debezium, "stop", work).CombinedOutput()
+		os.RemoveAll(work)
+	}, nil
+}
+
+// runDebezium times the drain until every event is in the routed topic;
+// memory and CPU come from /proc (the JVM is not our child).
+func (e *env) runDebezium(ctx context.Context, db, topic, _ string) (usage, error) {
+	prefix := topic
+	routed := debeziumTopic(prefix)
+	if err := e.createTopic(ctx, routed); err != nil {
+		return usage{}, err
+	}
+	defer func() {
+		adm := e.admin()
+		defer adm.Close()
+		_, _ = adm.DeleteTopics(context.WithoutCancel(ctx), routed)
+	}()
+	start := time.Now()
+	work, err := os.MkdirTemp("", "outboxd-bench-dbz-")
+	if err != nil {
+		return usage{}, err
+	}
+	defer os.RemoveAll(work)
+	host, port := hostPort(e.pg.URL)
+	out, err := exec.CommandContext(ctx, e.o.debezium, "start", work, host, port, db, e.kafka.Addr, prefix).CombinedOutput()
+	if err != nil {
+		return usage{}, fmt.Errorf("starting Debezium: %w\n%s", err, out)
+	}
+	defer exec.Command(e.o.debezium, "stop", work).Run() //nolint:errcheck // best effort
+	pid, _ := strconv.Atoi(strings.TrimSpace(lastLine(string(out))))
+	deadline := time.Now().Add(15 * time.Minute)
+	for {
+		n, err := e.recordsIn(ctx, routed)
+		if err == nil && n >= int64(e.o.events) {
+			break
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(work + "/connect.log")
+			return usage{}, fmt.Errorf("Debezium delivered %d of %d records within 15 minutes; log tail:\n%s", n, e.o.events, tail(string(log), 30))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	wall := time.Since(start)
+	rss, cpu := procUsage(pid)
+	return usage{wall: wall, maxRSS: rss, cpu: cpu}, nil
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// procUsage reads peak RSS (VmHWM) and CPU seconds of a live process.
+func procUsage(pid int) (int64, float64) {
+	var rss int64
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				rss = kb << 10
+			}
+		}
+	}
+	var cpu float64
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
+		if len(f) > 12 {
+			ut, _ := strconv.ParseFloat(f[11], 64)
+			st, _ := strconv.ParseFloat(f[12], 64)
+			cpu = (ut + st) / 100 // USER_HZ
+		}
+	}
+	return rss, cpu
+}
+
+func hostPort(url string) (string, string) {
+	hp := url[strings.Index(url, "@")+1:]
+	hp = hp[:strings.Index(hp, "/")]
+	i := strings.LastIndex(hp, ":")
+	return hp[:i], hp[i+1:]
+}

@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/bench/relay"
+	"github.com/outboxd/outboxd/internal/pgtemp"
+	"github.com/outboxd/outboxd/migrations"
+)
+
+// payloadSQL is the backlog's payload: about 230 bytes with the key.
+const payloadSQL = `jsonb_build_object('n', i*10+g, 'pad', repeat('x', 200))`
+
+// backlogSQL writes n events in 10-row transactions into a table, in the
+// server (a DO block committing every 10 rows).
+func backlogSQL(table, cols, vals string, n int) string {
+	return fmt.Sprintf(`DO $$ BEGIN FOR i IN 0..%d LOOP
+		INSERT INTO %s (%s) SELECT %s FROM generate_series(1, 10) g;
+		COMMIT; END LOOP; END $$`, n/10-1, table, cols, vals)
+}
+
+// drain prepares a fresh database with the system's table and slot, writes
+// the backlog while the system is stopped, then times the system draining it.
+func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, profile string, err error) {
+	d = drainResult{System: sys, Rep: rep + 1, Events: e.o.events}
+	db := fmt.Sprintf("bench_%s_%d", strings.ReplaceAll(sys, "-", "_"), rep)
+	slot := db
+	topic := fmt.Sprintf("bench.%s.%d", sys, rep)
+	if err := e.sql(ctx, "postgres", "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)", "CREATE DATABASE "+db); err != nil {
+		return d, "", err
+	}
+	defer func() {
+		_ = e.sql(context.WithoutCancel(ctx), "postgres",
+			fmt.Sprintf("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '%s' AND NOT active", db),
+			"DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+		adm := e.admin()
+		defer adm.Close()
+		_, _ = adm.DeleteTopics(context.WithoutCancel(ctx), topic)
+	}()
+	if err := e.createTopic(ctx, topic); err != nil {
+		return d, "", err
+	}
+	var backlog string
+	switch sys {
+	case "pg_recvlogical", "outboxd":
+		if err := e.migrate(ctx, db); err != nil {
+			return d, "", err
+		}
+		if err := e.sql(ctx, db, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
+			return d, "", err
+		}
+		backlog = backlogSQL("outbox", "aggregate_id, topic, payload", fmt.Sprintf("md5(((i*10+g) %% 1000)::text)::uuid, '%s', %s", topic, payloadSQL), e.o.events)
+	case "relay":
+		// Autovacuum off on the table: count the dead tuples the relay leaves
+		// for vacuum, rather than how many vacuum happened to remove meanwhile.
+		if err := e.sql(ctx, db, relay.Schema, "ALTER TABLE outbox_relay SET (autovacuum_enabled = false)", "CREATE EXTENSION IF NOT EXISTS pgstattuple"); err != nil {
+			return d, "", err
+		}
+		backlog = backlogSQL("outbox_relay", "aggregate_id, topic, payload", fmt.Sprintf("md5(((i*10+g) %% 1000)::text)::uuid, '%s', %s", topic, payloadSQL), e.o.events)
+	case "debezium":
+		if e.o.debezium == "" {
+			return d, "", errSkipped
+		}
+		schema, err := os.ReadFile(filepath.Join(filepath.Dir(e.o.debezium), "schema.sql"))
+		if err != nil {
+			return d, "", err
+		}
+		slot = "debezium"
+		if err := e.sql(ctx, db, string(schema), `SELECT pg_create_logical_replication_slot('debezium', 'pgoutput')`); err != nil {
+			return d, "", err
+		}
+		backlog = backlogSQL("outbox_debezium", "id, aggregatetype, aggregateid, type, payload", fmt.Sprintf("gen_random_uuid(), 'events', md5(((i*10+g) %% 1000)::text), 'Event', %s", payloadSQL), e.o.events)
+	default:
+		return d, "", fmt.Errorf("unknown system %q", sys)
+	}
+	before, err := e.lsn(ctx, db)
+	if err != nil {
+		return d, "", err
+	}
+	if err := e.sql(ctx, db, backlog); err != nil {
+		return d, "", fmt.Errorf("writing the backlog: %w", err)
+	}
+	target, err := e.lsn(ctx, db)
+	if err != nil {
+		return d, "", err
+	}
+	d.InsertWALBytes = target - before
+	if err := e.sql(ctx, db, "CHECKPOINT"); err != nil {
+		return d, "", err
+	}
+	e.warmWAL()
+
+	start := time.Now()
+	var u usage
+	switch sys {
+	case "pg_recvlogical":
+		u, err = e.runRecvlogical(ctx, db, slot, target)
+	case "outboxd":
+		u, profile, err = e.runOutboxd(ctx, db, slot, target, rep == 0)
+	case "relay":
+		u, err = e.runRelay(ctx, db)
+	case "debezium":
+		u, err = e.runDebezium(ctx, db, topic, slot)
+	}
+	if err != nil {
+		return d, "", err
+	}
+	d.Seconds = u.wall.Seconds()
+	if d.Seconds == 0 {
+		d.Seconds = time.Since(start).Seconds()
+	}
+	d.EventsPerSec = float64(e.o.events) / d.Seconds
+	d.PeakRSSBytes, d.CPUSeconds = u.maxRSS, u.cpu
+	after, err := e.lsn(ctx, db)
+	if err != nil {
+		return d, "", err
+	}
+	d.DrainWALBytes = after - target
+	if sys == "relay" {
+		d.DeadTuples, err = e.deadTuples(ctx, db, "outbox_relay")
+		if err != nil {
+			return d, "", err
+		}
+	}
+	return d, profile, nil
+}
+
+// usage is what a system cost: wall time of the drain, peak RSS, CPU.
+type usage struct {
+	wall   time.Duration
+	maxRSS int64
+	cpu    float64
+}
+
+func rusage(ps *os.ProcessState) (int64, float64) {
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0, 0
+	}
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	return ru.Maxrss << 10, cpu
+}
+
+func (e *env) migrate(ctx context.Context, db string) error {
+	conn, err := pgx.Connect(ctx, e.dbURL(db))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = migrations.Apply(ctx, conn, migrations.Target{Table: "public.outbox", Publication: "outboxd"}, e.log)
+	return err
+}
+
+func (e *env) runRecvlogical(ctx context.Context, db, slot string, target int64) (usage, error) {
+	bin, err := pgtemp.BinDir()
+	if err != nil {
+		return usage{}, err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pg_recvlogical"), "-d", e.dbURL(db), "--slot", slot, "--start",
+		"--endpos", lsnText(target), "-o", "proto_version=1", "-o", "publication_names=outboxd", "-f", "/dev/null", "--no-loop")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	wall := time.Since(start)
+	if err != nil {
+		return usage{}, fmt.Errorf("pg_recvlogical: %w\n%s", err, out)
+	}
+	rss, cpu := rusage(cmd.ProcessState)
+	return usage{wall: wall, maxRSS: rss, cpu: cpu}, nil
+}
+
+func lsnText(v int64) string { return fmt.Sprintf("%X/%X", uint64(v)>>32, uint32(v)) }
+
+func (e *env) runOutboxd(ctx context.Context, db, slot string, target int64, profile bool) (usage, string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return usage{}, "", err
+	}
+	cmd := exec.Command(e.o.outboxd, "run", "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--slot", slot,
+		"--metrics-addr", addr, "--pprof", "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return usage{}, "", err
+	}
+	defer cmd.Process.Kill() //nolint:errcheck // already stopped on success
+	profc := make(chan string, 1)
+	if profile {
+		go func() { profc <- cpuProfile(addr, 4*time.Second) }()
+	}
+	if err := e.waitConfirmed(ctx, db, slot, target, 10*time.Minute); err != nil {
+		return usage{}, "", err
+	}
+	wall := time.Since(start)
+	prof := ""
+	if profile {
+		prof = <-profc
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		return usage{}, "", fmt.Errorf("outboxd exited with %v after the drain", err)
+	}
+	rss, cpu := rusage(cmd.ProcessState)
+	return usage{wall: wall, maxRSS: rss, cpu: cpu}, prof, nil
+}
+
+// cpuProfile takes a CPU profile through --pprof (waiting for the server)
+// and returns `go tool pprof -top` of it.
+func cpuProfile(addr string, d time.Duration) string {
+	var resp *http.Response
+	var err error
+	for range 50 {
+		if resp, err = http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds()))); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		return "profile: " + err.Error()
+	}
+	defer resp.Body.Close()
+	f, err := os.CreateTemp("", "outboxd-drain-*.pprof")
+	if err != nil {
+		return err.Error()
+	}
+	defer os.Remove(f.Name())
+	_, _ = io.Copy(f, resp.Body)
+	f.Close()
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", f.Name()).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("pprof: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+func (e *env) waitConfirmed(ctx context.Context, db, slot string, target int64, limit time.Duration) error {
+	conn, err := pgx.Connect(ctx, e.dbURL(db))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		var c int64
+		if err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn - '0/0'::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&c); err != nil {
+			return err
+		}
+		if c >= target {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("slot %s not confirmed to the backlog's end within %s", slot, limit)
+}
+
+func (e *env) runRelay(ctx context.Context, db string) (usage, error) {
+	cmd := exec.CommandContext(ctx, e.o.relay, "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--drain", "--workers", "4", "--batch", "500")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	wall := time.Since(start)
+	if err != nil {
+		return usage{}, fmt.Errorf("relay: %w\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "published "+strconv.Itoa(e.o.events)) {
+		return usage{}, fmt.Errorf("relay published the wrong count: %s", out)
+	}
+	rss, cpu := rusage(cmd.ProcessState)
+	return usage{wall: wall, maxRSS: rss, cpu: cpu}, nil
+}
+
+func (e *env) deadTuples(ctx context.Context, db, table string) (int64, error) {
+	conn, err := pgx.Connect(ctx, e.dbURL(db))
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	err = conn.QueryRow(ctx, `SELECT dead_tuple_count FROM pgstattuple($1)`, table).Scan(&n)
+	return n, err
+}
+
+func (e *env) admin() *kadm.Client {
+	cl, _ := kgo.NewClient(kgo.SeedBrokers(e.kafka.Addr))
+	return kadm.NewClient(cl)
+}
+
+func (e *env) createTopic(ctx context.Context, topic string) error {
+	adm := e.admin()
+	defer adm.Close()
+	resp, err := adm.CreateTopic(ctx, 6, 1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	return err
+}
+
+// recordsIn sums the end offsets of topics.
+func (e *env) recordsIn(ctx context.Context, topics ...string) (int64, error) {
+	adm := e.admin()
+	defer adm.Close()
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n, nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

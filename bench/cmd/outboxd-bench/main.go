@@ -1,0 +1,40 @@
+// Command outboxd-bench measures outboxd side by side with the decoding
+// limit of one slot (pg_recvlogical), Debezium (Kafka Connect + the Outbox
+// Event Router) and the polling relay outboxd replaces, in one run, on the
+// same PostgreSQL and Kafka (private ones, started through the test bed).
+// It writes docs/bench/results.json, docs/bench/README.md and a chart.
+//
+//	make bench      (not part of make test)
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	var o options
+	flag.StringVar(&o.outboxd, "outboxd", "bin/outboxd", "outboxd binary")
+	flag.StringVar(&o.relay, "relay", "bin/relay", "polling relay binary (bench/cmd/relay)")
+	flag.StringVar(&o.testbed, "testbed", "internal/testbed/testbed.sh", "test bed script")
+	flag.StringVar(&o.debezium, "debezium", "bench/debezium/run.sh", "Debezium launcher script (empty: skip Debezium)")
+	flag.IntVar(&o.events, "events", 1_000_000, "backlog size for the drain")
+	flag.IntVar(&o.reps, "reps", 3, "drain repetitions per system (the median is reported)")
+	flag.StringVar(&o.systems, "systems", "pg_recvlogical,outboxd,debezium,relay", "systems to measure")
+	flag.StringVar(&o.rates, "rates", "1000,5000,10000,20000", "steady write rates, events/s, for the latency runs")
+	flag.DurationVar(&o.rateDuration, "rate-duration", 10e9, "how long each steady rate is written")
+	flag.StringVar(&o.out, "out", "docs/bench", "output directory")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, log); err != nil {
+		fmt.Fprintln(os.Stderr, "outboxd-bench:", err)
+		os.Exit(1)
+	}
+}

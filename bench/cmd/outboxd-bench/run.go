@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/internal/testbed"
+)
+
+type options struct {
+	outboxd, relay, testbed, debezium string
+	events, reps                      int
+	systems, rates                    string
+	rateDuration                      time.Duration
+	out                               string
+}
+
+// env is the servers of the run.
+type env struct {
+	pg    *testbed.Postgres
+	kafka *testbed.Kafka
+	o     options
+	log   *slog.Logger
+}
+
+// drainResult is one drain of one system.
+type drainResult struct {
+	System         string  `json:"system"`
+	Rep            int     `json:"rep"`
+	Events         int     `json:"events"`
+	Seconds        float64 `json:"seconds"`
+	EventsPerSec   float64 `json:"events_per_second"`
+	PeakRSSBytes   int64   `json:"peak_rss_bytes"`
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	InsertWALBytes int64   `json:"insert_wal_bytes"` // WAL the backlog's inserts wrote
+	DrainWALBytes  int64   `json:"drain_wal_bytes"`  // WAL written while draining (the relay's UPDATEs)
+	DeadTuples     int64   `json:"dead_tuples"`
+}
+
+// Results is results.json.
+type Results struct {
+	Date       string                    `json:"date"`
+	Machine    map[string]string         `json:"machine"`
+	Settings   map[string]string         `json:"settings"`
+	Drains     []drainResult             `json:"drains"`
+	Summary    map[string]summary        `json:"summary"`
+	Latency    []latencyResult           `json:"latency"`
+	Micro      []string                  `json:"micro_benchmarks"`
+	Profile    string                    `json:"outboxd_drain_profile_top"`
+	Targets    map[string]string         `json:"targets"`
+	Errors     map[string]string         `json:"errors,omitempty"`
+	RatioToRef map[string]float64        `json:"drain_ratio_to_pg_recvlogical"`
+	Extra      map[string]map[string]any `json:"extra,omitempty"`
+}
+
+// summary is the median drain of a system.
+type summary struct {
+	EventsPerSec       float64 `json:"events_per_second"`
+	PeakRSSBytes       int64   `json:"peak_rss_bytes"`
+	CPUSecondsPer100k  float64 `json:"cpu_seconds_per_100k_events"`
+	InsertWALPerEvent  float64 `json:"insert_wal_bytes_per_event"`
+	DrainWALPerEvent   float64 `json:"drain_wal_bytes_per_event"`
+	DeadTuplesPerEvent float64 `json:"dead_tuples_per_event"`
+	Reps               int     `json:"reps"`
+}
+
+func run(ctx context.Context, o options, log *slog.Logger) error {
+	start := time.Now()
+	pg, err := testbed.StartPostgres(ctx, o.testbed)
+	if err != nil {
+		return err
+	}
+	defer pg.Remove(context.WithoutCancel(ctx))
+	kdir, err := os.MkdirTemp("", "outboxd-bench-kafka-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(kdir)
+	kafka, err := testbed.StartKafka(ctx, o.testbed, kdir)
+	if err != nil {
+		return err
+	}
+	defer kafka.Stop(context.WithoutCancel(ctx))
+	e := &env{pg: pg, kafka: kafka, o: o, log: log}
+	res := Results{
+		Date:     time.Now().UTC().Format(time.RFC3339),
+		Machine:  machine(),
+		Settings: map[string]string{"events": strconv.Itoa(o.events), "reps": strconv.Itoa(o.reps), "transaction_size": "10", "payload": "jsonb {\"n\": N, \"pad\": 200 x} (about 230 bytes with the key)", "partitions": "6"},
+		Summary:  map[string]summary{}, Errors: map[string]string{}, RatioToRef: map[string]float64{},
+	}
+	systems := strings.Split(o.systems, ",")
+	for rep := range o.reps {
+		for _, sys := range systems {
+			if _, failed := res.Errors[sys]; failed {
+				continue
+			}
+			log.Info("drain", "system", sys, "rep", rep+1, "of", o.reps)
+			d, prof, err := e.drain(ctx, sys, rep)
+			if err != nil {
+				log.Error("drain failed", "system", sys, "err", err)
+				res.Errors[sys] = err.Error()
+				continue
+			}
+			if prof != "" {
+				res.Profile = prof
+			}
+			log.Info("drained", "system", sys, "events_per_second", int(d.EventsPerSec), "peak_rss_mib", d.PeakRSSBytes>>20, "cpu_s", d.CPUSeconds)
+			res.Drains = append(res.Drains, d)
+		}
+	}
+	for _, sys := range systems {
+		res.Summary[sys] = summarize(res.Drains, sys)
+	}
+	if ref := res.Summary["pg_recvlogical"].EventsPerSec; ref > 0 {
+		for sys, s := range res.Summary {
+			res.RatioToRef[sys] = s.EventsPerSec / ref
+		}
+	}
+	for _, sys := range systems {
+		if sys == "pg_recvlogical" {
+			continue
+		}
+		if _, failed := res.Errors[sys]; failed {
+			continue
+		}
+		lat, err := e.latency(ctx, sys)
+		if err != nil {
+			log.Error("latency runs failed", "system", sys, "err", err)
+			res.Errors[sys+" latency"] = err.Error()
+		}
+		res.Latency = append(res.Latency, lat...)
+	}
+	res.Micro = microBenchmarks(ctx)
+	res.Targets = targets(res)
+	res.Settings["total_seconds"] = fmt.Sprintf("%.0f", time.Since(start).Seconds())
+	return write(o.out, res)
+}
+
+func summarize(all []drainResult, sys string) summary {
+	var ds []drainResult
+	for _, d := range all {
+		if d.System == sys {
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) == 0 {
+		return summary{}
+	}
+	slices.SortFunc(ds, func(a, b drainResult) int { return int(a.EventsPerSec - b.EventsPerSec) })
+	m := ds[len(ds)/2]
+	ev := float64(m.Events)
+	return summary{
+		EventsPerSec: m.EventsPerSec, PeakRSSBytes: m.PeakRSSBytes, CPUSecondsPer100k: m.CPUSeconds / ev * 100000,
+		InsertWALPerEvent: float64(m.InsertWALBytes) / ev, DrainWALPerEvent: float64(m.DrainWALBytes) / ev,
+		DeadTuplesPerEvent: float64(m.DeadTuples) / ev, Reps: len(ds),
+	}
+}
+
+func machine() map[string]string {
+	m := map[string]string{"cpus": strconv.Itoa(runtime.NumCPU()), "go": runtime.Version(), "os": runtime.GOOS + "/" + runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				m["cpu"] = strings.TrimSpace(l[strings.Index(l, ":")+1:])
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		m["memory"] = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+	}
+	return m
+}
+
+// sql runs statements on a database of the bench cluster.
+func (e *env) sql(ctx context.Context, db string, stmts ...string) error {
+	conn, err := pgx.Connect(ctx, e.dbURL(db))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for _, s := range stmts {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%.60s...: %w", s, err)
+		}
+	}
+	return nil
+}
+
+func (e *env) dbURL(db string) string {
+	return strings.Replace(e.pg.URL, "/postgres?", "/"+db+"?", 1)
+}
+
+func (e *env) lsn(ctx context.Context, db string) (int64, error) {
+	conn, err := pgx.Connect(ctx, e.dbURL(db))
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	var v int64
+	err = conn.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'::pg_lsn`).Scan(&v)
+	return v, err
+}
+
+// warmWAL reads every WAL segment so the drain does not pay for disk reads
+// that an earlier system already paid for.
+func (e *env) warmWAL() {
+	files, _ := filepath.Glob(filepath.Join(e.pg.Dir, "data", "pg_wal", "0*"))
+	buf := make([]byte, 1<<20)
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			continue
+		}
+		for {
+			if _, err := fh.Read(buf); err != nil {
+				break
+			}
+		}
+		fh.Close()
+	}
+}
+
+var errSkipped = errors.New("skipped")
