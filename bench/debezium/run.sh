@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# run.sh — Debezium (PostgreSQL connector + Outbox Event Router on Kafka
+# Connect standalone) as a benchmark peer of outboxd.
+#
+#   run.sh fetch
+#       fetch the jars with Maven (pom.xml) into the cache; no-op when complete
+#   run.sh start WORKDIR PGHOST PGPORT PGDATABASE KAFKA_BOOTSTRAP TOPIC_PREFIX
+#       write WORKDIR/connect-standalone.properties and
+#       WORKDIR/outbox-connector.properties from the templates here, start
+#       Connect in the background (log WORKDIR/connect.log, pid
+#       WORKDIR/connect.pid) and print its pid. Events go to the topic
+#       TOPIC_PREFIX.<aggregatetype>. The database needs schema.sql applied.
+#   run.sh status WORKDIR
+#       print the connector's status from the REST API (exit 1 if not RUNNING)
+#   run.sh wait WORKDIR [SECONDS]
+#       wait until the connector task is RUNNING (default 120 s)
+#   run.sh stop WORKDIR
+#       stop Connect (SIGTERM: it flushes offsets and confirms the LSN to
+#       PostgreSQL; SIGKILL after 30 s)
+#
+# Environment:
+#   OUTBOXD_CACHE_DIR   jar cache (default ${XDG_CACHE_HOME:-$HOME/.cache}/outboxd)
+#   PGUSER, PGPASSWORD  database user (default postgres) and password (default none)
+#   DBZ_SLOT_NAME       replication slot (default debezium); created by the
+#                       connector if missing, else used from its confirmed LSN
+#   CONNECT_HEAP_OPTS   JVM heap (default -Xms256m -Xmx1g)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cache_dir=${OUTBOXD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/outboxd}
+dbz_version=$(sed -n 's:.*<debezium.version>\(.*\)</debezium.version>.*:\1:p' "$here/pom.xml")
+pom_sum=$(sha256sum <"$here/pom.xml" | cut -c1-12)
+jars="$cache_dir/debezium-$dbz_version-$pom_sum"
+worker_libs="$jars/worker"
+plugin_path="$jars/plugins"
+connector_libs="$plugin_path/debezium-connector-postgres"
+
+log() { echo "debezium: $*" >&2; }
+die() { echo "debezium: error: $*" >&2; exit 1; }
+
+fetch() {
+	[ -f "$jars/.complete" ] && return 0
+	command -v java >/dev/null || die "java is not installed"
+	command -v mvn >/dev/null || die "mvn is not installed"
+	log "fetching Kafka Connect and Debezium $dbz_version jars with Maven into $jars"
+	rm -rf "$jars"
+	mkdir -p "$worker_libs" "$connector_libs"
+	local part dir
+	for part in worker plugin; do
+		dir=$worker_libs
+		[ "$part" = plugin ] && dir=$connector_libs
+		mvn -q -B -Dstyle.color=never -f "$here/pom.xml" dependency:copy-dependencies \
+			-Dpart="$part" -DincludeScope=runtime -DoutputDirectory="$dir" >&2 ||
+			die "fetching the $part jars with Maven failed (see above)"
+	done
+	ls "$worker_libs"/connect-runtime-*.jar >/dev/null 2>&1 || die "no connect-runtime jar in $worker_libs"
+	ls "$connector_libs"/debezium-connector-postgres-*.jar >/dev/null 2>&1 || die "no connector jar in $connector_libs"
+	ls "$connector_libs"/debezium-connect-plugins-*.jar >/dev/null 2>&1 || die "no EventRouter jar in $connector_libs"
+	touch "$jars/.complete"
+}
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# sed_escape VALUE: VALUE made safe as the replacement of s|...|...|.
+sed_escape() { printf '%s' "$1" | sed -e 's/[\\|&]/\\&/g'; }
+
+# render TEMPLATE OUT NAME=VALUE...: replace each @NAME@ in TEMPLATE.
+render() {
+	local tmpl=$1 out=$2 kv
+	shift 2
+	local args=()
+	for kv in "$@"; do
+		args+=(-e "s|@${kv%%=*}@|$(sed_escape "${kv#*=}")|g")
+	done
+	sed "${args[@]}" "$tmpl" >"$out.tmp"
+	if grep -n '^[^#]*@[A-Z_]*@' "$out.tmp" >&2; then
+		die "unreplaced placeholder in $out (above)"
+	fi
+	mv "$out.tmp" "$out"
+}
+
+running() { [ -f "$1/connect.pid" ] && kill -0 "$(cat "$1/connect.pid")" 2>/dev/null; }
+
+start() {
+	[ $# -eq 6 ] || die "usage: $0 start WORKDIR PGHOST PGPORT PGDATABASE KAFKA_BOOTSTRAP TOPIC_PREFIX"
+	local dir=$1 pghost=$2 pgport=$3 pgdb=$4 brokers=$5 prefix=$6
+	fetch
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd -P)
+	running "$dir" && die "Connect is already running in $dir (pid $(cat "$dir/connect.pid"))"
+	local port
+	port=$(free_port)
+	echo "$port" >"$dir/connect.rest"
+	render "$here/connect-standalone.properties.in" "$dir/connect-standalone.properties" \
+		"KAFKA_BOOTSTRAP=$brokers" "PLUGIN_PATH=$plugin_path" "REST_PORT=$port" "WORKDIR=$dir"
+	render "$here/outbox-connector.properties.in" "$dir/outbox-connector.properties" \
+		"PGHOST=$pghost" "PGPORT=$pgport" "PGDATABASE=$pgdb" "PGUSER=${PGUSER:-postgres}" \
+		"PGPASSWORD=${PGPASSWORD:-}" "TOPIC_PREFIX=$prefix" "SLOT_NAME=${DBZ_SLOT_NAME:-debezium}"
+	# JVM flags as Kafka's own scripts use (kafka-run-class.sh).
+	# shellcheck disable=SC2206
+	local cmd=(java ${CONNECT_HEAP_OPTS:--Xms256m -Xmx1g} -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20
+		-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
+		-Dlog4j2.configurationFile="$here/log4j2.properties"
+		-cp "$worker_libs/*" org.apache.kafka.connect.cli.ConnectStandalone
+		"$dir/connect-standalone.properties" "$dir/outbox-connector.properties")
+	# Its own session, so that a Ctrl-C in the caller's terminal does not reach it.
+	setsid "${cmd[@]}" >>"$dir/connect.log" 2>&1 </dev/null &
+	echo $! >"$dir/connect.pid"
+	log "Kafka Connect started (pid $!, log $dir/connect.log, REST http://127.0.0.1:$port)"
+	echo $!
+}
+
+# connector_status DIR: the connector's status JSON, empty if not reachable.
+connector_status() {
+	local port
+	port=$(cat "$1/connect.rest" 2>/dev/null) || return 0
+	curl -fsS "http://127.0.0.1:$port/connectors/outbox-debezium/status" 2>/dev/null ||
+		python3 -c 'import sys,urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
+			"http://127.0.0.1:$port/connectors/outbox-debezium/status" 2>/dev/null || true
+}
+
+task_running() {
+	python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(0 if s["connector"]["state"]=="RUNNING" and s["tasks"] and all(t["state"]=="RUNNING" for t in s["tasks"]) else 1)' 2>/dev/null
+}
+
+status() {
+	local dir=${1:?usage: $0 status WORKDIR} s
+	running "$dir" || die "Connect is not running in $dir"
+	s=$(connector_status "$dir")
+	[ -n "$s" ] || die "Connect's REST API does not answer (yet)"
+	echo "$s"
+	task_running <<<"$s"
+}
+
+wait_running() {
+	local dir=${1:?usage: $0 wait WORKDIR [SECONDS]} limit=${2:-120} i s
+	for ((i = 0; i < limit * 5; i++)); do
+		running "$dir" || { tail -n 40 "$dir/connect.log" >&2 || true; die "Connect in $dir has exited"; }
+		s=$(connector_status "$dir")
+		if [ -n "$s" ] && task_running <<<"$s"; then
+			return 0
+		fi
+		if [ -n "$s" ] && grep -q '"FAILED"' <<<"$s"; then
+			echo "$s" >&2
+			die "the connector failed (see $dir/connect.log)"
+		fi
+		sleep 0.2
+	done
+	die "the connector task was not RUNNING within $limit s (see $dir/connect.log)"
+}
+
+stop() {
+	local dir=${1:?usage: $0 stop WORKDIR} pid i
+	[ -f "$dir/connect.pid" ] || return 0
+	pid=$(cat "$dir/connect.pid")
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((i = 0; i < 150; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.2
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			log "Connect (pid $pid) did not stop within 30 s; killing it"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	fi
+	rm -f "$dir/connect.pid"
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+fetch) fetch ;;
+start) start "$@" ;;
+status) status "$@" ;;
+wait) wait_running "$@" ;;
+stop) stop "$@" ;;
+help | -h | "")
+	sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+	;;
+*)
+	sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+	;;
+esac
