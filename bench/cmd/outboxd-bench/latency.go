@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -83,7 +84,8 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 		if err := e.sql(ctx, db, string(schema), `SELECT pg_create_logical_replication_slot('debezium', 'pgoutput')`); err != nil {
 			return nil, err
 		}
-		insert = `INSERT INTO outbox_debezium (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), 'events', md5(g::text), 'Event', jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
+		// $1 (the topic) goes into the type column: routing is by aggregatetype.
+		insert = `INSERT INTO outbox_debezium (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), 'events', md5(g::text), $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
 		topic = debeziumTopic(topic)
 		s, err := e.startDebezium(ctx, db, strings.TrimSuffix(topic, ".events"))
 		if err != nil {
@@ -187,9 +189,10 @@ func (e *env) steady(ctx context.Context, db, topic, insert string, rate int) (l
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil && gctx.Err() == nil {
+	if err := g.Wait(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		cancelConsumer()
-		return res, err
+		<-consumerDone
+		return res, fmt.Errorf("writing at %d events/s: %w", rate, err)
 	}
 	wrote := time.Since(start)
 	// Give stragglers up to 15 s.

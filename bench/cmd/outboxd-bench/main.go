@@ -29,7 +29,15 @@ func main() {
 	flag.StringVar(&o.rates, "rates", "1000,5000,10000,20000", "steady write rates, events/s, for the latency runs")
 	flag.DurationVar(&o.rateDuration, "rate-duration", 10e9, "how long each steady rate is written")
 	flag.StringVar(&o.out, "out", "docs/bench", "output directory")
+	render := flag.Bool("render", false, "only re-render README.md and chart.svg from the output directory's results.json")
 	flag.Parse()
+	if *render {
+		if err := rerender(o.out); err != nil {
+			fmt.Fprintln(os.Stderr, "outboxd-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
