@@ -69,7 +69,7 @@ func TestKafkaTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close) // not defer: the parallel subtests run after this function returns
+	t.Cleanup(c.Close)       // not defer: the parallel subtests run after this function returns
 	addrs := c.ListenAddrs() // once: the parallel subtests must not call into the cluster's admin loop
 	tests := []struct {
 		name string
