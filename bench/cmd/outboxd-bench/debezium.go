@@ -15,19 +15,21 @@ import (
 func debeziumTopic(prefix string) string { return prefix + ".events" }
 
 // startDebezium starts Kafka Connect standalone with the connector through
-// bench/debezium/run.sh and returns its stop function.
-func (e *env) startDebezium(ctx context.Context, db, prefix string) (func(), error) {
-	work, err := os.MkdirTemp("", "outboxd-bench-dbz-")
+// bench/debezium/run.sh; it returns the JVM's pid, its working directory
+// and the stop function.
+func (e *env) startDebezium(ctx context.Context, db, prefix string) (pid int, work string, stop func(), err error) {
+	work, err = os.MkdirTemp("", "outboxd-bench-dbz-")
 	if err != nil {
-		return nil, err
+		return 0, "", nil, err
 	}
 	host, port := hostPort(e.pg.URL)
 	out, err := exec.CommandContext(ctx, e.o.debezium, "start", work, host, port, db, e.kafka.Addr, prefix).CombinedOutput()
 	if err != nil {
 		os.RemoveAll(work)
-		return nil, fmt.Errorf("starting Debezium: %w\n%s", err, out)
+		return 0, "", nil, fmt.Errorf("starting Debezium: %w\n%s", err, out)
 	}
-	return func() {
+	pid, _ = strconv.Atoi(strings.TrimSpace(lastLine(string(out))))
+	return pid, work, func() {
 		_, _ = exec.Command(e.o.debezium, "stop", work).CombinedOutput()
 		os.RemoveAll(work)
 	}, nil
@@ -47,18 +49,11 @@ func (e *env) runDebezium(ctx context.Context, db, topic, _ string) (usage, erro
 		_, _ = adm.DeleteTopics(context.WithoutCancel(ctx), routed)
 	}()
 	start := time.Now()
-	work, err := os.MkdirTemp("", "outboxd-bench-dbz-")
+	pid, work, stop, err := e.startDebezium(ctx, db, prefix)
 	if err != nil {
 		return usage{}, err
 	}
-	defer os.RemoveAll(work)
-	host, port := hostPort(e.pg.URL)
-	out, err := exec.CommandContext(ctx, e.o.debezium, "start", work, host, port, db, e.kafka.Addr, prefix).CombinedOutput()
-	if err != nil {
-		return usage{}, fmt.Errorf("starting Debezium: %w\n%s", err, out)
-	}
-	defer exec.Command(e.o.debezium, "stop", work).Run() //nolint:errcheck // best effort
-	pid, _ := strconv.Atoi(strings.TrimSpace(lastLine(string(out))))
+	defer stop()
 	deadline := time.Now().Add(15 * time.Minute)
 	for {
 		n, err := e.recordsIn(ctx, routed)

@@ -87,7 +87,7 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 		// $1 (the topic) goes into the type column: routing is by aggregatetype.
 		insert = `INSERT INTO outbox_debezium (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), 'events', md5(g::text), $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
 		topic = debeziumTopic(topic)
-		s, err := e.startDebezium(ctx, db, strings.TrimSuffix(topic, ".events"))
+		_, _, s, err := e.startDebezium(ctx, db, strings.TrimSuffix(topic, ".events"))
 		if err != nil {
 			return nil, err
 		}
