@@ -5,68 +5,24 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/decode"
 )
 
-// SlotInfo is what pg_replication_slots says about a slot.
-type SlotInfo struct {
-	Name           string
-	Plugin         string
-	Database       string
-	ActivePID      int // 0 when inactive
-	ConfirmedFlush pglogrepl.LSN
-	WALStatus      string // reserved, extended, unreserved, lost
-}
-
-// Slot reads the slot's row; ok is false when there is no such slot.
-func Slot(ctx context.Context, conn *pgx.Conn, slot string) (info SlotInfo, ok bool, err error) {
-	var plugin, database, walStatus *string
-	var pid *int32
-	var confirmed *string
-	err = conn.QueryRow(ctx, `SELECT plugin, database, active_pid, confirmed_flush_lsn::text, wal_status
-		FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot).
-		Scan(&plugin, &database, &pid, &confirmed, &walStatus)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return SlotInfo{}, false, nil
-	}
-	if err != nil {
-		return SlotInfo{}, false, fmt.Errorf("reading replication slot %s: %w", slot, err)
-	}
-	info = SlotInfo{Name: slot, Plugin: deref(plugin), Database: deref(database), WALStatus: deref(walStatus)}
-	if pid != nil {
-		info.ActivePID = int(*pid)
-	}
-	if confirmed != nil {
-		if info.ConfirmedFlush, err = pglogrepl.ParseLSN(*confirmed); err != nil {
-			return SlotInfo{}, false, fmt.Errorf("reading replication slot %s: confirmed_flush_lsn %q: %w", slot, *confirmed, err)
-		}
-	}
-	return info, true, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
 // EnsureSlot checks that the slot exists, is a pgoutput slot of this
 // database and has not been invalidated; with create, a missing slot is
 // created. It returns the slot's state and whether it created it.
-func EnsureSlot(ctx context.Context, conn *pgx.Conn, slot string, create bool) (SlotInfo, bool, error) {
-	info, ok, err := Slot(ctx, conn, slot)
+func EnsureSlot(ctx context.Context, conn *pgx.Conn, slot string, create bool) (SlotStatus, bool, error) {
+	info, err := readSlot(ctx, conn, slot)
 	if err != nil {
-		return SlotInfo{}, false, err
+		return SlotStatus{}, false, err
 	}
 	created := false
-	if !ok {
+	if !info.Exists {
 		if !create {
-			return SlotInfo{}, false, permanent(fmt.Errorf("replication slot %s does not exist: run `outboxd migrate` to create it", slot))
+			return SlotStatus{}, false, permanent(fmt.Errorf("replication slot %s does not exist: run `outboxd migrate` to create it", slot))
 		}
 		_, err := conn.Exec(ctx, `SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
 		var pgErr *pgconn.PgError
@@ -74,26 +30,26 @@ func EnsureSlot(ctx context.Context, conn *pgx.Conn, slot string, create bool) (
 		case errors.As(err, &pgErr) && pgErr.Code == "42710":
 			// Another process created it first: fine.
 		case err != nil:
-			return SlotInfo{}, false, fmt.Errorf("creating replication slot %s: %w", slot, err)
+			return SlotStatus{}, false, fmt.Errorf("creating replication slot %s: %w", slot, err)
 		default:
 			created = true
 		}
-		if info, ok, err = Slot(ctx, conn, slot); err != nil {
-			return SlotInfo{}, false, err
-		} else if !ok {
-			return SlotInfo{}, false, fmt.Errorf("replication slot %s vanished right after its creation", slot)
+		if info, err = readSlot(ctx, conn, slot); err != nil {
+			return SlotStatus{}, false, err
+		} else if !info.Exists {
+			return SlotStatus{}, false, fmt.Errorf("replication slot %s vanished right after its creation", slot)
 		}
 	}
 	var db string
 	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
-		return SlotInfo{}, false, fmt.Errorf("reading the current database: %w", err)
+		return SlotStatus{}, false, fmt.Errorf("reading the current database: %w", err)
 	}
 	switch {
 	case info.Plugin != "pgoutput":
 		return info, created, permanent(fmt.Errorf("replication slot %s uses plugin %q, not pgoutput: drop it or choose another --slot", slot, info.Plugin))
 	case info.Database != db:
 		return info, created, permanent(fmt.Errorf("replication slot %s belongs to database %q, not %q: choose another --slot", slot, info.Database, db))
-	case info.WALStatus == "lost":
+	case info.Lost():
 		return info, created, permanent(fmt.Errorf("replication slot %s was invalidated (wal_status lost): PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), so outbox rows may be missing from Kafka; reconcile from the outbox table, then drop and recreate the slot deliberately", slot))
 	}
 	return info, created, nil
@@ -147,26 +103,26 @@ func CheckPublication(ctx context.Context, conn *pgx.Conn, publication string, c
 
 // prepare runs the checks of one session on a regular connection and
 // returns the slot's state.
-func (s *Streamer) prepare(ctx context.Context) (SlotInfo, error) {
+func (s *Streamer) prepare(ctx context.Context) (SlotStatus, error) {
 	conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
 	if err != nil {
-		return SlotInfo{}, fmt.Errorf("connecting to PostgreSQL: %w", err)
+		return SlotStatus{}, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	tables, err := CheckPublication(ctx, conn, s.cfg.Publication, s.cfg.Columns)
 	if err != nil {
-		return SlotInfo{}, err
+		return SlotStatus{}, err
 	}
 	if len(tables) == 0 {
 		s.log.Warn("publication covers no tables: nothing will be published", "publication", s.cfg.Publication)
 	}
 	info, created, err := EnsureSlot(ctx, conn, s.cfg.Slot, s.cfg.CreateSlot)
 	if err != nil {
-		return SlotInfo{}, err
+		return SlotStatus{}, err
 	}
 	if created {
 		s.log.Warn("created replication slot: outbox rows committed before now are not published; run `outboxd migrate` ahead of the application to avoid this gap",
-			"slot", s.cfg.Slot, "lsn", info.ConfirmedFlush)
+			"slot", s.cfg.Slot, "lsn", info.ConfirmedFlushLSN)
 	}
 	return info, nil
 }

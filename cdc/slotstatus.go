@@ -37,7 +37,30 @@ func (s SlotStatus) Lost() bool { return s.WALStatus == "lost" }
 
 // ReadStatus reads the slot's and the publication's state.
 func ReadStatus(ctx context.Context, conn *pgx.Conn, slot, publication string) (SlotStatus, error) {
-	st := SlotStatus{Slot: slot, Publication: publication, Tables: []string{}}
+	st, err := readSlot(ctx, conn, slot)
+	if err != nil {
+		return st, err
+	}
+	st.Publication = publication
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1)`, publication).Scan(&st.PublicationExists); err != nil {
+		return st, fmt.Errorf("reading publication %s: %w", publication, err)
+	}
+	rows, err := conn.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_catalog.pg_publication_tables WHERE pubname = $1 ORDER BY 1`, publication)
+	if err != nil {
+		return st, fmt.Errorf("reading the tables of publication %s: %w", publication, err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return st, fmt.Errorf("reading the tables of publication %s: %w", publication, err)
+	}
+	st.Tables = append(st.Tables, tables...)
+	return st, nil
+}
+
+// readSlot reads the slot's row of pg_replication_slots and the current
+// WAL position; Exists is false when there is no such slot.
+func readSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotStatus, error) {
+	st := SlotStatus{Slot: slot, Tables: []string{}}
 	var current string
 	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&current); err != nil {
 		return st, fmt.Errorf("reading the current WAL position: %w", err)
@@ -52,36 +75,32 @@ func ReadStatus(ctx context.Context, conn *pgx.Conn, slot, publication string) (
 		Scan(&plugin, &database, &pid, &confirmed, &restart, &walStatus, &st.SafeWALSize)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
+		return st, nil
 	case err != nil:
 		return st, fmt.Errorf("reading replication slot %s: %w", slot, err)
-	default:
-		st.Exists = true
-		st.Plugin, st.Database, st.WALStatus = deref(plugin), deref(database), deref(walStatus)
-		if pid != nil {
-			st.Active, st.ActivePID = true, int(*pid)
+	}
+	st.Exists = true
+	st.Plugin, st.Database, st.WALStatus = deref(plugin), deref(database), deref(walStatus)
+	if pid != nil {
+		st.Active, st.ActivePID = true, int(*pid)
+	}
+	if confirmed != nil {
+		st.Confirmed = *confirmed
+		if st.ConfirmedFlushLSN, err = pglogrepl.ParseLSN(*confirmed); err != nil {
+			return st, fmt.Errorf("reading replication slot %s: confirmed_flush_lsn %q: %w", slot, *confirmed, err)
 		}
-		if confirmed != nil {
-			st.Confirmed = *confirmed
-			st.ConfirmedFlushLSN, _ = pglogrepl.ParseLSN(*confirmed)
-			st.LagBytes = max(0, int64(st.CurrentLSN)-int64(st.ConfirmedFlushLSN))
-		}
-		if restart != nil {
-			st.RestartLSN, _ = pglogrepl.ParseLSN(*restart)
-			st.RetainedWALBytes = max(0, int64(st.CurrentLSN)-int64(st.RestartLSN))
-		}
+		st.LagBytes = max(0, int64(st.CurrentLSN)-int64(st.ConfirmedFlushLSN))
 	}
-
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1)`, publication).Scan(&st.PublicationExists); err != nil {
-		return st, fmt.Errorf("reading publication %s: %w", publication, err)
+	if restart != nil {
+		st.RestartLSN, _ = pglogrepl.ParseLSN(*restart)
+		st.RetainedWALBytes = max(0, int64(st.CurrentLSN)-int64(st.RestartLSN))
 	}
-	rows, err := conn.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_catalog.pg_publication_tables WHERE pubname = $1 ORDER BY 1`, publication)
-	if err != nil {
-		return st, fmt.Errorf("reading the tables of publication %s: %w", publication, err)
-	}
-	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return st, fmt.Errorf("reading the tables of publication %s: %w", publication, err)
-	}
-	st.Tables = append(st.Tables, tables...)
 	return st, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

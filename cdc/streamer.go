@@ -119,7 +119,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 		defer cancel()
 		_ = conn.Close(cctx) // the session's outcome is already decided
 	}()
-	start := max(s.confirmed, slot.ConfirmedFlush)
+	start := max(s.confirmed, slot.ConfirmedFlushLSN)
 	st := newStream(s, conn, checkpoint.New(start))
 	if err := st.start(ctx, start); err != nil {
 		if inUse, ok := asSlotInUse(s.cfg.Slot, err); ok {

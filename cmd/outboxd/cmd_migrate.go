@@ -64,9 +64,9 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	if created {
-		log.Info("created replication slot; it retains WAL until `outboxd run` confirms it", "slot", cfg.Slot, "lsn", info.ConfirmedFlush)
+		log.Info("created replication slot; it retains WAL until `outboxd run` confirms it", "slot", cfg.Slot, "lsn", info.ConfirmedFlushLSN)
 	} else {
-		log.Info("replication slot exists", "slot", cfg.Slot, "confirmed_lsn", info.ConfirmedFlush)
+		log.Info("replication slot exists", "slot", cfg.Slot, "confirmed_lsn", info.ConfirmedFlushLSN)
 	}
 	return nil
 }
