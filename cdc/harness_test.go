@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -173,7 +172,6 @@ func (b *bed) insert(ctx context.Context, rows []row, commit bool, alsoOther boo
 // consumer reads a topic from the start.
 type consumer struct {
 	cl   *kgo.Client
-	mu   sync.Mutex
 	recs []*kgo.Record
 }
 
@@ -297,11 +295,6 @@ func (b *bed) currentLSN(t *testing.T) pglogrepl.LSN {
 }
 
 func uuidFor(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
-
-func testenvStartPostgres(t *testing.T) string { return testenv.StartPostgres(t).URL }
-func testenvStartKafka(t *testing.T) *testenv.Kafka {
-	return testenv.StartKafka(t)
-}
 
 // slotHolds reports whether the (inactive) slot would still send the
 // transaction that inserted the outbox row: peeking does not consume.

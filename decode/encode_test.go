@@ -20,7 +20,6 @@ func (m msg) u32(v uint32) msg   { return binary.BigEndian.AppendUint32(m, v) }
 func (m msg) u64(v uint64) msg   { return binary.BigEndian.AppendUint64(m, v) }
 func (m msg) str(s string) msg   { return append(append(m, s...), 0) }
 func (m msg) ts(t time.Time) msg { return m.u64(uint64(t.Sub(pgEpoch).Microseconds())) }
-func (m msg) raw(b ...byte) msg  { return append(m, b...) }
 func (m msg) lsn(l LSN) msg      { return m.u64(uint64(l)) }
 func (m msg) tuple(vs ...tv) msg { m = m.u16(uint16(len(vs))); return m.values(vs...) }
 func (m msg) values(vs ...tv) msg {

@@ -39,16 +39,15 @@ func (l *ledger) noteIDs(ids []int64) {
 // writer owns its aggregates: it alone writes them, so it knows each one's
 // sequence in commit order.
 type writer struct {
-	n       int
-	url     string
-	topic   string
-	aggs    []string
-	seq     map[string]int
-	rng     *rand.Rand
-	ledger  *ledger
-	target  int64
-	log     *slog.Logger
-	payload string
+	n      int
+	url    string
+	topic  string
+	aggs   []string
+	seq    map[string]int
+	rng    *rand.Rand
+	ledger *ledger
+	target int64
+	log    *slog.Logger
 }
 
 func newWriter(n int, url, topic string, aggregates int, l *ledger, target int64, seed uint64, log *slog.Logger) *writer {
