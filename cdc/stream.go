@@ -35,9 +35,13 @@ type stream struct {
 	tr   *checkpoint.Tracker
 	dec  *decode.Decoder
 
-	inTx       bool
-	txn        checkpoint.Txn
-	batch      []item
+	inTx  bool
+	txn   checkpoint.Txn
+	batch []item
+	// free returns handed-over batches, emptied, for reuse: allocating a
+	// BatchSize-capacity batch per transaction was the largest allocation
+	// under load.
+	free       chan []item
 	nextStatus time.Time
 	lastStatus time.Time
 	confirmed  checkpoint.LSN // last flush position sent
@@ -55,6 +59,7 @@ func newStream(s *Streamer, conn *pgconn.PgConn, tr *checkpoint.Tracker) *stream
 		tr:        tr,
 		dec:       decode.NewDecoder(s.cfg.Columns),
 		batch:     make([]item, 0, s.cfg.BatchSize),
+		free:      make(chan []item, batchesInFlight+2),
 		confirmed: tr.Flushed(),
 	}
 }
@@ -72,9 +77,10 @@ func (st *stream) start(ctx context.Context, lsn checkpoint.LSN) error {
 // run streams until ctx ends (graceful: finish the open transaction, drain,
 // confirm), a record fails for good, or the connection breaks.
 //
-// Contexts: soft ends on ctx or abort and stops reading between
-// transactions; abort ends on a permanent failure and stops reading at once;
-// hard ends ShutdownTimeout after soft and bounds the drain.
+// Contexts: ctx ending stops reading between transactions; abort ends on a
+// permanent failure and stops reading at once; soft ends on either and
+// starts the clock of hard, which ends ShutdownTimeout later and bounds
+// the drain.
 func (st *stream) run(ctx context.Context) error {
 	hard, hardCancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer hardCancel(nil)
@@ -99,7 +105,7 @@ func (st *stream) run(ctx context.Context) error {
 	}()
 	st.abort, st.hard = abortCancel, hard
 
-	batches := make(chan []item, 4)
+	batches := make(chan []item, batchesInFlight)
 	published := make(chan struct{})
 	var g errgroup.Group
 	g.Go(func() error {
@@ -107,7 +113,7 @@ func (st *stream) run(ctx context.Context) error {
 		return st.publish(hard, batches)
 	})
 	g.Go(func() error {
-		err := st.receive(ctx, soft, abort, batches)
+		err := st.receive(ctx, abort, batches)
 		close(batches)
 		select {
 		case <-published:
@@ -138,9 +144,19 @@ func (st *stream) run(ctx context.Context) error {
 	return err
 }
 
+// batchesInFlight is how many batches wait for the publishing goroutine.
+const batchesInFlight = 4
+
 // receive is the reading loop. It returns nil when stopped by ctx (at a
-// transaction boundary) or by abort.
-func (st *stream) receive(ctx, soft, abort context.Context, batches chan<- []item) error {
+// transaction boundary, noticed within confirmInterval) or by abort.
+func (st *stream) receive(ctx, abort context.Context, batches chan<- []item) error {
+	// One deadline context serves every message until it expires: one per
+	// message cost a tenth of outboxd's CPU during a backlog drain. It
+	// wakes the loop at least every confirmInterval, to confirm
+	// acknowledgments that arrived meanwhile and to notice a stop request.
+	var wake deadlineCtx
+	defer wake.stop()
+	pacer := newReadPacer(st.conn.Conn())
 	for {
 		if abort.Err() != nil || (ctx.Err() != nil && !st.inTx) {
 			return nil
@@ -150,27 +166,30 @@ func (st *stream) receive(ctx, soft, abort context.Context, batches chan<- []ite
 				return err
 			}
 		}
-		rctx := soft
-		if st.inTx {
-			rctx = abort // a stop request lets the open transaction finish
+		now := time.Now()
+		wait := confirmInterval
+		if pacer.pacing() {
+			wait = pacerWait
 		}
-		// Wake up at least every confirmInterval to confirm acknowledgments
-		// that arrived meanwhile.
-		deadline := time.Now().Add(confirmInterval)
-		if st.nextStatus.Before(deadline) {
-			deadline = st.nextStatus
+		if wake.ctx == nil || wake.ctx.Err() != nil || st.nextStatus.Before(wake.at) || wake.at.After(now.Add(wait)) {
+			at := now.Add(wait)
+			if st.nextStatus.Before(at) {
+				at = st.nextStatus
+			}
+			wake.renew(abort, at)
+			pacer.renewed()
 		}
-		dctx, cancel := context.WithDeadline(rctx, deadline)
-		msg, err := st.conn.ReceiveMessage(dctx)
-		cancel()
+		msg, err := st.conn.ReceiveMessage(wake.ctx)
 		if err != nil {
-			if pgconn.Timeout(err) || rctx.Err() != nil {
+			if pgconn.Timeout(err) || abort.Err() != nil {
+				pacer.timedOut()
 				continue
 			}
 			return fmt.Errorf("receiving from the replication connection: %w", err)
 		}
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:
+			pacer.received(len(m.Data), time.Now())
 			if err := st.handle(abort, m.Data, batches); err != nil {
 				return err
 			}
@@ -179,6 +198,25 @@ func (st *stream) receive(ctx, soft, abort context.Context, batches chan<- []ite
 		case *pgproto3.CopyDone:
 			return errors.New("the server ended the replication stream")
 		}
+	}
+}
+
+// deadlineCtx is a context with a deadline that is renewed when it ends.
+type deadlineCtx struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	at     time.Time
+}
+
+func (d *deadlineCtx) renew(parent context.Context, at time.Time) {
+	d.stop()
+	d.ctx, d.cancel = context.WithDeadline(parent, at)
+	d.at = at
+}
+
+func (d *deadlineCtx) stop() {
+	if d.cancel != nil {
+		d.cancel()
 	}
 }
 
@@ -269,12 +307,18 @@ func (st *stream) statusDue() bool {
 // send hands the batch to the publishing goroutine, sending standby status
 // on schedule while it waits (Kafka slow or down).
 func (st *stream) send(abort context.Context, batches chan<- []item) error {
+	select {
+	case batches <- st.batch:
+		st.nextBatch()
+		return nil
+	default: // the publisher is behind: wait, confirming on schedule
+	}
 	for {
 		t := time.NewTimer(min(time.Until(st.nextStatus), confirmInterval))
 		select {
 		case batches <- st.batch:
 			t.Stop()
-			st.batch = make([]item, 0, st.s.cfg.BatchSize)
+			st.nextBatch()
 			return nil
 		case <-t.C:
 			if !st.statusDue() {
@@ -287,6 +331,16 @@ func (st *stream) send(abort context.Context, batches chan<- []item) error {
 			t.Stop()
 			return nil
 		}
+	}
+}
+
+// nextBatch starts an empty batch, reusing one the publisher is done with.
+func (st *stream) nextBatch() {
+	select {
+	case b := <-st.free:
+		st.batch = b
+	default:
+		st.batch = make([]item, 0, st.s.cfg.BatchSize)
 	}
 }
 
@@ -347,6 +401,11 @@ func (st *stream) publish(hard context.Context, batches <-chan []item) error {
 				}
 				st.done(txn, err)
 			})
+		}
+		clear(batch) // drop the references to the events' bytes
+		select {
+		case st.free <- batch[:0]:
+		default:
 		}
 	}
 	if err := st.s.pub.Flush(hard); err != nil && hard.Err() == nil {
