@@ -1,0 +1,8 @@
+//go:build !linux
+
+package cdc
+
+import "net"
+
+// lowatSetter: pacing is only implemented for Linux.
+func lowatSetter(net.Conn) func(int) error { return nil }
