@@ -27,7 +27,7 @@ var runFlags = []string{
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
-	fs := newFlagSet("run", "Streams committed inserts of the publication's tables from the slot to Kafka until\nSIGTERM or SIGINT, then finishes the open transaction, waits for Kafka and confirms.\nSIGHUP is ignored. Unless GOMEMLIMIT is set, the Go soft memory limit is\n2 x --max-in-flight-bytes + 16 MiB.", stderr)
+	fs := newFlagSet("run", "Streams committed inserts of the publication's tables from the slot to Kafka until\nSIGTERM or SIGINT, then finishes the open transaction, waits for Kafka and confirms.\nSIGHUP is ignored.", stderr)
 	cfg.Register(fs, runFlags...)
 	if code, ok := parseFlags("run", fs, args, stderr, getenv); !ok {
 		return code
@@ -36,7 +36,6 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 		return code
 	}
 	log := cfg.Logger(os.Stderr)
-	applyMemoryLimit(getenv, cfg.MaxInFlightBytes, log)
 	if err := runPublisher(ctx, cfg, log); err != nil {
 		log.Error("outboxd run stopped", "err", err)
 		return exitError
