@@ -23,7 +23,12 @@
 #   PGUSER, PGPASSWORD  database user (default postgres) and password (default none)
 #   DBZ_SLOT_NAME       replication slot (default debezium); created by the
 #                       connector if missing, else used from its confirmed LSN
-#   CONNECT_HEAP_OPTS   JVM heap (default -Xms256m -Xmx1g)
+#   CONNECT_HEAP_OPTS   JVM heap (default -Xms1g -Xmx1g: sized once, not resized
+#                       during a drain)
+#   DBZ_PROFILE         drain (default: poll.interval.ms=50, producer linger
+#                       20 ms, for throughput) or latency (poll.interval.ms=5,
+#                       linger 0, as outboxd: the queue is polled every 5 ms
+#                       instead of waiting up to 50 ms for a batch to fill)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -93,14 +98,20 @@ start() {
 	local port
 	port=$(free_port)
 	echo "$port" >"$dir/connect.rest"
+	local poll_ms linger_ms
+	case ${DBZ_PROFILE:-drain} in
+	drain) poll_ms=50 linger_ms=20 ;;
+	latency) poll_ms=5 linger_ms=0 ;;
+	*) die "DBZ_PROFILE must be drain or latency, not ${DBZ_PROFILE}" ;;
+	esac
 	render "$here/connect-standalone.properties.in" "$dir/connect-standalone.properties" \
-		"KAFKA_BOOTSTRAP=$brokers" "PLUGIN_PATH=$plugin_path" "REST_PORT=$port" "WORKDIR=$dir"
+		"KAFKA_BOOTSTRAP=$brokers" "PLUGIN_PATH=$plugin_path" "REST_PORT=$port" "WORKDIR=$dir" "LINGER_MS=$linger_ms"
 	render "$here/outbox-connector.properties.in" "$dir/outbox-connector.properties" \
 		"PGHOST=$pghost" "PGPORT=$pgport" "PGDATABASE=$pgdb" "PGUSER=${PGUSER:-postgres}" \
-		"PGPASSWORD=${PGPASSWORD:-}" "TOPIC_PREFIX=$prefix" "SLOT_NAME=${DBZ_SLOT_NAME:-debezium}"
+		"PGPASSWORD=${PGPASSWORD:-}" "TOPIC_PREFIX=$prefix" "SLOT_NAME=${DBZ_SLOT_NAME:-debezium}" "POLL_INTERVAL_MS=$poll_ms"
 	# JVM flags as Kafka's own scripts use (kafka-run-class.sh).
 	# shellcheck disable=SC2206
-	local cmd=(java ${CONNECT_HEAP_OPTS:--Xms256m -Xmx1g} -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20
+	local cmd=(java ${CONNECT_HEAP_OPTS:--Xms1g -Xmx1g} -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20
 		-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
 		-Dlog4j2.configurationFile="$here/log4j2.properties"
 		-cp "$worker_libs/*" org.apache.kafka.connect.cli.ConnectStandalone

@@ -15,15 +15,18 @@ import (
 func debeziumTopic(prefix string) string { return prefix + ".events" }
 
 // startDebezium starts Kafka Connect standalone with the connector through
-// bench/debezium/run.sh; it returns the JVM's pid, its working directory
-// and the stop function.
-func (e *env) startDebezium(ctx context.Context, db, prefix string) (pid int, work string, stop func(), err error) {
+// bench/debezium/run.sh with its settings for profile ("drain" or
+// "latency"); it returns the JVM's pid, its working directory and the stop
+// function.
+func (e *env) startDebezium(ctx context.Context, db, prefix, profile string) (pid int, work string, stop func(), err error) {
 	work, err = os.MkdirTemp("", "outboxd-bench-dbz-")
 	if err != nil {
 		return 0, "", nil, err
 	}
 	host, port := hostPort(e.pg.URL)
-	out, err := exec.CommandContext(ctx, e.o.debezium, "start", work, host, port, db, e.kafka.Addr, prefix).CombinedOutput()
+	cmd := exec.CommandContext(ctx, e.o.debezium, "start", work, host, port, db, e.kafka.Addr, prefix)
+	cmd.Env = append(os.Environ(), "DBZ_PROFILE="+profile)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		os.RemoveAll(work)
 		return 0, "", nil, fmt.Errorf("starting Debezium: %w\n%s", err, out)
@@ -49,14 +52,18 @@ func (e *env) runDebezium(ctx context.Context, db, topic, _ string) (usage, erro
 		_, _ = adm.DeleteTopics(context.WithoutCancel(ctx), routed)
 	}()
 	start := time.Now()
-	pid, work, stop, err := e.startDebezium(ctx, db, prefix)
+	pid, work, stop, err := e.startDebezium(ctx, db, prefix, "drain")
 	if err != nil {
 		return usage{}, err
 	}
 	defer stop()
+	// One client for the polling: a new one every 50 ms would take CPU
+	// from Debezium on the same cores.
+	adm := e.admin()
+	defer adm.Close()
 	deadline := time.Now().Add(15 * time.Minute)
 	for {
-		n, err := e.recordsIn(ctx, routed)
+		n, err := recordsIn(ctx, adm, routed)
 		if err == nil && n >= int64(e.o.events) {
 			break
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -55,9 +57,10 @@ func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, pr
 	if err := e.createTopic(ctx, topic); err != nil {
 		return d, "", err
 	}
-	var backlog string
+	var backlog, table string
 	switch sys {
 	case "pg_recvlogical", "outboxd":
+		table = "outbox"
 		if err := e.migrate(ctx, db); err != nil {
 			return d, "", err
 		}
@@ -66,6 +69,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, pr
 		}
 		backlog = backlogSQL("outbox", "aggregate_id, topic, payload", fmt.Sprintf("md5(((i*10+g) %% 1000)::text)::uuid, '%s', %s", topic, payloadSQL), e.o.events)
 	case "relay":
+		table = "outbox_relay"
 		// Autovacuum off on the table: count the dead tuples the relay leaves
 		// for vacuum, rather than how many vacuum happened to remove meanwhile.
 		if err := e.sql(ctx, db, relay.Schema, "ALTER TABLE outbox_relay SET (autovacuum_enabled = false)", "CREATE EXTENSION IF NOT EXISTS pgstattuple"); err != nil {
@@ -80,7 +84,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, pr
 		if err != nil {
 			return d, "", err
 		}
-		slot = "debezium"
+		slot, table = "debezium", "outbox_debezium"
 		if err := e.sql(ctx, db, string(schema), `SELECT pg_create_logical_replication_slot('debezium', 'pgoutput')`); err != nil {
 			return d, "", err
 		}
@@ -101,11 +105,23 @@ func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, pr
 		return d, "", err
 	}
 	d.InsertWALBytes = target - before
-	if err := e.sql(ctx, db, "CHECKPOINT"); err != nil {
+	// Vacuum now, so that autovacuum does not pick the fresh million rows
+	// up in the middle of some system's drain and take CPU from it.
+	if err := e.sql(ctx, db, "VACUUM (ANALYZE) "+table, "CHECKPOINT"); err != nil {
+		return d, "", err
+	}
+	base, err := e.lsn(ctx, db)
+	if err != nil {
 		return d, "", err
 	}
 	e.warmWAL()
 
+	watchSlot := slot
+	if sys == "relay" {
+		watchSlot = ""
+	}
+	w := e.watchCPU(ctx, db, watchSlot)
+	defer w.cancel()
 	start := time.Now()
 	var u usage
 	switch sys {
@@ -127,11 +143,12 @@ func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, pr
 	}
 	d.EventsPerSec = float64(e.o.events) / d.Seconds
 	d.PeakRSSBytes, d.CPUSeconds = u.maxRSS, u.cpu
+	d.WalsenderCPUSeconds, d.MachineBusy = w.finish(time.Duration(d.Seconds * float64(time.Second)))
 	after, err := e.lsn(ctx, db)
 	if err != nil {
 		return d, "", err
 	}
-	d.DrainWALBytes = after - target
+	d.DrainWALBytes = after - base
 	if sys == "relay" {
 		d.DeadTuples, d.UpdatedRows, err = e.deadTuples(ctx, db, "outbox_relay")
 		if err != nil {
@@ -148,13 +165,59 @@ type usage struct {
 	cpu    float64
 }
 
-func rusage(ps *os.ProcessState) (int64, float64) {
+// cpuSeconds is the user and system CPU time of an exited child.
+func cpuSeconds(ps *os.ProcessState) float64 {
 	ru, ok := ps.SysUsage().(*syscall.Rusage)
 	if !ok {
-		return 0, 0
+		return 0
 	}
-	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-	return ru.Maxrss << 10, cpu
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// peakRSS samples a child's own high-water mark (VmHWM) every 20 ms until
+// the returned function is first called; it returns the largest sample. The
+// peak RSS that wait4 reports is not the child's own: Linux carries the
+// parent's high-water mark over to a child that execs after a vfork, so
+// every child looked at least as big as this benchmark process.
+func peakRSS(pid int) func() int64 {
+	done := make(chan struct{})
+	result := make(chan int64, 1)
+	go func() {
+		var peak int64
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if rss, _ := procUsage(pid); rss > peak {
+				peak = rss
+			}
+			select {
+			case <-done:
+				result <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return sync.OnceValue(func() int64 { close(done); return <-result })
+}
+
+// runChild runs cmd to its end, returning its combined output, wall time,
+// own peak RSS and CPU seconds.
+func runChild(cmd *exec.Cmd) ([]byte, usage, error) {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, usage{}, err
+	}
+	peak := peakRSS(cmd.Process.Pid)
+	err := cmd.Wait()
+	wall := time.Since(start)
+	rss := peak()
+	if err != nil {
+		return out.Bytes(), usage{}, err
+	}
+	return out.Bytes(), usage{wall: wall, maxRSS: rss, cpu: cpuSeconds(cmd.ProcessState)}, nil
 }
 
 func (e *env) migrate(ctx context.Context, db string) error {
@@ -174,14 +237,11 @@ func (e *env) runRecvlogical(ctx context.Context, db, slot string, target int64)
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pg_recvlogical"), "-d", e.dbURL(db), "--slot", slot, "--start",
 		"--endpos", lsnText(target), "-o", "proto_version=1", "-o", "publication_names=outboxd", "-f", "/dev/null", "--no-loop")
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	wall := time.Since(start)
+	out, u, err := runChild(cmd)
 	if err != nil {
 		return usage{}, fmt.Errorf("pg_recvlogical: %w\n%s", err, out)
 	}
-	rss, cpu := rusage(cmd.ProcessState)
-	return usage{wall: wall, maxRSS: rss, cpu: cpu}, nil
+	return u, nil
 }
 
 func lsnText(v int64) string { return fmt.Sprintf("%X/%X", uint64(v)>>32, uint32(v)) }
@@ -199,9 +259,11 @@ func (e *env) runOutboxd(ctx context.Context, db, slot string, target int64, pro
 		return usage{}, "", err
 	}
 	defer cmd.Process.Kill() //nolint:errcheck // already stopped on success
+	peak := peakRSS(cmd.Process.Pid)
+	defer peak()
 	profc := make(chan string, 1)
 	if profile {
-		go func() { profc <- cpuProfile(addr, 4*time.Second) }()
+		go func() { profc <- cpuProfile(addr, 4*time.Second, filepath.Join(e.o.out, "outboxd-drain.pprof")) }()
 	}
 	if err := e.waitConfirmed(ctx, db, slot, target, 10*time.Minute); err != nil {
 		return usage{}, "", err
@@ -211,17 +273,17 @@ func (e *env) runOutboxd(ctx context.Context, db, slot string, target int64, pro
 	if profile {
 		prof = <-profc
 	}
+	rss, _ := procUsage(cmd.Process.Pid)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		return usage{}, "", fmt.Errorf("outboxd exited with %v after the drain", err)
 	}
-	rss, cpu := rusage(cmd.ProcessState)
-	return usage{wall: wall, maxRSS: rss, cpu: cpu}, prof, nil
+	return usage{wall: wall, maxRSS: max(rss, peak()), cpu: cpuSeconds(cmd.ProcessState)}, prof, nil
 }
 
-// cpuProfile takes a CPU profile through --pprof (waiting for the server)
-// and returns `go tool pprof -top` of it.
-func cpuProfile(addr string, d time.Duration) string {
+// cpuProfile takes a CPU profile through --pprof (waiting for the server),
+// keeps it in file and returns `go tool pprof -top` of it.
+func cpuProfile(addr string, d time.Duration, file string) string {
 	var resp *http.Response
 	var err error
 	for range 50 {
@@ -234,11 +296,13 @@ func cpuProfile(addr string, d time.Duration) string {
 		return "profile: " + err.Error()
 	}
 	defer resp.Body.Close()
-	f, err := os.CreateTemp("", "outboxd-drain-*.pprof")
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err.Error()
+	}
+	f, err := os.Create(file)
 	if err != nil {
 		return err.Error()
 	}
-	defer os.Remove(f.Name())
 	_, _ = io.Copy(f, resp.Body)
 	f.Close()
 	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", f.Name()).CombinedOutput()
@@ -270,17 +334,14 @@ func (e *env) waitConfirmed(ctx context.Context, db, slot string, target int64, 
 
 func (e *env) runRelay(ctx context.Context, db string) (usage, error) {
 	cmd := exec.CommandContext(ctx, e.o.relay, "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--drain", "--workers", "4", "--batch", "500")
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	wall := time.Since(start)
+	out, u, err := runChild(cmd)
 	if err != nil {
 		return usage{}, fmt.Errorf("relay: %w\n%s", err, out)
 	}
 	if !strings.Contains(string(out), "published "+strconv.Itoa(e.o.events)) {
 		return usage{}, fmt.Errorf("relay published the wrong count: %s", out)
 	}
-	rss, cpu := rusage(cmd.ProcessState)
-	return usage{wall: wall, maxRSS: rss, cpu: cpu}, nil
+	return u, nil
 }
 
 // deadTuples returns the dead tuples left in the table and the rows
@@ -314,9 +375,7 @@ func (e *env) createTopic(ctx context.Context, topic string) error {
 }
 
 // recordsIn sums the end offsets of topics.
-func (e *env) recordsIn(ctx context.Context, topics ...string) (int64, error) {
-	adm := e.admin()
-	defer adm.Close()
+func recordsIn(ctx context.Context, adm *kadm.Client, topics ...string) (int64, error) {
 	ends, err := adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
 		return 0, err

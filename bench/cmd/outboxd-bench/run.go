@@ -20,7 +20,7 @@ import (
 
 type options struct {
 	outboxd, relay, testbed, debezium string
-	events, reps                      int
+	events, reps, latencyReps         int
 	systems, rates                    string
 	rateDuration                      time.Duration
 	out                               string
@@ -47,6 +47,11 @@ type drainResult struct {
 	DrainWALBytes  int64   `json:"drain_wal_bytes"`  // WAL written while draining (the relay's UPDATEs)
 	DeadTuples     int64   `json:"dead_tuples"`      // left in the table after the drain (pgstattuple; autovacuum off)
 	UpdatedRows    int64   `json:"updated_rows"`     // each update leaves a dead row version to prune or vacuum
+	// WalsenderCPUSeconds is the CPU time of the slot's walsender (0 for
+	// the relay); over Seconds it is how much of a core decoding took.
+	WalsenderCPUSeconds float64 `json:"walsender_cpu_seconds"`
+	// MachineBusy is the fraction of all cores' time that was busy.
+	MachineBusy float64 `json:"machine_cpu_busy"`
 }
 
 // Results is results.json.
@@ -57,6 +62,7 @@ type Results struct {
 	Drains     []drainResult             `json:"drains"`
 	Summary    map[string]summary        `json:"summary"`
 	Latency    []latencyResult           `json:"latency"`
+	LatencySum []latencySummary          `json:"latency_summary"`
 	Micro      []string                  `json:"micro_benchmarks"`
 	Profile    string                    `json:"outboxd_drain_profile_top"`
 	Targets    map[string]string         `json:"targets"`
@@ -74,6 +80,8 @@ type summary struct {
 	DrainWALPerEvent   float64 `json:"drain_wal_bytes_per_event"`
 	DeadTuplesPerEvent float64 `json:"dead_tuples_per_event"`
 	UpdatesPerEvent    float64 `json:"dead_row_versions_per_event"`
+	WalsenderCores     float64 `json:"walsender_cores"`
+	MachineBusy        float64 `json:"machine_cpu_busy"`
 	Reps               int     `json:"reps"`
 }
 
@@ -106,6 +114,9 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		Settings: map[string]string{"events": strconv.Itoa(o.events), "reps": strconv.Itoa(o.reps), "transaction_size": "10", "payload": "jsonb {\"n\": N, \"pad\": 200 x} (about 230 bytes with the key)", "partitions": "6",
 			"postgres": "15, fsync=on, full_page_writes=on, synchronous_commit=on (the backlog writer alone uses synchronous_commit=off)", "kafka": "4.1.1 single node KRaft, acks=all"},
 		Summary: map[string]summary{}, Errors: map[string]string{}, RatioToRef: map[string]float64{},
+	}
+	if err := e.warmKafka(ctx, 1_000_000); err != nil {
+		return err
 	}
 	systems := strings.Split(o.systems, ",")
 	for rep := range o.reps {
@@ -150,6 +161,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		res.Latency = append(res.Latency, lat...)
 	}
 	res.Micro = microBenchmarks(ctx)
+	res.LatencySum = summarizeLatency(res.Latency)
 	res.Targets = targets(res)
 	res.Settings["total_seconds"] = fmt.Sprintf("%.0f", time.Since(start).Seconds())
 	return write(o.out, res)
@@ -171,7 +183,8 @@ func summarize(all []drainResult, sys string) summary {
 	return summary{
 		EventsPerSec: m.EventsPerSec, PeakRSSBytes: m.PeakRSSBytes, CPUSecondsPer100k: m.CPUSeconds / ev * 100000,
 		InsertWALPerEvent: float64(m.InsertWALBytes) / ev, DrainWALPerEvent: float64(m.DrainWALBytes) / ev,
-		DeadTuplesPerEvent: float64(m.DeadTuples) / ev, UpdatesPerEvent: float64(m.UpdatedRows) / ev, Reps: len(ds),
+		DeadTuplesPerEvent: float64(m.DeadTuples) / ev, UpdatesPerEvent: float64(m.UpdatedRows) / ev,
+		WalsenderCores: m.WalsenderCPUSeconds / m.Seconds, MachineBusy: m.MachineBusy, Reps: len(ds),
 	}
 }
 
