@@ -261,9 +261,10 @@ func (e *env) runOutboxd(ctx context.Context, db, slot string, target int64, pro
 	defer cmd.Process.Kill() //nolint:errcheck // already stopped on success
 	peak := peakRSS(cmd.Process.Pid)
 	defer peak()
-	profc := make(chan string, 1)
+	profFile := filepath.Join(e.o.out, "outboxd-drain.pprof")
+	profc := make(chan error, 1)
 	if profile {
-		go func() { profc <- cpuProfile(addr, 4*time.Second, filepath.Join(e.o.out, "outboxd-drain.pprof")) }()
+		go func() { profc <- cpuProfile(addr, 4*time.Second, profFile) }()
 	}
 	if err := e.waitConfirmed(ctx, db, slot, target, 10*time.Minute); err != nil {
 		return usage{}, "", err
@@ -271,7 +272,12 @@ func (e *env) runOutboxd(ctx context.Context, db, slot string, target int64, pro
 	wall := time.Since(start)
 	prof := ""
 	if profile {
-		prof = <-profc
+		// Formatted only now: go tool pprof would take CPU from the drain.
+		if err := <-profc; err != nil {
+			prof = "profile: " + err.Error()
+		} else {
+			prof = pprofTop(profFile)
+		}
 	}
 	rss, _ := procUsage(cmd.Process.Pid)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -281,9 +287,9 @@ func (e *env) runOutboxd(ctx context.Context, db, slot string, target int64, pro
 	return usage{wall: wall, maxRSS: max(rss, peak()), cpu: cpuSeconds(cmd.ProcessState)}, prof, nil
 }
 
-// cpuProfile takes a CPU profile through --pprof (waiting for the server),
-// keeps it in file and returns `go tool pprof -top` of it.
-func cpuProfile(addr string, d time.Duration, file string) string {
+// cpuProfile takes a CPU profile through --pprof (waiting for the server)
+// into file.
+func cpuProfile(addr string, d time.Duration, file string) error {
 	var resp *http.Response
 	var err error
 	for range 50 {
@@ -293,19 +299,26 @@ func cpuProfile(addr string, d time.Duration, file string) string {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if err != nil {
-		return "profile: " + err.Error()
+		return err
 	}
 	defer resp.Body.Close()
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err.Error()
+		return err
 	}
 	f, err := os.Create(file)
 	if err != nil {
-		return err.Error()
+		return err
 	}
-	_, _ = io.Copy(f, resp.Body)
-	f.Close()
-	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", f.Name()).CombinedOutput()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// pprofTop returns `go tool pprof -top` of a profile file.
+func pprofTop(file string) string {
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", file).CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("pprof: %v\n%s", err, out)
 	}
