@@ -75,6 +75,16 @@ func (e *env) watchCPU(ctx context.Context, db, slot string) *cpuWatch {
 	return w
 }
 
+// firstPid is a walsender pid seen so far, 0 before one was.
+func (w *cpuWatch) firstPid() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for pid := range w.walsender {
+		return pid
+	}
+	return 0
+}
+
 // finish stops sampling and returns the walsender's CPU seconds and the
 // fraction of the machine's CPU time that was busy during the first wall
 // of the watch (the drain itself, not the system's shutdown after it).

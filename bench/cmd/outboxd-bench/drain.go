@@ -122,6 +122,10 @@ func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, pr
 	}
 	w := e.watchCPU(ctx, db, watchSlot)
 	defer w.cancel()
+	var perfc <-chan string
+	if rep == 0 && watchSlot != "" {
+		perfc = walsenderPerf(ctx, w, 3*time.Second)
+	}
 	start := time.Now()
 	var u usage
 	switch sys {
@@ -144,6 +148,9 @@ func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, pr
 	d.EventsPerSec = float64(e.o.events) / d.Seconds
 	d.PeakRSSBytes, d.CPUSeconds = u.maxRSS, u.cpu
 	d.WalsenderCPUSeconds, d.MachineBusy = w.finish(time.Duration(d.Seconds * float64(time.Second)))
+	if perfc != nil {
+		d.WalsenderPerf = <-perfc
+	}
 	after, err := e.lsn(ctx, db)
 	if err != nil {
 		return d, "", err

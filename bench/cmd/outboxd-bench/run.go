@@ -52,6 +52,9 @@ type drainResult struct {
 	WalsenderCPUSeconds float64 `json:"walsender_cpu_seconds"`
 	// MachineBusy is the fraction of all cores' time that was busy.
 	MachineBusy float64 `json:"machine_cpu_busy"`
+	// WalsenderPerf is where the walsender's CPU went (perf, first
+	// repetition only).
+	WalsenderPerf string `json:"walsender_perf,omitempty"`
 }
 
 // Results is results.json.
