@@ -18,14 +18,14 @@ func debeziumTopic(prefix string) string { return prefix + ".events" }
 // bench/debezium/run.sh with its settings for profile ("drain" or
 // "latency"); it returns the JVM's pid, its working directory and the stop
 // function.
-func (e *env) startDebezium(ctx context.Context, db, prefix, profile string) (pid int, work string, stop func(), err error) {
+func (e *env) startDebezium(ctx context.Context, db, slot, prefix, profile string) (pid int, work string, stop func(), err error) {
 	work, err = os.MkdirTemp("", "outboxd-bench-dbz-")
 	if err != nil {
 		return 0, "", nil, err
 	}
 	host, port := hostPort(e.pg.URL)
 	cmd := exec.CommandContext(ctx, e.o.debezium, "start", work, host, port, db, e.kafka.Addr, prefix)
-	cmd.Env = append(os.Environ(), "DBZ_PROFILE="+profile)
+	cmd.Env = append(os.Environ(), "DBZ_PROFILE="+profile, "DBZ_SLOT_NAME="+slot)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		os.RemoveAll(work)
@@ -40,7 +40,7 @@ func (e *env) startDebezium(ctx context.Context, db, prefix, profile string) (pi
 
 // runDebezium times the drain until every event is in the routed topic;
 // memory and CPU come from /proc (the JVM is not our child).
-func (e *env) runDebezium(ctx context.Context, db, topic, _ string) (usage, error) {
+func (e *env) runDebezium(ctx context.Context, db, topic, slot string) (usage, error) {
 	prefix := topic
 	routed := debeziumTopic(prefix)
 	if err := e.createTopic(ctx, routed); err != nil {
@@ -52,7 +52,7 @@ func (e *env) runDebezium(ctx context.Context, db, topic, _ string) (usage, erro
 		_, _ = adm.DeleteTopics(context.WithoutCancel(ctx), routed)
 	}()
 	start := time.Now()
-	pid, work, stop, err := e.startDebezium(ctx, db, prefix, "drain")
+	pid, work, stop, err := e.startDebezium(ctx, db, slot, prefix, "drain")
 	if err != nil {
 		return usage{}, err
 	}

@@ -47,9 +47,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, pr
 		return d, "", err
 	}
 	defer func() {
-		_ = e.sql(context.WithoutCancel(ctx), "postgres",
-			fmt.Sprintf("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '%s' AND NOT active", db),
-			"DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+		e.dropDatabase(context.WithoutCancel(ctx), db)
 		adm := e.admin()
 		defer adm.Close()
 		_, _ = adm.DeleteTopics(context.WithoutCancel(ctx), topic)
@@ -84,8 +82,8 @@ func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, pr
 		if err != nil {
 			return d, "", err
 		}
-		slot, table = "debezium", "outbox_debezium"
-		if err := e.sql(ctx, db, string(schema), `SELECT pg_create_logical_replication_slot('debezium', 'pgoutput')`); err != nil {
+		table = "outbox_debezium"
+		if err := e.sql(ctx, db, string(schema), fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
 			return d, "", err
 		}
 		backlog = backlogSQL("outbox_debezium", "id, aggregatetype, aggregateid, type, payload", fmt.Sprintf("gen_random_uuid(), 'events', md5(((i*10+g) %% 1000)::text), 'Event', %s", payloadSQL), e.o.events)
@@ -163,6 +161,21 @@ func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, pr
 		}
 	}
 	return d, profile, nil
+}
+
+// dropDatabase drops db and its slots. A slot stays active for a moment
+// after its reader stopped, and a database with a slot cannot be dropped:
+// wait for that (up to 15 s) rather than leave both behind.
+func (e *env) dropDatabase(ctx context.Context, db string) {
+	for range 75 {
+		if err := e.sql(ctx, "postgres",
+			fmt.Sprintf("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '%s' AND NOT active", db),
+			"DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	e.log.Warn("could not drop a benchmark database", "database", db)
 }
 
 // usage is what a system cost: wall time of the drain, peak RSS, CPU.

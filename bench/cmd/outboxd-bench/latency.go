@@ -92,11 +92,7 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 	if err := e.sql(ctx, "postgres", "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)", "CREATE DATABASE "+db); err != nil {
 		return nil, err
 	}
-	defer func() {
-		_ = e.sql(context.WithoutCancel(ctx), "postgres",
-			fmt.Sprintf("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '%s' AND NOT active", db),
-			"DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
-	}()
+	defer e.dropDatabase(context.WithoutCancel(ctx), db)
 	if err := e.createTopic(ctx, topic); err != nil {
 		return nil, err
 	}
@@ -129,13 +125,13 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 		if err != nil {
 			return nil, err
 		}
-		if err := e.sql(ctx, db, string(schema), `SELECT pg_create_logical_replication_slot('debezium', 'pgoutput')`); err != nil {
+		if err := e.sql(ctx, db, string(schema), fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
 			return nil, err
 		}
 		// $1 (the topic) goes into the type column: routing is by aggregatetype.
 		insert = `INSERT INTO outbox_debezium (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), 'events', md5(g::text), $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
 		topic = debeziumTopic(topic)
-		_, work, s, err := e.startDebezium(ctx, db, strings.TrimSuffix(topic, ".events"), "latency")
+		_, work, s, err := e.startDebezium(ctx, db, slot, strings.TrimSuffix(topic, ".events"), "latency")
 		if err != nil {
 			return nil, err
 		}

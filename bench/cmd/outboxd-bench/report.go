@@ -194,40 +194,39 @@ Highest rate sustained (every event delivered, median p99 under 1 s):
 {{end}}
 ## Reading the results
 
-- One slot is one sequential stream, decoded by one walsender process.
+- One slot is one sequential stream, served by one walsender process.
   pg_recvlogical reads each message as it is sent and writes it to
-  /dev/null; its walsender is busy {{with index .R.Summary "pg_recvlogical"}}{{printf "%.2f" .WalsenderCores}}{{end}} of a core: that is the
-  decoding limit of one slot for a client that keeps up. A perf profile of
-  that walsender is the pgoutput text conversion (escape_json, output
-  functions) plus, as much again, the kernel's TCP send path and task
-  switches: it sends every message on its own and wakes the reader each
-  time.
+  /dev/null; its walsender is busy {{with index .R.Summary "pg_recvlogical"}}{{printf "%.2f" .WalsenderCores}}{{end}} of a core, and the perf
+  profile below shows where: mostly in the kernel, sending every message
+  on its own and waking the reader each time, far less in postgres and
+  pgoutput decoding. That is the limit of one slot for a client that keeps
+  up, and the reference every other figure is a ratio to.
 - outboxd paces its reads (SO_RCVLOWAT follows the stream's rate, about
   1 ms of data per wake-up, at most 2 ms of waiting): it wakes once per many
-  messages, and its walsender is busy {{with index .R.Summary "outboxd"}}{{printf "%.2f" .WalsenderCores}}{{end}} of a core. With the walsender,
-  outboxd and the broker on the same 2 cores, the machine is the bound
-  ({{with index .R.Summary "outboxd"}}{{printf "%.0f" (mul100 .MachineBusy)}}{{end}}% busy). The pacing and reusing batches instead of
-  allocating one per transaction took outboxd from 0.76-0.84 to 0.45-0.68
-  CPU seconds per 100k events in an A/B run of the same drain (see the
-  profile below: what remains is reading, decoding and the producer).
+  messages, and its walsender is busy {{with index .R.Summary "outboxd"}}{{printf "%.2f" .WalsenderCores}}{{end}} of a core. The
+  walsender, outboxd ({{with index .R.Summary "outboxd"}}{{printf "%.2f" (cores .CPUSecondsPer100k .EventsPerSec)}}{{end}} cores) and the broker share the 2
+  cores, and the machine is {{with index .R.Summary "outboxd"}}{{printf "%.0f" (mul100 .MachineBusy)}}{{end}}% busy: CPU is what bounds the
+  drain here. Pacing and reusing batches (instead of allocating one per
+  transaction) took outboxd from 0.76-0.84 to 0.45-0.68 CPU seconds per
+  100k events in an A/B run of the same drain; the Go profile below is
+  what remains: reading, decoding and the producer.
 - Debezium is bound by its own CPU: its JVM uses {{with index .R.Summary "debezium"}}{{printf "%.2f" .CPUSecondsPer100k}} CPU seconds per
-  100k events, {{printf "%.2f" (cores .CPUSecondsPer100k .EventsPerSec)}} cores at its rate{{end}}, while its walsender idles. 3 x Debezium
-  needs outboxd above the single-client decoding limit by as much; it
-  gets close, bounded by the shared CPU as above.
+  100k events, {{printf "%.2f" (cores .CPUSecondsPer100k .EventsPerSec)}} cores at its rate{{end}}, while its walsender mostly waits.
+  3 x Debezium would need outboxd that much further past the reference on
+  the same shared cores.
 - The polling relay is bound by PostgreSQL: its SELECT ... FOR UPDATE SKIP
   LOCKED and UPDATE run in server backends (machine {{with index .R.Summary "relay"}}{{printf "%.0f" (mul100 .MachineBusy)}}{{end}}% busy). 5 x the
-  relay would be several times the decoding limit of one slot: no
-  publisher reading one slot can get there. The relay pays on the
-  database instead: an UPDATE per event (WAL while draining, a dead row
-  version per event for pruning and vacuum), and its latency waits for a
-  poll at low rates. CDC writes nothing.
+  relay would be several times what one slot delivers to any reader on
+  this machine. The relay pays on the database instead: an UPDATE per
+  event (WAL while draining, a dead row version per event for pruning and
+  vacuum), and its latency waits for a poll at low rates. CDC writes
+  nothing.
 - Latency: at steady rates outboxd delivers in a millisecond or two (p50)
   with a p99 of a few milliseconds up to 10k events/s. At the highest
   rates the writers reach on this machine, the 2 cores are saturated by
-  PostgreSQL, the writers, the broker, the publisher and the consumer and
-  every tail grows; there the relay, whose 500-row polls cost less CPU per
-  event in total than decoding plus streaming, lets the writers go faster
-  and keeps a shorter tail.
+  PostgreSQL, the writers, the broker, the publisher and the consumer, and
+  every tail grows; compare the written rates there too: a system that
+  costs less CPU in total lets the writers go faster.
 
 {{if .R.Errors}}## Not measured
 
