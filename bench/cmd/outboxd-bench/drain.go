@@ -38,11 +38,18 @@ func backlogSQL(table, cols, vals string, n int) string {
 
 // drain prepares a fresh database with the system's table and slot, writes
 // the backlog while the system is stopped, then times the system draining it.
-func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, profile string, err error) {
+// drain runs one backlog drain of sys. With profile, outboxd's drain is
+// CPU-profiled (the result is then not a timed repetition); the first
+// repetition records the walsender with perf.
+func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d drainResult, prof string, err error) {
 	d = drainResult{System: sys, Rep: rep + 1, Events: e.o.events}
-	db := fmt.Sprintf("bench_%s_%d", strings.ReplaceAll(sys, "-", "_"), rep)
+	suffix := strconv.Itoa(rep)
+	if rep < 0 {
+		suffix = "untimed"
+	}
+	db := fmt.Sprintf("bench_%s_%s", strings.ReplaceAll(sys, "-", "_"), suffix)
 	slot := db
-	topic := fmt.Sprintf("bench.%s.%d", sys, rep)
+	topic := fmt.Sprintf("bench.%s.%s", sys, suffix)
 	if err := e.sql(ctx, "postgres", "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)", "CREATE DATABASE "+db); err != nil {
 		return d, "", err
 	}
@@ -121,7 +128,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, pr
 	w := e.watchCPU(ctx, db, watchSlot)
 	defer w.cancel()
 	var perfc <-chan string
-	if rep == 0 && watchSlot != "" {
+	if rep == 0 && watchSlot != "" && e.o.perf {
 		perfc = walsenderPerf(ctx, w, 3*time.Second)
 	}
 	start := time.Now()
@@ -130,7 +137,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, pr
 	case "pg_recvlogical":
 		u, err = e.runRecvlogical(ctx, db, slot, target)
 	case "outboxd":
-		u, profile, err = e.runOutboxd(ctx, db, slot, target, rep == 0)
+		u, prof, err = e.runOutboxd(ctx, db, slot, target, profile)
 	case "relay":
 		u, err = e.runRelay(ctx, db)
 	case "debezium":
@@ -160,7 +167,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int) (d drainResult, pr
 			return d, "", err
 		}
 	}
-	return d, profile, nil
+	return d, prof, nil
 }
 
 // dropDatabase drops db and its slots. A slot stays active for a moment

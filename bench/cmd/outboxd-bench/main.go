@@ -30,6 +30,7 @@ func main() {
 	flag.DurationVar(&o.rateDuration, "rate-duration", 10e9, "how long each steady rate is written")
 	flag.IntVar(&o.latencyReps, "latency-reps", 3, "repetitions of each steady rate (the run with the median p99 is reported)")
 	flag.StringVar(&o.out, "out", "docs/bench", "output directory")
+	flag.BoolVar(&o.perf, "perf", true, "record the walsender with perf during each system's first drain (skipped without perf)")
 	render := flag.Bool("render", false, "only re-render README.md and chart.svg from the output directory's results.json")
 	flag.Parse()
 	if *render {
