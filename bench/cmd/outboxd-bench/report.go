@@ -211,9 +211,8 @@ Highest rate sustained (every event delivered, median p99 under 1 s):
   100k events in an A/B run of the same drain; the Go profile below is
   what remains: reading, decoding and the producer.
 - Debezium is bound by its own CPU: its JVM uses {{with index .R.Summary "debezium"}}{{printf "%.2f" .CPUSecondsPer100k}} CPU seconds per
-  100k events, {{printf "%.2f" (cores .CPUSecondsPer100k .EventsPerSec)}} cores at its rate{{end}}, while its walsender mostly waits.
-  3 x Debezium would need outboxd that much further past the reference on
-  the same shared cores.
+  100k events, {{printf "%.2f" (cores .CPUSecondsPer100k .EventsPerSec)}} cores at its rate{{end}}, while its walsender mostly waits
+  (its JVM is started for each drain, as after a restart).
 - The polling relay is bound by PostgreSQL: its SELECT ... FOR UPDATE SKIP
   LOCKED and UPDATE run in server backends (machine {{with index .R.Summary "relay"}}{{printf "%.0f" (mul100 .MachineBusy)}}{{end}}% busy). 5 x the
   relay would be several times what one slot delivers to any reader on
@@ -222,7 +221,7 @@ Highest rate sustained (every event delivered, median p99 under 1 s):
   vacuum), and its latency waits for a poll at low rates. CDC writes
   nothing.
 - Latency: at steady rates outboxd delivers in a millisecond or two (p50)
-  with a p99 of a few milliseconds up to 10k events/s. At the highest
+  with a p99 under 10 ms up to 10k events/s (median run). At the highest
   rates the writers reach on this machine, the 2 cores are saturated by
   PostgreSQL, the writers, the broker, the publisher and the consumer, and
   every tail grows; compare the written rates there too: a system that
