@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -137,12 +136,4 @@ func machineCPU() (cpuSample, bool) {
 		}
 	}
 	return s, true
-}
-
-// coreShare formats CPU seconds over wall seconds as cores, e.g. "0.97".
-func coreShare(cpu, wall float64) string {
-	if wall <= 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f", cpu/wall)
 }

@@ -69,7 +69,7 @@ func (e *env) runDebezium(ctx context.Context, db, topic, slot string) (usage, e
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(work + "/connect.log")
-			return usage{}, fmt.Errorf("Debezium delivered %d of %d records within 15 minutes; log tail:\n%s", n, e.o.events, tail(string(log), 30))
+			return usage{}, fmt.Errorf("the connector delivered %d of %d records within 15 minutes; log tail:\n%s", n, e.o.events, tail(string(log), 30))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
