@@ -14,9 +14,9 @@ import (
 // With the socket's receive low-water mark (SO_RCVLOWAT) raised to about
 // pacerWindow's worth of data at the current rate, the kernel wakes the
 // reader only once that much has arrived; data already there is read at
-// once. When the stream slows down, a wait is cut short after pacerWait and
-// the mark drops back to one byte, so a pause costs at most pacerWait of
-// latency, once.
+// once. While paced, no read waits longer than pacerWait for the mark, so
+// pacing adds at most pacerWait to a message's latency; a wait that ends
+// with nothing new drops the mark back to one byte.
 //
 // Only TCP connections on Linux are paced; elsewhere setLowat is nil and the
 // pacer does nothing.
