@@ -165,9 +165,19 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 EOF
 		echo "127.0.0.1:$port" >"$dir/kafka.addr"
-		# Any base64url 16-byte id will do for a throwaway cluster.
+		# Any base64url 16-byte id will do for a throwaway cluster, except
+		# one starting with "-": kafka-storage then takes it for an option
+		# ("argument --cluster-id/-t: expected one argument"), which failed
+		# about one Kafka start in 64 (seen as a flaky chaos test).
 		local cluster_id
-		cluster_id=$(python3 -c 'import base64,os; print(base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("="))')
+		cluster_id=$(python3 -c '
+import base64, os
+while True:
+    s = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+    if not s.startswith("-"):
+        print(s)
+        break
+')
 		kafka_cmd kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties"
 		"${kafka_cmd[@]}" >"$dir/format.log" 2>&1 ||
 			{ cat "$dir/format.log" >&2; die "formatting the KRaft log directory failed"; }
