@@ -249,6 +249,10 @@ pg_stop() {
 	local dir=$1 mode=${2:-fast} bin
 	bin=$(pg_bindir) || return 0
 	[ -d "$dir/data" ] || return 0
+	# The real path, as pg_start uses: the postgres user cannot traverse a
+	# root-only directory holding a symlink to it (run's state directory),
+	# so pg_ctl status failed there and the server was left running.
+	dir=$(cd "$dir" && pwd -P)
 	if as_pg "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
 		as_pg "$bin/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null || true
 	fi
