@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxd/outboxd/internal/procstat"
 	"github.com/outboxd/outboxd/internal/testenv"
 )
 
@@ -291,7 +291,10 @@ func TestMillionRowTransactionBoundedMemory(t *testing.T) {
 		t.Fatalf("consumed %d of %d records; log:\n%s", got, n, p.log())
 	}
 	elapsed := time.Since(start)
-	peak := peakRSS(t, p.cmd.Process.Pid)
+	peak, err := procstat.PeakRSS(p.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("measured: 1,000,000-row transaction: consumed in %s (%.0f rows/s incl. the insert), publisher peak RSS %d MiB", elapsed.Round(time.Second), n/elapsed.Seconds(), peak>>20)
 	// The in-flight caps (16 MiB of records by default) bound memory; a
 	// publisher holding the transaction would need over 250 MB.
@@ -302,23 +305,6 @@ func TestMillionRowTransactionBoundedMemory(t *testing.T) {
 	if code := p.wait(t, 2*time.Minute); code != 0 {
 		t.Errorf("exit code %d after SIGTERM; log:\n%s", code, p.log())
 	}
-}
-
-// peakRSS reads VmHWM (peak resident set) of a live process, in bytes.
-func peakRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM in /proc status")
-	return 0
 }
 
 // TestDemoShowsRecordsFlowing runs the README's first command end to end:

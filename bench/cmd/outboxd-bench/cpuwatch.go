@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/outboxd/outboxd/internal/procstat"
 )
 
 // cpuWatch samples, during a drain, the CPU time of the slot's walsender
@@ -56,7 +57,7 @@ func (e *env) watchCPU(ctx context.Context, db, slot string) *cpuWatch {
 			s, ok := machineCPU()
 			w.mu.Lock()
 			if pid != 0 {
-				if _, cpu := procUsage(pid); cpu > 0 {
+				if cpu, err := procstat.CPUSeconds(pid); err == nil && cpu > 0 {
 					w.walsender[pid] = cpu
 				}
 			}

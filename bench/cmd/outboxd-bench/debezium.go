@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outboxd/outboxd/internal/procstat"
 )
 
 // debeziumTopic is the topic the Outbox Event Router routes our rows to:
@@ -23,7 +26,11 @@ func (e *env) startDebezium(ctx context.Context, db, slot, prefix, profile strin
 	if err != nil {
 		return 0, "", nil, err
 	}
-	host, port := hostPort(e.pg.URL)
+	host, port, err := hostPort(e.pg.URL)
+	if err != nil {
+		os.RemoveAll(work)
+		return 0, "", nil, fmt.Errorf("the test bed's database URL: %w", err)
+	}
 	cmd := exec.CommandContext(ctx, e.o.debezium, "start", work, host, port, db, e.kafka.Addr, prefix)
 	cmd.Env = append(os.Environ(), "DBZ_PROFILE="+profile, "DBZ_SLOT_NAME="+slot)
 	out, err := cmd.CombinedOutput()
@@ -74,7 +81,14 @@ func (e *env) runDebezium(ctx context.Context, db, topic, slot string) (usage, e
 		time.Sleep(50 * time.Millisecond)
 	}
 	wall := time.Since(start)
-	rss, cpu := procUsage(pid)
+	rss, err := procstat.PeakRSS(pid)
+	if err != nil {
+		return usage{}, err
+	}
+	cpu, err := procstat.CPUSeconds(pid)
+	if err != nil {
+		return usage{}, err
+	}
 	return usage{wall: wall, maxRSS: rss, cpu: cpu}, nil
 }
 
@@ -88,33 +102,11 @@ func tail(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// procUsage reads peak RSS (VmHWM) and CPU seconds of a live process.
-func procUsage(pid int) (int64, float64) {
-	var rss int64
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-				kb, _ := strconv.ParseInt(f[1], 10, 64)
-				rss = kb << 10
-			}
-		}
+// hostPort splits a database URL's host and port.
+func hostPort(dbURL string) (string, string, error) {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return "", "", err
 	}
-	var cpu float64
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
-		if len(f) > 12 {
-			ut, _ := strconv.ParseFloat(f[11], 64)
-			st, _ := strconv.ParseFloat(f[12], 64)
-			cpu = (ut + st) / 100 // USER_HZ
-		}
-	}
-	return rss, cpu
-}
-
-func hostPort(url string) (string, string) {
-	hp := url[strings.Index(url, "@")+1:]
-	hp = hp[:strings.Index(hp, "/")]
-	i := strings.LastIndex(hp, ":")
-	return hp[:i], hp[i+1:]
+	return u.Hostname(), u.Port(), nil
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/outboxd/outboxd/bench/relay"
 	"github.com/outboxd/outboxd/internal/pgtemp"
+	"github.com/outboxd/outboxd/internal/procstat"
 	"github.com/outboxd/outboxd/migrations"
 )
 
@@ -202,10 +203,8 @@ func cpuSeconds(ps *os.ProcessState) float64 {
 }
 
 // peakRSS samples a child's own high-water mark (VmHWM) every 20 ms until
-// the returned function is first called; it returns the largest sample. The
-// peak RSS that wait4 reports is not the child's own: Linux carries the
-// parent's high-water mark over to a child that execs after a vfork, so
-// every child looked at least as big as this benchmark process.
+// the returned function is first called; it returns the largest sample
+// (not wait4's ru_maxrss, which is not the child's own: see procstat).
 func peakRSS(pid int) func() int64 {
 	done := make(chan struct{})
 	result := make(chan int64, 1)
@@ -214,7 +213,7 @@ func peakRSS(pid int) func() int64 {
 		t := time.NewTicker(20 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if rss, _ := procUsage(pid); rss > peak {
+			if rss, err := procstat.PeakRSS(pid); err == nil && rss > peak {
 				peak = rss
 			}
 			select {
@@ -306,7 +305,7 @@ func (e *env) runOutboxd(ctx context.Context, db, slot string, target int64, pro
 			prof = pprofTop(profFile)
 		}
 	}
-	rss, _ := procUsage(cmd.Process.Pid)
+	rss, _ := procstat.PeakRSS(cmd.Process.Pid) // 0 if unreadable; the samples count too
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		return usage{}, "", fmt.Errorf("outboxd exited with %v after the drain", err)

@@ -1,0 +1,48 @@
+package procstat
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestOwnProcess(t *testing.T) {
+	// Touch 32 MiB so the peak is at least that.
+	buf := make([]byte, 32<<20)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	peak, err := PeakRSS(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peak < 32<<20 {
+		t.Errorf("peak RSS %d bytes after touching 32 MiB", peak)
+	}
+	// Spin until the kernel has charged at least one tick (10 ms).
+	var cpu float64
+	for deadline := time.Now().Add(10 * time.Second); cpu == 0 && time.Now().Before(deadline); {
+		for i := range buf {
+			buf[i]++
+		}
+		if cpu, err = CPUSeconds(os.Getpid()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cpu <= 0 {
+		t.Errorf("CPU seconds %v after spinning", cpu)
+	}
+}
+
+func TestNoSuchProcess(t *testing.T) {
+	const pid = 1 << 30 // above pid_max
+	for name, f := range map[string]func() error{
+		"PeakRSS":    func() error { _, err := PeakRSS(pid); return err },
+		"CPUSeconds": func() error { _, err := CPUSeconds(pid); return err },
+	} {
+		if err := f(); err == nil || !strings.Contains(err.Error(), "process 1073741824") {
+			t.Errorf("%s of a missing process: %v", name, err)
+		}
+	}
+}
