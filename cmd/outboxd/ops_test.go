@@ -88,11 +88,16 @@ func TestMetricsAndHealthFollowTheStream(t *testing.T) {
 			t.Errorf("%s = %v, want at least %v", name, v, min)
 		}
 	}
-	for _, name := range []string{"outboxd_in_flight_records", "outboxd_in_flight_bytes", "outboxd_replication_lag_bytes", "outboxd_replication_lag_seconds", "outboxd_reconnects_total", `outboxd_errors_total{kind="permanent"}`, "outboxd_slot_retained_wal_bytes"} {
-		if v := metric(body, name); v < 0 && name != "outboxd_slot_retained_wal_bytes" {
+	for _, name := range []string{"outboxd_in_flight_records", "outboxd_in_flight_bytes", "outboxd_replication_lag_bytes", "outboxd_replication_lag_seconds", "outboxd_reconnects_total", `outboxd_errors_total{kind="permanent"}`} {
+		if v := metric(body, name); v < 0 {
 			t.Errorf("%s missing or negative (%v)", name, v)
 		}
 	}
+	// The WAL monitor checks once at start: -1 ("not checked yet") must not last.
+	waitFor(t, 30*time.Second, "outboxd_slot_retained_wal_bytes checked", func() bool {
+		_, body := get(addr, "/metrics")
+		return metric(body, "outboxd_slot_retained_wal_bytes") >= 0
+	})
 
 	standbyAddr := freeAddr(t)
 	standby := w.start(t, "--metrics-addr", standbyAddr)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -88,27 +89,33 @@ func (p *proc) wait(t *testing.T, d time.Duration) int {
 	}
 }
 
-// writeBatches inserts n transactions of 5 rows.
+// write inserts n transactions of 5 rows and returns their ids.
 func (w *world) write(t *testing.T, n, from int) []int64 {
 	t.Helper()
+	ids, err := w.tryWrite(t.Context(), n, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// tryWrite is write for goroutines other than the test's own.
+func (w *world) tryWrite(ctx context.Context, n, from int) ([]int64, error) {
 	var ids []int64
 	for i := range n {
-		rows, err := w.pool.Query(t.Context(), `INSERT INTO outbox (aggregate_id, topic, payload)
+		rows, err := w.pool.Query(ctx, `INSERT INTO outbox (aggregate_id, topic, payload)
 			SELECT ('00000000-0000-4000-8000-' || lpad(($1 + g % 4)::text, 12, '0'))::uuid, $2, jsonb_build_object('n', $1 + g)
 			FROM generate_series(1, 5) g RETURNING id`, from+i*5, w.topic)
 		if err != nil {
-			t.Fatal(err)
+			return ids, err
 		}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return ids, err
 		}
-		rows.Close()
+		ids = append(ids, got...)
 	}
-	return ids
+	return ids, nil
 }
 
 // consumeAll reads the topic from the start until every id in want is there
@@ -196,14 +203,19 @@ func TestKill9RestartLosesNothing(t *testing.T) {
 	var want []int64
 	for round := range 3 {
 		p := w.start(t)
-		var wg sync.WaitGroup
+		// The writes run in a goroutine, which must not call t.Fatal:
+		// tryWrite reports errors instead.
 		var ids []int64
-		wg.Add(1)
-		go func() { defer wg.Done(); ids = w.write(t, 60, round*1000) }()
+		var werr error
+		written := make(chan struct{})
+		go func() { defer close(written); ids, werr = w.tryWrite(t.Context(), 60, round*1000) }()
 		time.Sleep(time.Duration(300+round*200) * time.Millisecond)
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
 		p.wait(t, time.Minute)
-		wg.Wait()
+		<-written
+		if werr != nil {
+			t.Fatal(werr)
+		}
 		want = append(want, ids...)
 	}
 	p := w.start(t)
@@ -247,7 +259,10 @@ func TestSecondInstanceStandsByThenTakesOver(t *testing.T) {
 	want := w.write(t, 2, 0)
 	w.consumeAll(t, want, time.Minute)
 	second := w.start(t, "--slot-retry-interval", "100ms")
-	time.Sleep(2 * time.Second)
+	// Wait for the first line (however slow the start under -race), then
+	// for many more retries: the line must not repeat.
+	waitFor(t, 30*time.Second, "standby logs the busy slot", func() bool { return strings.Contains(second.log(), "in use by another process") })
+	time.Sleep(20 * 100 * time.Millisecond)
 	if n := strings.Count(second.log(), "in use by another process"); n != 1 {
 		t.Errorf("standby logged the busy slot %d times, want once:\n%s", n, second.log())
 	}

@@ -233,6 +233,8 @@ max_connections = 300
 fsync = off
 full_page_writes = off
 wal_sender_timeout = 60s
+# Tests compare each record's timestamp with pg_xact_commit_timestamp().
+track_commit_timestamp = on
 log_min_messages = warning
 EOF
 		echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable" >"$dir/pg.url"
