@@ -4,18 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/internal/sqlquote"
 )
 
 var errShutdownTimeout = errors.New("shutdown timeout reached")
@@ -68,9 +67,10 @@ func newStream(s *Streamer, conn *pgconn.PgConn, tr *checkpoint.Tracker) *stream
 // the later of it and the slot's confirmed position, so nothing this process
 // confirmed is sent again.
 func (st *stream) start(ctx context.Context, lsn checkpoint.LSN) error {
-	pubs := strings.ReplaceAll(pgx.Identifier{st.s.cfg.Publication}.Sanitize(), "'", "''")
+	// publication_names is a list of identifiers in a string literal.
+	pubs := sqlquote.Literal(sqlquote.Identifier(st.s.cfg.Publication))
 	return pglogrepl.StartReplication(ctx, st.conn, st.s.cfg.Slot, lsn, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + pubs + "'"},
+		PluginArgs: []string{"proto_version '1'", "publication_names " + pubs},
 	})
 }
 

@@ -1,4 +1,5 @@
-// Package migrations owns outboxd's SQL: the default outbox table and the
+// Package migrations owns outboxd's SQL: the default outbox table, the
+// constraints that refuse rows outboxd could never publish, and the
 // publication, embedded in the binary and applied in version order.
 //
 // Invariant: applying is idempotent. Each migration runs in its own
@@ -7,4 +8,8 @@
 // once per target (table and publication). The statements themselves are also
 // written to be harmless when repeated (IF NOT EXISTS), so a DBA may apply
 // the printed SQL by hand.
+//
+// Names from flags enter the SQL only as quoted identifiers or string
+// literals (package sqlquote); the dollar-quoted DO blocks are fixed text
+// that reads the names from settings, so no name can end one early.
 package migrations

@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -13,6 +14,9 @@ import (
 	"text/template"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxd/outboxd/internal/sqlquote"
 )
 
 //go:embed sql/*.sql
@@ -20,7 +24,9 @@ var sqlFiles embed.FS
 
 // Target names the objects the migrations create.
 type Target struct {
-	// Table is the outbox table, optionally schema-qualified ("public.outbox").
+	// Table is the outbox table in SQL syntax, optionally schema-qualified:
+	// public.outbox, or "App"."Outbox" for a name with capitals or other
+	// characters (unquoted parts are folded to lower case, as in SQL).
 	Table string
 	// Publication is the publication over Table.
 	Publication string
@@ -36,13 +42,6 @@ type Migration struct {
 // key identifies the target in the bookkeeping table.
 func (t Target) key() string { return "table=" + t.Table + " publication=" + t.Publication }
 
-// Identifier quotes a possibly schema-qualified name ("s.t") for SQL.
-func Identifier(name string) string {
-	return pgx.Identifier(strings.Split(name, ".")).Sanitize()
-}
-
-func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
 // Load renders the embedded migrations for t, in version order.
 func Load(t Target) ([]Migration, error) {
 	if t.Table == "" || t.Publication == "" {
@@ -53,10 +52,17 @@ func Load(t Target) ([]Migration, error) {
 		return nil, fmt.Errorf("listing embedded migrations: %w", err)
 	}
 	sort.Strings(names)
+	table, err := sqlquote.ParseQualified(t.Table)
+	if err != nil {
+		return nil, fmt.Errorf("loading migrations: %w", err)
+	}
+	// Names enter the SQL only as quoted identifiers or string literals
+	// (see package sqlquote); dollar-quoted blocks read them from settings.
 	data := map[string]string{
-		"Table":              Identifier(t.Table),
-		"Publication":        Identifier(t.Publication),
-		"PublicationLiteral": literal(t.Publication),
+		"Table":              table.Sanitize(),
+		"TableLiteral":       sqlquote.Literal(table.Sanitize()),
+		"Publication":        sqlquote.Identifier(t.Publication),
+		"PublicationLiteral": sqlquote.Literal(t.Publication),
 	}
 	var out []Migration
 	for _, name := range names {
@@ -146,6 +152,12 @@ func applyOne(ctx context.Context, conn *pgx.Conn, t Target, m Migration) (appli
 		applied = true
 		return nil
 	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23514" { // check_violation
+		return false, fmt.Errorf("applying migration %s: %w: rows already in %s could never be published "+
+			"(constraint %s; see its definition with \\d %s); delete or correct them, then run migrate again",
+			m.Name, err, t.Table, pgErr.ConstraintName, t.Table)
+	}
 	if err != nil {
 		return false, fmt.Errorf("applying migration %s: %w", m.Name, err)
 	}

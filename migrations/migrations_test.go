@@ -17,7 +17,7 @@ import (
 
 func TestLoadQuotesNames(t *testing.T) {
 	t.Parallel()
-	ms, err := migrations.Load(migrations.Target{Table: `app.Out"box`, Publication: "it's"})
+	ms, err := migrations.Load(migrations.Target{Table: `app."Out""box"`, Publication: "it's"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,13 +25,18 @@ func TestLoadQuotesNames(t *testing.T) {
 		t.Fatalf("loaded %d migrations, want at least 2", len(ms))
 	}
 	all := ms[0].SQL + ms[1].SQL
-	for _, want := range []string{`"app"."Out""box"`, `"it's"`, `'it''s'`} {
+	for _, want := range []string{`"app"."Out""box"`, `'it''s'`} {
 		if !strings.Contains(all, want) {
 			t.Errorf("rendered SQL lacks %s:\n%s", want, all)
 		}
 	}
 	if _, err := migrations.Load(migrations.Target{Table: "t"}); err == nil {
 		t.Error("Load without a publication name: no error")
+	}
+	for _, bad := range []string{`app.Out"box`, "a.b.c", "x; drop table t", `"unterminated`} {
+		if _, err := migrations.Load(migrations.Target{Table: bad, Publication: "p"}); err == nil {
+			t.Errorf("Load with table %q: no error", bad)
+		}
 	}
 }
 
@@ -64,8 +69,8 @@ func TestApplyIsIdempotentAndConcurrentSafe(t *testing.T) {
 		all = append(all, r...)
 	}
 	slices.Sort(all)
-	if !slices.Equal(all, []int{1, 2}) {
-		t.Fatalf("versions applied over concurrent runs = %v, want [1 2]", all)
+	if !slices.Equal(all, []int{1, 2, 3, 4}) {
+		t.Fatalf("versions applied over concurrent runs = %v, want [1 2 3 4]", all)
 	}
 
 	conn, err := pgx.Connect(ctx, url)

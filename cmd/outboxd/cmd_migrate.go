@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/internal/config"
+	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/migrations"
 )
 
@@ -79,16 +80,14 @@ func printMigrationSQL(w io.Writer, cfg config.Config) error {
 		return err
 	}
 	fmt.Fprintf(w, "-- outboxd %s: schema for table %s, publication %s, slot %s.\n", version, cfg.Table, cfg.Publication, cfg.Slot)
-	fmt.Fprintln(w, "-- Each statement is safe to run again. outboxd run needs a role with REPLICATION,")
-	fmt.Fprintln(w, "-- CONNECT on the database and SELECT on the outbox table (see README).")
+	fmt.Fprintln(w, "-- Each statement is safe to run again. outboxd run needs a role with REPLICATION")
+	fmt.Fprintln(w, "-- and CONNECT on the database; it never reads the outbox table itself (see README).")
 	for _, m := range ms {
 		fmt.Fprintf(w, "\n-- migration %s\n%s\n", m.Name, strings.TrimSpace(m.SQL))
 	}
 	if cfg.CreateSlot {
 		fmt.Fprintf(w, "\n-- the replication slot: from now on every committed outbox row is kept for outboxd\n")
-		fmt.Fprintf(w, "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')\nWHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = %s);\n", sqlLiteral(cfg.Slot), sqlLiteral(cfg.Slot))
+		fmt.Fprintf(w, "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')\nWHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = %s);\n", sqlquote.Literal(cfg.Slot), sqlquote.Literal(cfg.Slot))
 	}
 	return nil
 }
-
-func sqlLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

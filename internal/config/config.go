@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/publish"
 )
 
@@ -122,7 +123,7 @@ func (c *Config) Register(fs *flag.FlagSet, names ...string) {
 		case FlagBrokers:
 			fs.StringVar(&c.Brokers, n, c.Brokers, "Kafka bootstrap brokers, HOST:PORT[,HOST:PORT...] (required)")
 		case FlagTable:
-			fs.StringVar(&c.Table, n, c.Table, "outbox table, optionally schema-qualified")
+			fs.StringVar(&c.Table, n, c.Table, `outbox table in SQL syntax, optionally schema-qualified: app.outbox, or "App"."Outbox" for capitals or other characters`)
 		case FlagPublication:
 			fs.StringVar(&c.Publication, n, c.Publication, "publication over the outbox table")
 		case FlagSlot:
@@ -240,6 +241,11 @@ func (c *Config) Validate(fs *flag.FlagSet) error {
 	}{{FlagTable, c.Table}, {FlagPublication, c.Publication}, {FlagSlot, c.Slot}} {
 		if has(n.flag) && n.val == "" {
 			bad(n.flag, "must not be empty")
+		}
+	}
+	if has(FlagTable) && c.Table != "" {
+		if _, err := sqlquote.ParseQualified(c.Table); err != nil {
+			bad(FlagTable, "%v", err)
 		}
 	}
 	if has(FlagSlot) && c.Slot != "" {
