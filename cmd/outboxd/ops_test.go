@@ -235,37 +235,6 @@ func TestInvalidatedSlotStopsWithClearError(t *testing.T) {
 	}
 }
 
-// TestPasswordsNeverShown: the startup config dump, connection errors and
-// status output never show the database password.
-func TestPasswordsNeverShown(t *testing.T) {
-	t.Parallel()
-	const secret = "s3cret-pw-9f1c"
-	closed := freeAddr(t) // nothing listens there
-	url := "postgres://app:" + secret + "@" + closed + "/app?sslmode=disable"
-	cmd := exec.Command(builtBinary, "run", "--database-url", url, "--brokers", "127.0.0.1:1",
-		"--kafka-sasl-mechanism", "PLAIN", "--kafka-sasl-username", "u", "--kafka-sasl-password", secret+"-kafka",
-		"--reconnect-max-interval", "200ms", "--log-level", "debug")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * time.Second) // a few failed connection attempts
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	_ = cmd.Wait()
-	logs := out.String()
-	if !strings.Contains(logs, "xxxxx") || !strings.Contains(logs, "reconnecting") {
-		t.Fatalf("expected a redacted config dump and connection errors, got:\n%s", logs)
-	}
-	if strings.Contains(logs, secret) {
-		t.Errorf("logs show a password:\n%s", logs)
-	}
-	status, _ := exec.Command(builtBinary, "status", "--database-url", url).CombinedOutput()
-	if strings.Contains(string(status), secret) {
-		t.Errorf("status shows the password:\n%s", status)
-	}
-}
-
 // TestSIGHUPIsNotACrash.
 func TestSIGHUPIsNotACrash(t *testing.T) {
 	t.Parallel()

@@ -10,10 +10,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/internal/sqlquote"
@@ -218,12 +219,11 @@ func (c *Config) Validate(fs *flag.FlagSet) error {
 		errs = append(errs, fmt.Errorf("--%s (%s): %s", n, EnvName(n), fmt.Sprintf(format, args...)))
 	}
 	if has(FlagDatabaseURL) {
+		// Parsed by what connects, so what is checked is what is used.
 		if c.DatabaseURL == "" {
 			bad(FlagDatabaseURL, "required")
-		} else if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-			if !strings.Contains(c.DatabaseURL, "=") { // keyword/value form is fine too
-				bad(FlagDatabaseURL, "not a postgres:// URL or key=value connection string (value not shown: it may hold a password)")
-			}
+		} else if _, err := pgconn.ParseConfig(c.DatabaseURL); err != nil {
+			bad(FlagDatabaseURL, "%s", errDatabaseURLSyntax)
 		}
 	}
 	if has(FlagBrokers) {

@@ -9,18 +9,25 @@ import (
 	"testing"
 )
 
-func TestRedactURL(t *testing.T) {
+// TestDescribeDatabase pins the bug where a URL that url.Parse refused
+// (a # or a bad % escape in the password) fell back to a password= regex
+// and was printed verbatim, and where sslpassword was never masked.
+func TestDescribeDatabase(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ in, want string }{
-		{"postgres://app:s3cret@db:5432/app?sslmode=require", "postgres://app:xxxxx@db:5432/app?sslmode=require"},
-		{"postgres://app@db/app", "postgres://app@db/app"},
-		{"postgres://db/app?user=app&password=s3cret", "postgres://db/app?password=xxxxx&user=app"},
-		{"host=db user=app password=s3cret dbname=app", "host=db user=app password=xxxxx dbname=app"},
-		{"host=db password='s3 cret' dbname=app", "host=db password=xxxxx dbname=app"},
+		{"postgres://app:s3cret@db:5432/app?sslmode=require", "host=db:5432 database=app user=app"},
+		{"postgres://app@db/app", "host=db:5432 database=app user=app"},
+		{"postgres://db/app?user=app&password=s3cret&sslpassword=s3cret", "host=db:5432 database=app user=app"},
+		{"host=db user=app password=s3cret dbname=app", "host=db:5432 database=app user=app"},
+		{"host=db,db2 port=5433 password='s3 cret' dbname=app user=u", "host=db:5433,db2:5433 database=app user=u"},
+		{"postgres://app:pa#ss@db:5432/app?sslmode=disable", "host=db:5432 database=app user=app"}, // pgconn reads pa#ss as the password
+		{"postgres://app:s3cr%zz@db/app", "(connection string not shown: it does not parse)"},
+		{"host=db password='unterminated", "(connection string not shown: it does not parse)"},
+		{"", ""},
 	}
 	for _, tt := range tests {
-		if got := RedactURL(tt.in); got != tt.want {
-			t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := DescribeDatabase(tt.in); got != tt.want {
+			t.Errorf("DescribeDatabase(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
@@ -38,7 +45,7 @@ func TestConfigDumpRedactsSecrets(t *testing.T) {
 			t.Errorf("config dump shows %s: %s", s, out)
 		}
 	}
-	for _, s := range []string{`"slot":"outboxd"`, `"kafka_sasl_password":"xxxxx"`, `"database_url":"postgres://app:xxxxx@db/app"`} {
+	for _, s := range []string{`"slot":"outboxd"`, `"kafka_sasl_password":"xxxxx"`, `"database":"host=db:5432 database=app user=app"`} {
 		if !strings.Contains(out, s) {
 			t.Errorf("config dump lacks %s: %s", s, out)
 		}

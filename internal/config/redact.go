@@ -2,33 +2,45 @@ package config
 
 import (
 	"log/slog"
-	"net/url"
-	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 const redacted = "xxxxx"
 
-var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+// errDatabaseURLSyntax explains a connection string that does not parse
+// without quoting it: any part of it may be a password, and a string that
+// does not parse has no reliable boundaries to redact by.
+const errDatabaseURLSyntax = "does not parse as a PostgreSQL URL or keyword/value connection string (not shown: it may hold a password); " +
+	"in a URL, percent-encode special characters of the password: # as %23, % as %25, @ as %40, / as %2F, space as %20"
 
-// RedactURL hides the password of a PostgreSQL URL or key=value connection
-// string, for logs and status output.
-func RedactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.Scheme != "" {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), redacted)
-		}
-		q := u.Query()
-		if q.Has("password") {
-			q.Set("password", redacted)
-			u.RawQuery = q.Encode()
-		}
-		return u.String()
+// DescribeDatabase tells which database a connection string points at
+// without showing any secret: host(s), port, database and user, read with
+// the same parser that connects (pgconn.ParseConfig). A string that does
+// not parse is described by a constant. Nothing else of the string (its
+// password, sslpassword, or anything the parser did not understand) is
+// ever shown.
+func DescribeDatabase(conn string) string {
+	if conn == "" {
+		return ""
 	}
-	return kvPassword.ReplaceAllString(s, "${1}"+redacted)
+	cfg, err := pgconn.ParseConfig(conn)
+	if err != nil {
+		return "(connection string not shown: it does not parse)"
+	}
+	hosts := []string{cfg.Host + ":" + strconv.Itoa(int(cfg.Port))}
+	for _, fb := range cfg.Fallbacks {
+		if h := fb.Host + ":" + strconv.Itoa(int(fb.Port)); h != hosts[len(hosts)-1] {
+			hosts = append(hosts, h)
+		}
+	}
+	return "host=" + strings.Join(hosts, ",") + " database=" + cfg.Database + " user=" + cfg.User
 }
 
 // LogValue implements slog.LogValuer: the configuration for the startup
-// dump, with every secret redacted.
+// dump, with every secret left out or redacted.
 func (c Config) LogValue() slog.Value {
 	secret := func(s string) string {
 		if s == "" {
@@ -37,7 +49,7 @@ func (c Config) LogValue() slog.Value {
 		return redacted
 	}
 	return slog.GroupValue(
-		slog.String("database_url", RedactURL(c.DatabaseURL)),
+		slog.String("database", DescribeDatabase(c.DatabaseURL)),
 		slog.String("brokers", c.Brokers),
 		slog.String("slot", c.Slot),
 		slog.String("publication", c.Publication),
