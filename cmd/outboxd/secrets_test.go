@@ -22,7 +22,7 @@ import (
 // flag and as the environment variable.
 func TestPasswordsNeverShown(t *testing.T) {
 	t.Parallel()
-	const marker = "Zq9" // in every password below, nowhere else
+	const marker = "Zq9"  // in every password below, nowhere else
 	closed := freeAddr(t) // nothing listens there
 	host, port, _ := strings.Cut(closed, ":")
 	tests := []struct {
