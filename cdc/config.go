@@ -10,37 +10,41 @@ import (
 // Config configures a Streamer. Zero durations and names take the defaults
 // below (see WithDefaults).
 type Config struct {
-	// DatabaseURL is a libpq-style URL of the database holding the outbox.
-	// The replication connection is derived from it (replication=database).
+	// DatabaseURL is a libpq-style URL or keyword/value string of the
+	// database holding the outbox. The replication connection is derived
+	// from it (replication=database). Required.
 	DatabaseURL string
-	// Slot is the logical replication slot (plugin pgoutput). Default "outboxd".
+	// Slot is the logical replication slot (plugin pgoutput). Default DefaultSlot.
 	Slot string
 	// CreateSlot creates the slot when it is missing (with a warning: rows
 	// committed before it existed are not published).
 	CreateSlot bool
-	// Publication is the publication over the outbox table(s). Default "outboxd".
+	// Publication is the publication over the outbox table(s). Default
+	// DefaultPublication.
 	Publication string
 	// Columns names the outbox columns. Default decode.DefaultColumns().
 	Columns decode.Columns
+	// TolerateUnusableTables starts even when a table in the publication
+	// lacks usable outbox columns (its rows are then rejected one by one:
+	// set it only with a dead-letter topic). Default false: refuse to start.
+	TolerateUnusableTables bool
 	// StatusInterval is the longest time between two standby status
-	// updates. Default 10s. It must stay well below the server's
-	// wal_sender_timeout (default 60s).
+	// updates. Default DefaultStatusInterval. It must stay well below the
+	// server's wal_sender_timeout (default 60s).
 	StatusInterval time.Duration
 	// ShutdownTimeout bounds the drain after Run's context ends: finishing
 	// the open transaction, waiting for Kafka's acknowledgments, sending the
-	// final status. Default 30s. Past it, what is unconfirmed is re-sent on
-	// the next start (at-least-once).
+	// final status. Default DefaultShutdownTimeout. Past it, what is
+	// unconfirmed is re-sent on the next start (at-least-once).
 	ShutdownTimeout time.Duration
 	// SlotRetryInterval is how often a standby retries a slot another
-	// process is using. Default 1s: the takeover delay after the active
-	// process dies is about this plus the server noticing the death.
+	// process is using. Default DefaultSlotRetryInterval: the takeover
+	// delay after the active process dies is about this plus the server
+	// noticing the death.
 	SlotRetryInterval time.Duration
 	// ReconnectMaxInterval caps the exponential backoff between reconnects
-	// after a lost connection. Default 10s.
+	// after a lost connection. Default DefaultReconnectMaxInterval.
 	ReconnectMaxInterval time.Duration
-	// BatchSize is how many events the replication goroutine hands to the
-	// publishing goroutine at once. Default 256.
-	BatchSize int
 }
 
 // Defaults.
@@ -51,7 +55,6 @@ const (
 	DefaultShutdownTimeout      = 30 * time.Second
 	DefaultSlotRetryInterval    = time.Second
 	DefaultReconnectMaxInterval = 10 * time.Second
-	DefaultBatchSize            = 256
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -77,15 +80,12 @@ func (c Config) WithDefaults() Config {
 	if c.ReconnectMaxInterval <= 0 {
 		c.ReconnectMaxInterval = DefaultReconnectMaxInterval
 	}
-	if c.BatchSize <= 0 {
-		c.BatchSize = DefaultBatchSize
-	}
 	return c
 }
 
 func (c Config) validate() error {
 	if c.DatabaseURL == "" {
-		return errors.New("no database URL given")
+		return errors.New("cdc: no database URL given")
 	}
 	return nil
 }

@@ -6,21 +6,24 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxd/outboxd/outbox"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/internal/testenv"
 	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/publish"
+	"github.com/outboxd/outboxd/pump"
+	"github.com/outboxd/outboxd/slot"
 )
 
 // bed is one test's database (migrated, with its slot), topic and broker.
@@ -32,6 +35,41 @@ type bed struct {
 	pool    *pgxpool.Pool
 	slot    string
 	log     *slog.Logger
+}
+
+// recreateOn gives the bed the same database (by name), schema, slot and
+// table "other" on another server, for tests that replace the server
+// behind an address. The database appears under its name only once it is
+// complete, so a streamer retrying meanwhile never sees it half made.
+func (b *bed) recreateOn(t *testing.T, adminURL string) {
+	t.Helper()
+	ctx := t.Context()
+	u, err := url.Parse(b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{"tmp_" + name}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	final := b.url
+	u.Path = "/tmp_" + name
+	b.url = u.String()
+	b.prepareDatabase(t)
+	b.pool.Close()
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{"tmp_" + name}.Sanitize()+" RENAME TO "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	b.url = final
+	if b.pool, err = pgxpool.New(ctx, final); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.pool.Close)
 }
 
 func newBed(t *testing.T, dbAdminURL string, brokers []string) *bed {
@@ -48,7 +86,16 @@ func newBed(t *testing.T, dbAdminURL string, brokers []string) *bed {
 	// Slots are cluster-wide: each test needs its own name.
 	b := &bed{t: t, url: url, brokers: brokers, slot: testenv.Name(t, "slot"), log: testLogger(t)}
 	b.topic = testenv.CreateTopic(t, brokers, testenv.Name(t, "topic"), 3)
+	b.prepareDatabase(t)
+	return b
+}
+
+// prepareDatabase migrates the bed's database, creates its slot and the
+// table "other", and opens the pool.
+func (b *bed) prepareDatabase(t *testing.T) {
+	t.Helper()
 	ctx := t.Context()
+	url := b.url
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +104,7 @@ func newBed(t *testing.T, dbAdminURL string, brokers []string) *bed {
 	if _, err := migrations.Apply(ctx, conn, migrations.Target{Table: "public.outbox", Publication: "outboxd"}, b.log); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := cdc.EnsureSlot(ctx, conn, b.slot, true); err != nil {
+	if _, _, err := slot.Ensure(ctx, conn, b.slot, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `CREATE TABLE other (id bigserial PRIMARY KEY, note text)`); err != nil {
@@ -68,7 +115,6 @@ func newBed(t *testing.T, dbAdminURL string, brokers []string) *bed {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.pool.Close)
-	return b
 }
 
 // testLogger writes debug logs to stderr when OUTBOXD_TEST_LOG is set, and
@@ -87,13 +133,20 @@ type runner struct {
 	st     *cdc.Streamer
 }
 
-// start runs a publisher + streamer against the bed until stopped.
+// start runs the pipeline (streamer, pump, producer) against the bed
+// until stopped.
 func (b *bed) start(cfg cdc.Config, brokers ...string) *runner {
 	b.t.Helper()
-	if brokers == nil {
-		brokers = b.brokers
+	return b.startWith(cfg, pump.Config{}, publish.Config{Brokers: brokers})
+}
+
+// startWith is start with the pump's and the producer's configuration too.
+func (b *bed) startWith(cfg cdc.Config, pcfg pump.Config, kcfg publish.Config) *runner {
+	b.t.Helper()
+	if kcfg.Brokers == nil {
+		kcfg.Brokers = b.brokers
 	}
-	pub, err := publish.New(publish.Config{Brokers: brokers}, b.log)
+	pub, err := publish.New(kcfg, b.log)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -102,8 +155,17 @@ func (b *bed) start(cfg cdc.Config, brokers ...string) *runner {
 	if cfg.StatusInterval == 0 {
 		cfg.StatusInterval = 200 * time.Millisecond
 	}
+	cfg.TolerateUnusableTables = pcfg.DeadLetterTopic != ""
+	p, err := pump.New(pcfg, pub, b.log)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	st, err := cdc.New(cfg, p, b.log)
+	if err != nil {
+		b.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &runner{cancel: cancel, done: make(chan error, 1), st: cdc.New(cfg, pub, b.log)}
+	r := &runner{cancel: cancel, done: make(chan error, 1), st: st}
 	go func() {
 		defer pub.Close()
 		r.done <- r.st.Run(ctx)
@@ -268,26 +330,26 @@ func recordID(t *testing.T, r *kgo.Record) int64 {
 }
 
 // confirmed reads the slot's confirmed_flush_lsn.
-func (b *bed) confirmed(t *testing.T) pglogrepl.LSN {
+func (b *bed) confirmed(t *testing.T) outbox.LSN {
 	t.Helper()
 	var s string
 	if err := b.pool.QueryRow(t.Context(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`, b.slot).Scan(&s); err != nil {
 		t.Fatal(err)
 	}
-	lsn, err := pglogrepl.ParseLSN(s)
+	lsn, err := outbox.ParseLSN(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return lsn
 }
 
-func (b *bed) currentLSN(t *testing.T) pglogrepl.LSN {
+func (b *bed) currentLSN(t *testing.T) outbox.LSN {
 	t.Helper()
 	var s string
 	if err := b.pool.QueryRow(t.Context(), `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
 		t.Fatal(err)
 	}
-	lsn, err := pglogrepl.ParseLSN(s)
+	lsn, err := outbox.ParseLSN(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package cdc_test
 
 import (
+	crand "crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -245,33 +247,61 @@ func TestIdleSlotFollowsWAL(t *testing.T) {
 	})
 }
 
-// TestPermanentKafkaErrorsStopWithoutConfirming: an oversize payload, an
-// invalid topic and an unknown topic (auto-creation is off by default) stop the run with an error naming the outbox id, topic and
-// cause; the slot stays before that transaction, so a restart retries it.
+// refusal is a record Kafka (or outboxd's own size limit) refuses for good.
+type refusal struct {
+	name    string
+	topic   func(t *testing.T, b *bed) string
+	payload string
+	cause   string // in the error (and the dead-letter record's error header)
+}
+
+// refusals are the permanent Kafka-side failures the tests below cover. The
+// invalid topic needs a table without the topic constraint (an install
+// from before it, or a table of the user's own).
+var refusals = []refusal{
+	{"oversize payload, refused before sending", func(_ *testing.T, b *bed) string { return b.topic },
+		`{"big": "` + strings.Repeat("x", 2<<20) + `"}`, "--max-record-bytes 1048588"},
+	{"oversize payload, refused by the broker", func(t *testing.T, b *bed) string {
+		limit := "100000"
+		return testenv.CreateTopicWithConfig(t, b.brokers, testenv.Name(t, "small"), 1, map[string]*string{"max.message.bytes": &limit})
+	}, `{"big": "` + incompressible(300_000) + `"}`, "max.message.bytes 100000"}, // the broker checks the compressed size
+	{"invalid topic", func(t *testing.T, b *bed) string {
+		if _, err := b.pool.Exec(t.Context(), `ALTER TABLE outbox DROP CONSTRAINT outboxd_topic_valid`); err != nil {
+			t.Fatal(err)
+		}
+		return "not a valid topic!"
+	}, `{}`, "INVALID_TOPIC"},
+	{"unknown topic", func(_ *testing.T, b *bed) string { return b.topic + "_missing" }, `{}`, "UNKNOWN_TOPIC_OR_PARTITION"},
+}
+
+// incompressible returns n characters of base64 of random bytes.
+func incompressible(n int) string {
+	b := make([]byte, n)
+	_, _ = crand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)[:n]
+}
+
+// TestPermanentKafkaErrorsStopWithoutConfirming: an oversize payload (over
+// outboxd's limit, or over the topic's max.message.bytes on the broker), an
+// invalid topic and an unknown topic (auto-creation is off by default) stop
+// the run with an error naming the outbox id, topic and cause, and which
+// limit was hit; the slot stays before that transaction, so a restart
+// retries it.
 func TestPermanentKafkaErrorsStopWithoutConfirming(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name    string
-		topic   func(b *bed) string
-		payload string
-		cause   string
-	}{
-		{"oversize payload", func(b *bed) string { return b.topic }, `{"big": "` + strings.Repeat("x", 2<<20) + `"}`, "MESSAGE_TOO_LARGE"},
-		{"invalid topic", func(*bed) string { return "not a valid topic!" }, `{}`, "INVALID_TOPIC"},
-		{"unknown topic", func(b *bed) string { return b.topic + "_missing" }, `{}`, "UNKNOWN_TOPIC_OR_PARTITION"},
-	}
-	for _, tt := range tests {
+	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := newBed(t, "", nil)
 			ctx := t.Context()
+			topic := tt.topic(t, b)
 			if _, err := b.insert(ctx, []row{{agg: uuidFor(1), topic: b.topic, payload: `{"before": true}`}}, true, false); err != nil {
 				t.Fatal(err)
 			}
 			r := b.start(cdc.Config{})
 			c := b.consume()
 			c.until(t, 1, time.Minute)
-			ids, err := b.insert(ctx, []row{{agg: uuidFor(2), topic: tt.topic(b), payload: tt.payload}}, true, false)
+			ids, err := b.insert(ctx, []row{{agg: uuidFor(2), topic: topic, payload: tt.payload}}, true, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -282,7 +312,7 @@ func TestPermanentKafkaErrorsStopWithoutConfirming(t *testing.T) {
 			if !cdc.IsPermanent(err) {
 				t.Fatalf("Run = %v, want a permanent error", err)
 			}
-			for _, want := range []string{fmt.Sprintf("outbox id %d", ids[0]), tt.topic(b), tt.cause} {
+			for _, want := range []string{fmt.Sprintf("outbox id %d", ids[0]), topic, tt.cause, "commit LSN"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not name %q", err, want)
 				}
@@ -360,7 +390,12 @@ func TestWalsenderTerminatedReconnects(t *testing.T) {
 			})
 		}
 	}
-	b.consume().untilIDs(t, want, time.Minute)
+	recs := b.consume().untilIDs(t, want, time.Minute)
+	// Each transaction is one row: a termination may re-send at most the
+	// transaction that was open when it hit.
+	if dups := len(recs) - len(want); dups > 3 {
+		t.Errorf("%d duplicates after 3 walsender terminations of one-row transactions, want at most 3", dups)
+	}
 }
 
 // TestStandbyTakesOverWhenActiveStops: a second streamer on the same slot

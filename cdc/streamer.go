@@ -5,53 +5,77 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/checkpoint"
 	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/outbox"
+	"github.com/outboxd/outboxd/pump"
+	"github.com/outboxd/outboxd/slot"
 )
 
-// Publisher is what the stream needs from Kafka (see package publish).
-type Publisher interface {
-	// Publish hands over one event; done is called exactly once, with nil
-	// when Kafka acknowledged it, else with the error that failed it for
-	// good. It may block (in-flight limits); ctx bounds the wait.
-	Publish(ctx context.Context, ev *decode.Event, done func(error))
-	// Flush waits until every published event is done or ctx ends.
-	Flush(ctx context.Context) error
-}
-
-// Streamer streams the publication's inserts to a Publisher. Run it once.
+// Streamer streams the publication's inserts through a Pump, one
+// replication session after another. Run it once.
 type Streamer struct {
-	cfg Config
-	pub Publisher
-	log *slog.Logger
+	cfg  Config
+	pump *pump.Pump
+	log  *slog.Logger
 
-	// confirmed is the newest position this process confirmed, carried
-	// across reconnects so a new session starts where the last one ended.
-	confirmed checkpoint.LSN
-	counters  counters
-	observer  Observer
+	// confirmed is the newest position this process knows to be
+	// confirmable, carried across sessions so that a new session starts
+	// where the last one ended, even when the last status never reached the
+	// server (the connection broke).
+	confirmed outbox.LSN
+	// server is the system identifier and timeline of the server seen
+	// last: confirmed is trusted only on the same one.
+	server   serverID
+	counters counters
 }
 
-// New returns a Streamer. cfg's zero fields take their defaults.
-func New(cfg Config, pub Publisher, log *slog.Logger) *Streamer {
-	return &Streamer{cfg: cfg.WithDefaults(), pub: pub, log: log}
-}
-
-// Observe sets an Observer of acknowledged records. Call before Run.
-func (s *Streamer) Observe(o Observer) { s.observer = o }
-
-// Run streams until ctx ends (then drains and returns nil) or a permanent
-// error occurs (returned). Lost connections and a slot held by another
-// process are retried.
-func (s *Streamer) Run(ctx context.Context) error {
-	if err := s.cfg.validate(); err != nil {
-		return err
+// New returns a Streamer feeding p. cfg's zero fields take their defaults.
+func New(cfg Config, p *pump.Pump, log *slog.Logger) (*Streamer, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
+	if p == nil {
+		return nil, errors.New("cdc: no pump")
+	}
+	return &Streamer{cfg: cfg, pump: p, log: log}, nil
+}
+
+// Run streams until ctx ends (then finishes the open transaction, drains,
+// confirms and returns nil) or a permanent error occurs (returned). Lost
+// connections and a slot held by another process are retried. The pump's
+// Run runs alongside for as long.
+func (s *Streamer) Run(ctx context.Context) error {
 	defer s.counters.state.Store(int32(StateStopped))
+	// The pump outlives the sessions' drains (it sends dead letters while
+	// they wait); a permanent failure in it stops the sessions.
+	sessions, stopSessions := context.WithCancelCause(ctx)
+	defer stopSessions(nil)
+	pumpCtx, stopPump := context.WithCancel(context.WithoutCancel(ctx))
+	pumped := make(chan error, 1)
+	go func() {
+		err := s.pump.Run(pumpCtx)
+		if err != nil {
+			stopSessions(err)
+		}
+		pumped <- err
+	}()
+	err := s.loop(sessions)
+	stopPump()
+	if perr := <-pumped; perr != nil {
+		s.counters.permanentErrors.Add(1)
+		return permanent(perr)
+	}
+	return err
+}
+
+func (s *Streamer) loop(ctx context.Context) error {
 	bo := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(250*time.Millisecond),
 		backoff.WithMaxInterval(s.cfg.ReconnectMaxInterval),
@@ -61,21 +85,21 @@ func (s *Streamer) Run(ctx context.Context) error {
 	for {
 		s.counters.state.Store(int32(StateStarting))
 		streamed, err := s.session(ctx)
-		if IsPermanent(err) {
+		if IsPermanent(err) || slot.Permanent(err) {
 			s.counters.permanentErrors.Add(1)
-			return err
+			return permanent(err)
 		}
 		if ctx.Err() != nil {
 			s.log.Info("stopped", "slot", s.cfg.Slot, "confirmed_lsn", s.confirmed)
 			return nil
 		}
-		var inUse *slotInUseError
+		var inUse *slot.InUseError
 		var wait time.Duration
 		switch {
 		case errors.As(err, &inUse):
 			if !waitingForSlot {
 				s.log.Info("replication slot is in use by another process; standing by to take over",
-					"slot", s.cfg.Slot, "active_pid", inUse.pid, "retry_interval", s.cfg.SlotRetryInterval)
+					"slot", s.cfg.Slot, "active_pid", inUse.PID, "retry_interval", s.cfg.SlotRetryInterval)
 				waitingForSlot = true
 			}
 			wait = s.cfg.SlotRetryInterval
@@ -106,7 +130,7 @@ func (s *Streamer) Run(ctx context.Context) error {
 // session runs one replication connection from start to end. streamed
 // reports whether replication started (for backoff and logging).
 func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
-	slot, err := s.prepare(ctx)
+	info, err := s.prepare(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -119,22 +143,106 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 		defer cancel()
 		_ = conn.Close(cctx) // the session's outcome is already decided
 	}()
-	start := max(s.confirmed, slot.ConfirmedFlushLSN)
-	st := newStream(s, conn, checkpoint.New(start))
-	if err := st.start(ctx, start); err != nil {
-		if inUse, ok := asSlotInUse(s.cfg.Slot, err); ok {
-			return false, inUse
+	if err := s.checkServer(ctx, conn); err != nil {
+		return false, err
+	}
+	start := max(s.confirmed, info.ConfirmedFlushLSN)
+	s.pump.Start(start)
+	if err := startReplication(ctx, conn, s.cfg.Slot, s.cfg.Publication, start); err != nil {
+		err = slot.ClassifyStart(s.cfg.Slot, err)
+		var inUse *slot.InUseError
+		if errors.As(err, &inUse) {
+			inUse.PID = s.slotHolder(ctx)
 		}
-		if isObjectNotInPrerequisiteState(err) { // e.g. an invalidated slot
-			return false, permanent(fmt.Errorf("starting replication on slot %s: %w", s.cfg.Slot, err))
-		}
-		return false, fmt.Errorf("starting replication on slot %s: %w", s.cfg.Slot, err)
+		return false, err
 	}
 	s.log.Info("streaming", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "lsn", start)
 	s.counters.state.Store(int32(StateStreaming))
-	s.counters.tracker.Store(st.tr)
 	s.counters.confirmed.Store(uint64(start))
-	err = st.run(ctx)
-	s.confirmed = max(s.confirmed, st.confirmed)
+
+	r := &reader{conn: conn, dec: decode.NewDecoder(s.cfg.Columns), out: s.pump, wm: s.pump, slot: s.cfg.Slot,
+		statusInterval: s.cfg.StatusInterval, log: s.log, serverWALEnd: &s.counters.serverWALEnd,
+		confirmedLSN: &s.counters.confirmed, confirmed: start}
+	// A graceful stop (ctx) finishes the open transaction and drains; past
+	// ShutdownTimeout the reader and the drain give up (hard).
+	hard, cancelHard := afterGrace(ctx, s.cfg.ShutdownTimeout)
+	defer cancelHard()
+	err = r.run(hard, ctx.Done())
+	if derr := s.pump.Drain(hard); derr != nil && ctx.Err() != nil {
+		st := s.pump.Stats()
+		s.log.Warn("stopping with records unconfirmed; they are sent again on the next start",
+			"slot", s.cfg.Slot, "records", st.InFlightRecords, "bytes", st.InFlightBytes, "confirmed_lsn", s.pump.Flushed(), "cause", context.Cause(hard))
+	}
+	// The final status: the watermark after the drain, then a clean end
+	// of the stream. When the connection is gone, the watermark is still
+	// good: the next session starts from it, so only the transaction that
+	// was open is sent again.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if ferr := r.finish(fctx); ferr != nil && err == nil && ctx.Err() != nil {
+		s.log.Warn("could not end the replication stream cleanly; the last confirmation may be lost and its records re-sent", "slot", s.cfg.Slot, "err", ferr)
+	}
+	s.confirmed = max(s.confirmed, r.confirmed, s.pump.Flushed())
 	return true, err
 }
+
+// prepare runs the checks of one session on a regular connection and
+// returns the slot's state.
+func (s *Streamer) prepare(ctx context.Context) (slot.Status, error) {
+	conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
+	if err != nil {
+		return slot.Status{}, fmt.Errorf("connecting to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	tables, err := slot.CheckPublication(ctx, conn, s.cfg.Publication, s.cfg.Columns)
+	switch {
+	case errors.Is(err, slot.ErrTableUnusable) && s.cfg.TolerateUnusableTables:
+		s.log.Warn("a table in the publication has no usable outbox columns: its rows go to the dead-letter topic", "err", err)
+	case err != nil:
+		return slot.Status{}, err
+	case len(tables) == 0:
+		s.log.Warn("publication covers no tables: nothing will be published", "publication", s.cfg.Publication)
+	}
+	info, created, err := slot.Ensure(ctx, conn, s.cfg.Slot, s.cfg.CreateSlot)
+	if err != nil {
+		return slot.Status{}, err
+	}
+	if created {
+		s.log.Warn("created replication slot: outbox rows committed before now are not published; run `outboxd migrate` ahead of the application to avoid this gap",
+			"slot", s.cfg.Slot, "lsn", info.ConfirmedFlushLSN)
+	}
+	return info, nil
+}
+
+// slotHolder reads who holds the slot (0 when nobody does any more).
+func (s *Streamer) slotHolder(ctx context.Context) int {
+	conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
+	if err != nil {
+		return 0
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	st, err := slot.Read(ctx, conn, s.cfg.Slot)
+	if err != nil {
+		return 0
+	}
+	return st.ActivePID
+}
+
+// afterGrace returns a context that ends d after parent ends (with cause
+// errShutdownTimeout), or when the returned cancel is called.
+func afterGrace(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	var timer atomic.Pointer[time.Timer]
+	stop := context.AfterFunc(parent, func() {
+		timer.Store(time.AfterFunc(d, func() { cancel(errShutdownTimeout) }))
+	})
+	return ctx, func() {
+		stop()
+		if t := timer.Load(); t != nil {
+			t.Stop()
+		}
+		cancel(nil)
+	}
+}
+
+var errShutdownTimeout = errors.New("shutdown timeout reached")

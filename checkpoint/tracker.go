@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/jackc/pglogrepl"
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // LSN is a PostgreSQL WAL position.
-type LSN = pglogrepl.LSN
+type LSN = outbox.LSN
 
 // Txn identifies a transaction in a Tracker. The zero Txn is invalid.
 type Txn uint64
@@ -37,19 +37,17 @@ func New(start LSN) *Tracker {
 	return &Tracker{head: 1, next: 1, flushed: start}
 }
 
-// Begin opens the next transaction in commit order. At most one transaction
-// is open (begun, not committed) at a time: pgoutput v1 sends whole
-// transactions one after another.
-func (t *Tracker) Begin() (Txn, error) {
+// Begin opens the next transaction in commit order. The caller keeps the
+// transaction frame (at most one transaction open at a time, as pgoutput v1
+// sends them): package decode checks it on the stream, so the Tracker does
+// not check it again.
+func (t *Tracker) Begin() Txn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if n := len(t.queue); n > t.off && !t.queue[n-1].committed {
-		return 0, fmt.Errorf("beginning a transaction while transaction %d is still open", t.next-1)
-	}
 	id := t.next
 	t.next++
 	t.queue = append(t.queue, txn{})
-	return id, nil
+	return id
 }
 
 // Add counts one more record of the open transaction x as in flight. It must
@@ -69,14 +67,10 @@ func (t *Tracker) Add(x Txn) error {
 	return nil
 }
 
-// Ack records the acknowledgment of one record of x. An acknowledgment for a
-// transaction already discarded by Reset is ignored.
+// Ack records the acknowledgment of one record of x.
 func (t *Tracker) Ack(x Txn) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if x < t.head && x > 0 {
-		return nil // discarded by Reset; nothing waits for it
-	}
 	tx, err := t.lookup(x)
 	if err != nil {
 		return err
@@ -141,19 +135,6 @@ func (t *Tracker) InFlight() (records, txns int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.records, len(t.queue) - t.off
-}
-
-// Reset discards every transaction not yet confirmable, keeping the
-// watermark. It is used when the replication stream restarts: the server
-// resends everything after the watermark, so the discarded transactions will
-// come again. Late acknowledgments for them are ignored.
-func (t *Tracker) Reset() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.queue = t.queue[:0]
-	t.off = 0
-	t.head = t.next
-	t.records = 0
 }
 
 func (t *Tracker) lookup(x Txn) (*txn, error) {

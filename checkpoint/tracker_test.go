@@ -7,7 +7,7 @@ import (
 
 // step is one operation on a Tracker in a table test.
 type step struct {
-	op      string // begin, add, ack, commit, idle, reset
+	op      string // begin, add, ack, commit, idle
 	txn     Txn
 	lsn     LSN
 	wantErr bool
@@ -70,22 +70,9 @@ func TestTracker(t *testing.T) {
 			{op: "idle", lsn: 200, flushed: 200},
 			{op: "idle", lsn: 180, flushed: 200},
 		}},
-		{"reset keeps the watermark and ignores late acks", 0, []step{
-			{op: "begin", txn: 1},
-			{op: "add", txn: 1},
-			{op: "commit", txn: 1, lsn: 20},
-			{op: "begin", txn: 2},
-			{op: "add", txn: 2},
-			{op: "ack", txn: 1, flushed: 20},
-			{op: "reset", flushed: 20},
-			{op: "ack", txn: 2, flushed: 20},
-			{op: "begin", txn: 3, flushed: 20},
-			{op: "commit", txn: 3, lsn: 40, flushed: 40},
-		}},
 		{"misuse is an error", 0, []step{
 			{op: "ack", txn: 1, wantErr: true},
 			{op: "begin", txn: 1},
-			{op: "begin", txn: 2, wantErr: true},
 			{op: "ack", txn: 1, wantErr: true},
 			{op: "commit", txn: 1, lsn: 20, flushed: 20},
 			{op: "add", txn: 1, wantErr: true, flushed: 20},
@@ -103,9 +90,7 @@ func TestTracker(t *testing.T) {
 				var err error
 				switch s.op {
 				case "begin":
-					var got Txn
-					got, err = tr.Begin()
-					if err == nil && got != s.txn {
+					if got := tr.Begin(); got != s.txn {
 						t.Fatalf("step %d: Begin = %d, want %d", i, got, s.txn)
 					}
 				case "add":
@@ -116,8 +101,6 @@ func TestTracker(t *testing.T) {
 					err = tr.Commit(s.txn, s.lsn)
 				case "idle":
 					tr.Idle(s.lsn)
-				case "reset":
-					tr.Reset()
 				}
 				if (err != nil) != s.wantErr {
 					t.Fatalf("step %d (%s %d): err = %v, wantErr %v", i, s.op, s.txn, err, s.wantErr)
@@ -144,9 +127,9 @@ func TestTrackerOutOfOrderAcks(t *testing.T) {
 		acked := make([]int, nTx)
 		var unacked []rec
 		for i := range sizes {
-			x, err := tr.Begin()
-			if err != nil || int(x) != i+1 {
-				t.Fatalf("seed %d: Begin = %d, %v", seed, x, err)
+			x := tr.Begin()
+			if int(x) != i+1 {
+				t.Fatalf("seed %d: Begin = %d", seed, x)
 			}
 			sizes[i] = rng.IntN(5)
 			for j := 0; j < sizes[i]; j++ {
@@ -192,7 +175,7 @@ func BenchmarkTrackerSmallTransactions(b *testing.B) {
 	tr := New(0)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		x, _ := tr.Begin()
+		x := tr.Begin()
 		_ = tr.Add(x)
 		_ = tr.Commit(x, LSN(i+1))
 		_ = tr.Ack(x)

@@ -6,10 +6,9 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-)
 
-// LSN is a PostgreSQL log sequence number.
-type LSN = pglogrepl.LSN
+	"github.com/outboxd/outboxd/outbox"
+)
 
 // Kind says what a decoded [Message] is.
 type Kind uint8
@@ -40,31 +39,28 @@ func (k Kind) String() string {
 // Message is one decoded pgoutput message. Which fields are set depends on Kind.
 type Message struct {
 	Kind       Kind
-	Xid        uint32    // Begin
-	FinalLSN   LSN       // Begin: LSN of the commit record (pglogrepl BeginMessage.FinalLSN)
-	CommitTime time.Time // Begin and Commit: the transaction's commit time
-	CommitLSN  LSN       // Commit
-	EndLSN     LSN       // Commit: TransactionEndLSN — the only position ever confirmed
-	Event      Event     // Kind == KindEvent
+	Xid        uint32     // Begin
+	FinalLSN   outbox.LSN // Begin: LSN of the commit record (pglogrepl BeginMessage.FinalLSN)
+	CommitTime time.Time  // Begin and Commit: the transaction's commit time
+	CommitLSN  outbox.LSN // Commit
+	EndLSN     outbox.LSN // Commit: TransactionEndLSN — the only position ever confirmed
+	// Event is set for KindEvent. Its byte slices are its own (never
+	// aliasing the decoded message) and capacity-limited, so appending to
+	// one never overwrites another. Value is the payload: jsonb/json/text as
+	// sent (text form); bytea decoded from its text form (\x hex, or
+	// escape) to raw bytes; nil when NULL (a tombstone). Its CommitLSN is
+	// the Begin's FinalLSN and Index counts the transaction's events.
+	Event outbox.Event
 }
 
-// Event is one outbox row, ready to become a Kafka record. Its byte slices
-// are its own (never aliasing the decoded message) and capacity-limited, so
-// appending to one never overwrites another.
-type Event struct {
-	Table      string    // schema-qualified, e.g. "public.outbox"
-	ID         int64     // the outbox id, the idempotency key
-	Topic      string    // the Kafka topic
-	Key        []byte    // aggregate id in text form; nil when the column is NULL
-	Value      []byte    // payload: jsonb/json/text as sent (text form); bytea decoded from its text form (\x hex, or escape) to raw bytes; nil when NULL (a tombstone)
-	Headers    []Header  // Headers[0] is {"id", decimal ID}; then each key of the headers JSON object in the order it appears in the text
-	CommitTime time.Time // the transaction's commit time (from Begin)
+// Begin returns the transaction boundary of a KindBegin message.
+func (m *Message) Begin() outbox.Begin {
+	return outbox.Begin{Xid: m.Xid, CommitLSN: m.FinalLSN, CommitTime: m.CommitTime}
 }
 
-// Header is one Kafka record header.
-type Header struct {
-	Key   string
-	Value []byte
+// Commit returns the transaction boundary of a KindCommit message.
+func (m *Message) Commit() outbox.Commit {
+	return outbox.Commit{CommitLSN: m.CommitLSN, EndLSN: m.EndLSN, CommitTime: m.CommitTime}
 }
 
 // Decoder decodes the pgoutput messages of one replication stream, in order.
@@ -74,9 +70,12 @@ type Decoder struct {
 	cols       Columns
 	rels       map[uint32]*relation
 	inTx       bool
+	xid        uint32
 	commitTime time.Time
+	commitLSN  outbox.LSN
+	index      int // events of the open transaction so far
 
-	hdrs  []Header          // scratch for the headers of the event being built
+	hdrs  []outbox.Header   // scratch for the headers of the event being built
 	names map[string]string // interned topics and header keys
 }
 
@@ -100,12 +99,14 @@ func NewDecoder(cols Columns) *Decoder {
 // Message does not alias walData.
 //
 // It returns an error for an empty, truncated or over-long message, an
-// unknown message type (streaming, two-phase), a Relation for a table
-// without usable outbox columns (see [ValidateTable]), an Insert for a
-// relation not described (or not usable), an Insert or Commit outside a
-// transaction, and an outbox row that cannot become a record (a [*RowError]).
-// A Begin while a transaction is open starts a new one: after a reconnect
-// the server resends whole transactions.
+// unknown message type (streaming, two-phase), an Insert for a relation not
+// described, a Begin inside a transaction or an Insert or Commit outside
+// one (decode is the one place that checks the transaction frame: each
+// replication session gets a new Decoder), and an outbox row that cannot
+// become a record (a [*RowError], which carries what could be read of the
+// row). A Relation for a table without usable outbox columns (see
+// [ValidateTable]) is remembered as unusable: each insert into it is a
+// *RowError naming the problems.
 func (d *Decoder) Decode(walData []byte) (Message, error) {
 	if len(walData) == 0 {
 		return Message{}, errors.New("decoding pgoutput message: empty message")
@@ -144,11 +145,12 @@ func (d *Decoder) decodeBegin(body []byte) (Message, error) {
 	if err := m.Decode(body); err != nil {
 		return Message{}, fmt.Errorf("decoding begin: %w", err)
 	}
-	// A Begin while a transaction is open means the stream was restarted
-	// mid-transaction (the server resends whole transactions): start over.
-	d.inTx = true
-	d.commitTime = m.CommitTime
-	return Message{Kind: KindBegin, Xid: m.Xid, FinalLSN: m.FinalLSN, CommitTime: m.CommitTime}, nil
+	if d.inTx {
+		return Message{}, fmt.Errorf("decoding begin of transaction %d: transaction %d is still open", m.Xid, d.xid)
+	}
+	d.inTx, d.xid, d.index = true, m.Xid, 0
+	d.commitTime, d.commitLSN = m.CommitTime, outbox.LSN(m.FinalLSN)
+	return Message{Kind: KindBegin, Xid: m.Xid, FinalLSN: outbox.LSN(m.FinalLSN), CommitTime: m.CommitTime}, nil
 }
 
 func (d *Decoder) decodeCommit(body []byte) (Message, error) {
@@ -163,8 +165,8 @@ func (d *Decoder) decodeCommit(body []byte) (Message, error) {
 		return Message{}, fmt.Errorf("decoding commit at %s: commit outside a transaction", m.CommitLSN)
 	}
 	d.inTx = false
-	d.commitTime = time.Time{}
-	return Message{Kind: KindCommit, CommitLSN: m.CommitLSN, EndLSN: m.TransactionEndLSN, CommitTime: m.CommitTime}, nil
+	d.commitTime, d.commitLSN = time.Time{}, 0
+	return Message{Kind: KindCommit, CommitLSN: outbox.LSN(m.CommitLSN), EndLSN: outbox.LSN(m.TransactionEndLSN), CommitTime: m.CommitTime}, nil
 }
 
 // intern returns b as a string, reusing an earlier string with the same

@@ -2,6 +2,7 @@ package decode
 
 import (
 	"encoding/binary"
+	"github.com/outboxd/outboxd/outbox"
 	"time"
 )
 
@@ -14,14 +15,14 @@ var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type msg []byte
 
-func (m msg) u8(v byte) msg      { return append(m, v) }
-func (m msg) u16(v uint16) msg   { return binary.BigEndian.AppendUint16(m, v) }
-func (m msg) u32(v uint32) msg   { return binary.BigEndian.AppendUint32(m, v) }
-func (m msg) u64(v uint64) msg   { return binary.BigEndian.AppendUint64(m, v) }
-func (m msg) str(s string) msg   { return append(append(m, s...), 0) }
-func (m msg) ts(t time.Time) msg { return m.u64(uint64(t.Sub(pgEpoch).Microseconds())) }
-func (m msg) lsn(l LSN) msg      { return m.u64(uint64(l)) }
-func (m msg) tuple(vs ...tv) msg { m = m.u16(uint16(len(vs))); return m.values(vs...) }
+func (m msg) u8(v byte) msg        { return append(m, v) }
+func (m msg) u16(v uint16) msg     { return binary.BigEndian.AppendUint16(m, v) }
+func (m msg) u32(v uint32) msg     { return binary.BigEndian.AppendUint32(m, v) }
+func (m msg) u64(v uint64) msg     { return binary.BigEndian.AppendUint64(m, v) }
+func (m msg) str(s string) msg     { return append(append(m, s...), 0) }
+func (m msg) ts(t time.Time) msg   { return m.u64(uint64(t.Sub(pgEpoch).Microseconds())) }
+func (m msg) lsn(l outbox.LSN) msg { return m.u64(uint64(l)) }
+func (m msg) tuple(vs ...tv) msg   { m = m.u16(uint16(len(vs))); return m.values(vs...) }
 func (m msg) values(vs ...tv) msg {
 	for _, v := range vs {
 		m = m.u8(v.kind)
@@ -47,11 +48,11 @@ var (
 	unchanged = tv{kind: 'u'}
 )
 
-func encBegin(final LSN, commit time.Time, xid uint32) []byte {
+func encBegin(final outbox.LSN, commit time.Time, xid uint32) []byte {
 	return msg{'B'}.lsn(final).ts(commit).u32(xid)
 }
 
-func encCommit(commitLSN, endLSN LSN, commit time.Time) []byte {
+func encCommit(commitLSN, endLSN outbox.LSN, commit time.Time) []byte {
 	return msg{'C'}.u8(0).lsn(commitLSN).lsn(endLSN).ts(commit)
 }
 
@@ -93,9 +94,9 @@ func encTruncate(ids ...uint32) []byte {
 
 func encType(oid uint32, ns, name string) []byte { return msg{'Y'}.u32(oid).str(ns).str(name) }
 
-func encOrigin(l LSN, name string) []byte { return msg{'O'}.lsn(l).str(name) }
+func encOrigin(l outbox.LSN, name string) []byte { return msg{'O'}.lsn(l).str(name) }
 
-func encLogicalMessage(transactional bool, l LSN, prefix, content string) []byte {
+func encLogicalMessage(transactional bool, l outbox.LSN, prefix, content string) []byte {
 	flags := byte(0)
 	if transactional {
 		flags = 1

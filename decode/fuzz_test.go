@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/outboxd/outboxd/outbox"
 	"strings"
 	"testing"
 )
@@ -24,13 +25,13 @@ func primed(t testing.TB, msgs [][]byte) *Decoder {
 }
 
 // cloneEvent deep-copies an event.
-func cloneEvent(e Event) Event {
+func cloneEvent(e outbox.Event) outbox.Event {
 	c := e
 	c.Key = bytes.Clone(e.Key)
 	c.Value = bytes.Clone(e.Value)
-	c.Headers = make([]Header, len(e.Headers))
+	c.Headers = make([]outbox.Header, len(e.Headers))
 	for i, h := range e.Headers {
-		c.Headers[i] = Header{Key: h.Key, Value: bytes.Clone(h.Value)}
+		c.Headers[i] = outbox.Header{Key: h.Key, Value: bytes.Clone(h.Value)}
 	}
 	return c
 }
@@ -117,7 +118,7 @@ func FuzzHeaders(f *testing.F) {
 
 // referenceHeaders is what appendHeaders should return, built with
 // encoding/json's token API.
-func referenceHeaders(s string) ([]Header, error) {
+func referenceHeaders(s string) ([]outbox.Header, error) {
 	if !json.Valid([]byte(s)) {
 		return nil, errors.New("not valid JSON")
 	}
@@ -129,7 +130,7 @@ func referenceHeaders(s string) ([]Header, error) {
 	if tok != json.Delim('{') {
 		return nil, errors.New("not an object")
 	}
-	var hs []Header
+	var hs []outbox.Header
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -151,7 +152,7 @@ func referenceHeaders(s string) ([]Header, error) {
 			}
 			v = []byte(str)
 		}
-		hs = append(hs, Header{Key: key, Value: v})
+		hs = append(hs, outbox.Header{Key: key, Value: v})
 	}
 	return hs, nil
 }

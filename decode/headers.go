@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // appendHeaders turns the headers column, a JSON object, into record headers
@@ -19,7 +21,7 @@ import (
 // The text is checked with json.Valid first, so the scan below only has to
 // find the boundaries of valid JSON; it still checks every index, and reports
 // anything unexpected as an error rather than panicking.
-func (d *Decoder) appendHeaders(hdrs []Header, buf []byte, raw []byte) ([]Header, []byte, error) {
+func (d *Decoder) appendHeaders(hdrs []outbox.Header, buf []byte, raw []byte) ([]outbox.Header, []byte, error) {
 	if !json.Valid(raw) {
 		return hdrs, buf, errors.New("headers are not valid JSON")
 	}
@@ -56,7 +58,7 @@ func (d *Decoder) appendHeaders(hdrs []Header, buf []byte, raw []byte) ([]Header
 		if buf, err = appendHeaderValue(buf, raw[i:end]); err != nil {
 			return hdrs, buf, fmt.Errorf("header %q: %w", key, err)
 		}
-		hdrs = append(hdrs, Header{Key: key, Value: buf[start:len(buf):len(buf)]})
+		hdrs = append(hdrs, outbox.Header{Key: key, Value: buf[start:len(buf):len(buf)]})
 		i = skipSpace(raw, end)
 		if i >= len(raw) {
 			return hdrs, buf, errMalformed

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // decodeInsert parses an Insert message (body after the type byte):
@@ -55,6 +57,9 @@ func (d *Decoder) decodeInsert(body []byte) (Message, error) {
 	if err := r.done(); err != nil {
 		return Message{}, rel.insertError(err)
 	}
+	if rel.unusable != nil {
+		return Message{}, d.rowError(rel, &vals, -1, rel.unusable)
+	}
 	ev, err := d.buildEvent(rel, &vals)
 	if err != nil {
 		return Message{}, err
@@ -66,26 +71,51 @@ func (rel *relation) insertError(err error) error {
 	return fmt.Errorf("decoding insert into %s: %w", rel.table, err)
 }
 
-func (rel *relation) rowError(role int, id int64, hasID bool, err error) error {
-	return &RowError{Table: rel.table, Column: rel.columns[rel.pos[role]].Name, ID: id, HasID: hasID, Err: err}
+// rowError describes a row that cannot become a record, with what could be
+// read of it (copied: the row's bytes alias the message). role is the
+// column at fault, -1 for the table as a whole.
+func (d *Decoder) rowError(rel *relation, v *[numRoles]value, role int, err error) error {
+	e := &RowError{Table: rel.table, Err: err, CommitTime: d.commitTime, CommitLSN: d.commitLSN, Index: d.index}
+	d.index++ // the row keeps its place among the transaction's events
+	if role >= 0 {
+		e.Column = rel.columns[rel.pos[role]].Name
+	}
+	if rel.pos[roleID] >= 0 {
+		e.ID, err = parseID(v[roleID], rel.oid[roleID])
+		e.HasID = err == nil
+	}
+	if t := v[roleTopic]; rel.pos[roleTopic] >= 0 && t.present() {
+		e.Topic = string(t.data)
+	}
+	if k := v[roleKey]; rel.pos[roleKey] >= 0 && k.present() {
+		e.Key = appendKey(nil, k, rel.oid[roleKey])
+	}
+	if p := v[rolePayload]; rel.pos[rolePayload] >= 0 && p.present() {
+		var perr error
+		if e.Value, perr = appendPayload(nil, p, rel.oid[rolePayload]); perr != nil {
+			e.Value = append([]byte(nil), p.data...) // as sent
+		}
+	}
+	return e
 }
 
 // buildEvent turns the outbox column values of a well-formed insert into an
 // Event. All its bytes (id header, key, value, header values) are carved
 // from one allocation.
-func (d *Decoder) buildEvent(rel *relation, v *[numRoles]value) (Event, error) {
+func (d *Decoder) buildEvent(rel *relation, v *[numRoles]value) (outbox.Event, error) {
 	id, err := parseID(v[roleID], rel.oid[roleID])
 	if err != nil {
-		return Event{}, rel.rowError(roleID, 0, false, err)
+		return outbox.Event{}, d.rowError(rel, v, roleID, err)
 	}
 	topic := v[roleTopic]
 	if !topic.present() {
-		return Event{}, rel.rowError(roleTopic, id, true, errors.New("null topic"))
+		return outbox.Event{}, d.rowError(rel, v, roleTopic, errors.New("null topic"))
 	}
 	if len(topic.data) == 0 {
-		return Event{}, rel.rowError(roleTopic, id, true, errors.New("empty topic"))
+		return outbox.Event{}, d.rowError(rel, v, roleTopic, errors.New("empty topic"))
 	}
-	ev := Event{Table: rel.table, ID: id, Topic: d.intern(topic.data), CommitTime: d.commitTime}
+	ev := outbox.Event{Table: rel.table, ID: id, Topic: d.intern(topic.data), CommitTime: d.commitTime,
+		CommitLSN: d.commitLSN, Index: d.index}
 
 	key, payload, headers := v[roleKey], v[rolePayload], v[roleHeaders]
 	// One allocation holds all: decoded values are at most as long as their
@@ -105,12 +135,12 @@ func (d *Decoder) buildEvent(rel *relation, v *[numRoles]value) (Event, error) {
 		start := len(buf)
 		buf, err = appendPayload(buf, payload, rel.oid[rolePayload])
 		if err != nil {
-			return Event{}, rel.rowError(rolePayload, id, true, err)
+			return outbox.Event{}, d.rowError(rel, v, rolePayload, err)
 		}
 		ev.Value = buf[start:len(buf):len(buf)]
 	}
 
-	d.hdrs = append(d.hdrs[:0], Header{Key: "id", Value: idValue})
+	d.hdrs = append(d.hdrs[:0], outbox.Header{Key: "id", Value: idValue})
 	if headers.present() {
 		raw, err := jsonText(headers, rel.oid[roleHeaders])
 		if err == nil {
@@ -118,12 +148,13 @@ func (d *Decoder) buildEvent(rel *relation, v *[numRoles]value) (Event, error) {
 		}
 		if err != nil {
 			clear(d.hdrs)
-			return Event{}, rel.rowError(roleHeaders, id, true, err)
+			return outbox.Event{}, d.rowError(rel, v, roleHeaders, err)
 		}
 	}
-	ev.Headers = make([]Header, len(d.hdrs))
+	ev.Headers = make([]outbox.Header, len(d.hdrs))
 	copy(ev.Headers, d.hdrs)
 	clear(d.hdrs) // do not keep this event's bytes alive
+	d.index++
 	return ev, nil
 }
 

@@ -11,8 +11,11 @@ type relation struct {
 	table   string           // schema-qualified
 	columns []Column         // in tuple order
 	role    []int8           // per column: its role (roleID...), or -1
-	pos     [numRoles]int    // per role: its column position, or -1 (headers only)
+	pos     [numRoles]int    // per role: its column position, or -1 (absent)
 	oid     [numRoles]uint32 // per role: the column's type OID
+	// unusable lists why rows of this table cannot become records (missing
+	// columns, unusable types); nil for a usable table.
+	unusable error
 }
 
 // decodeRelation parses a Relation message (body after the type byte):
@@ -33,14 +36,11 @@ func (d *Decoder) decodeRelation(body []byte) (Message, error) {
 	if err != nil {
 		return Message{}, fmt.Errorf("decoding relation %d: %w", id, err)
 	}
+	// A table without usable outbox columns (or one an ALTER TABLE made
+	// unusable) is remembered with its problems: its inserts become
+	// *RowErrors, which the pipeline stops on or dead-letters.
 	pos, errs := locate(table, cols, d.cols)
-	if len(errs) > 0 {
-		// The table changed in a way that makes it unusable: forget the old
-		// description too, so that no insert is decoded against it.
-		delete(d.rels, id)
-		return Message{}, fmt.Errorf("decoding relation %d: %w", id, errors.Join(errs...))
-	}
-	rel := &relation{table: table, columns: cols, role: make([]int8, len(cols)), pos: pos}
+	rel := &relation{table: table, columns: cols, role: make([]int8, len(cols)), pos: pos, unusable: errors.Join(errs...)}
 	for i := range rel.role {
 		rel.role[i] = -1
 	}

@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
 
-	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // Config configures the producer. Zero values take the defaults documented
@@ -18,22 +22,25 @@ import (
 type Config struct {
 	// Brokers are the bootstrap addresses (HOST:PORT). Required.
 	Brokers []string
-	// ClientID is sent to Kafka with every request. Default "outboxd".
+	// ClientID is sent to Kafka with every request. Default DefaultClientID.
 	ClientID string
-	// MaxInFlightRecords caps records handed to the producer and not yet
-	// acknowledged; Publish blocks at the cap. Default 10000. Higher keeps
-	// throughput up against a slow broker; lower bounds memory and the
-	// duplicates a crash can cause (at-least-once).
-	MaxInFlightRecords int
-	// MaxInFlightBytes caps the bytes of those records. Default 16 MiB.
-	MaxInFlightBytes int
+	// MaxRecordBytes is the largest record batch the producer builds, in
+	// Kafka's terms (max.message.bytes: the record plus its framing). A
+	// record that cannot fit a batch of this size on its own (its key,
+	// value and headers plus at most 100 bytes of framing and 10 per
+	// header) is refused before it is sent, with an error naming this
+	// limit. Default DefaultMaxRecordBytes, Kafka's own default
+	// message.max.bytes. Raising it helps only if the topics allow it too
+	// (max.message.bytes): batches of many small records grow up to it, and
+	// a broker refuses a batch larger than its limit.
+	MaxRecordBytes int
 	// Linger is how long a partition's batch waits for more records.
 	// Default 0: send as soon as possible (batches still form while a
 	// request is in flight). Raise it for throughput at the cost of latency.
 	Linger time.Duration
 	// AllowAutoTopicCreation asks the broker to create topics it does not
 	// know (the broker must have auto.create.topics.enable=true). Default
-	// false: a record for an unknown topic stops the run with an error.
+	// false: a record for an unknown topic fails for good.
 	AllowAutoTopicCreation bool
 	// Opts are appended to the client options (TLS, SASL, ...).
 	Opts []kgo.Opt
@@ -41,41 +48,55 @@ type Config struct {
 
 // Defaults for Config.
 const (
-	DefaultClientID           = "outboxd"
-	DefaultMaxInFlightRecords = 10000
-	DefaultMaxInFlightBytes   = 16 << 20
+	DefaultClientID       = "outboxd"
+	DefaultMaxRecordBytes = 1048588
 )
 
-// Publisher produces outbox events to Kafka. Safe for concurrent use.
-type Publisher struct {
-	cl  *kgo.Client
-	log *slog.Logger
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.ClientID == "" {
+		c.ClientID = DefaultClientID
+	}
+	if c.MaxRecordBytes <= 0 {
+		c.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	return c
+}
+
+// Producer produces outbox events to Kafka: the at-least-once sink of
+// package pump. Safe for concurrent use.
+type Producer struct {
+	cl             *kgo.Client
+	log            *slog.Logger
+	maxRecordBytes int
+	dataLoss       atomic.Uint64
+	explain        errgroup.Group // goroutines looking up a broker's limit for an error
 }
 
 // New creates the producer. It does not contact Kafka until the first
 // record or Ping.
-func New(cfg Config, log *slog.Logger) (*Publisher, error) {
+func New(cfg Config, log *slog.Logger) (*Producer, error) {
+	cfg = cfg.WithDefaults()
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("creating Kafka producer: no brokers given")
 	}
-	if cfg.ClientID == "" {
-		cfg.ClientID = DefaultClientID
+	if cfg.MaxRecordBytes > 1<<30 {
+		return nil, fmt.Errorf("creating Kafka producer: a record batch of %d bytes is over franz-go's limit of 1 GiB", cfg.MaxRecordBytes)
 	}
-	if cfg.MaxInFlightRecords <= 0 {
-		cfg.MaxInFlightRecords = DefaultMaxInFlightRecords
-	}
-	if cfg.MaxInFlightBytes <= 0 {
-		cfg.MaxInFlightBytes = DefaultMaxInFlightBytes
-	}
+	p := &Producer{log: log, maxRecordBytes: cfg.MaxRecordBytes}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.MaxBufferedRecords(cfg.MaxInFlightRecords),
-		kgo.MaxBufferedBytes(cfg.MaxInFlightBytes),
+		kgo.ProducerBatchMaxBytes(int32(cfg.MaxRecordBytes)),
+		// The pump bounds what is in flight (records and bytes); franz-go's
+		// own caps are moved out of its way so that Publish never blocks
+		// the reader, which must keep sending standby status.
+		kgo.MaxBufferedRecords(1 << 30),
 		kgo.ProducerLinger(cfg.Linger),
 		// RecordRetries and RecordDeliveryTimeout keep their unlimited
 		// defaults: an unavailable broker delays records, never fails them.
+		kgo.ProducerOnDataLossDetected(p.dataLossDetected),
 		kgo.WithLogger(kgoLogger{log}),
 	}
 	if cfg.AllowAutoTopicCreation {
@@ -86,15 +107,20 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating Kafka producer: %w", err)
 	}
-	return &Publisher{cl: cl, log: log}, nil
+	p.cl = cl
+	return p, nil
 }
 
 // Publish hands ev to the producer and returns; done is called exactly once,
-// from another goroutine, when the record is acknowledged (nil) or has failed
-// for good. Publish blocks while the in-flight caps are reached; if ctx ends
-// meanwhile, done receives ctx's error. Records are produced in the order of
-// Publish calls; per partition Kafka keeps that order.
-func (p *Publisher) Publish(ctx context.Context, ev *decode.Event, done func(error)) {
+// from another goroutine or (for a record refused before sending) before
+// Publish returns, when the record is acknowledged (nil) or has failed for
+// good (a *Error). Records are produced in the order of Publish calls; per
+// partition Kafka keeps that order, also across retries (idempotence).
+func (p *Producer) Publish(ev *outbox.Event, done func(error)) {
+	if need := wireSize(ev); need > p.maxRecordBytes {
+		done(&Error{ID: ev.ID, Topic: ev.Topic, Err: &TooLargeError{Bytes: need, Limit: p.maxRecordBytes, Client: true}})
+		return
+	}
 	rec := &kgo.Record{
 		Topic:     ev.Topic,
 		Key:       ev.Key,
@@ -106,37 +132,114 @@ func (p *Publisher) Publish(ctx context.Context, ev *decode.Event, done func(err
 		rec.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 	}
 	id := ev.ID
-	p.cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
-		if err != nil {
-			err = &Error{ID: id, Topic: r.Topic, Err: err}
+	p.cl.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
+		if err == nil {
+			done(nil)
+			return
 		}
-		done(err)
+		if errors.Is(err, kerr.MessageTooLarge) {
+			// Only the broker can say this now: look up the topic's limit
+			// for the error, off the producer's callback goroutine.
+			p.explain.Go(func() error {
+				done(&Error{ID: id, Topic: r.Topic, Err: p.brokerTooLarge(r.Topic, err)})
+				return nil
+			})
+			return
+		}
+		done(&Error{ID: id, Topic: r.Topic, Err: err})
 	})
 }
 
-// Flush waits until every record handed to Publish is acknowledged or
-// failed, or ctx ends.
-func (p *Publisher) Flush(ctx context.Context) error {
-	if err := p.cl.Flush(ctx); err != nil {
-		return fmt.Errorf("flushing Kafka producer: %w", err)
+// EndTxn is a no-op: this producer acknowledges record by record.
+func (p *Producer) EndTxn(context.Context, outbox.Commit) error { return nil }
+
+// Abort fails every record not yet sent and waits for what is in flight:
+// after a record failed for good, nothing queued behind it is written.
+func (p *Producer) Abort(ctx context.Context) error {
+	if err := p.cl.AbortBufferedRecords(ctx); err != nil {
+		return fmt.Errorf("aborting buffered Kafka records: %w", err)
 	}
 	return nil
 }
 
 // Ping checks that a broker answers.
-func (p *Publisher) Ping(ctx context.Context) error {
+func (p *Producer) Ping(ctx context.Context) error {
 	if err := p.cl.Ping(ctx); err != nil {
 		return fmt.Errorf("reaching Kafka: %w", err)
 	}
 	return nil
 }
 
-// BufferedBytes returns the bytes of the records handed over and not yet
-// acknowledged or failed.
-func (p *Publisher) BufferedBytes() int64 { return p.cl.BufferedProduceBytes() }
+// CheckTopic checks that topic exists, for a topic outboxd must not create
+// (the dead-letter topic): ErrTopicMissing when the cluster says it does
+// not; an error reaching Kafka is returned as such (the caller decides
+// whether to wait).
+func (p *Producer) CheckTopic(ctx context.Context, topic string) error {
+	md, err := kadm.NewClient(p.cl).ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("reading Kafka's metadata for topic %s: %w", topic, err)
+	}
+	t, ok := md[topic]
+	switch {
+	case !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("%w: %s: create it first (outboxd never creates topics)", ErrTopicMissing, topic)
+	case t.Err != nil:
+		return fmt.Errorf("reading Kafka's metadata for topic %s: %w", topic, t.Err)
+	}
+	return nil
+}
+
+// ErrTopicMissing is CheckTopic's answer for a topic that does not exist.
+var ErrTopicMissing = errors.New("Kafka topic does not exist")
+
+// DataLossEvents counts the times Kafka reported lost records (see
+// dataLossDetected).
+func (p *Producer) DataLossEvents() uint64 { return p.dataLoss.Load() }
+
+// dataLossDetected is franz-go's report that the broker lost records it had
+// acknowledged (OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID after a
+// write, e.g. an unclean leader election): franz-go itself logs it only at
+// debug level. Those records were confirmed to PostgreSQL already and are
+// not sent again: an operator must know.
+func (p *Producer) dataLossDetected(topic string, partition int32) {
+	p.dataLoss.Add(1)
+	p.log.Error("Kafka reported data loss: records it had acknowledged on this partition are gone (an unclean leader election?); outboxd cannot re-send them, reconcile from the outbox table",
+		"topic", topic, "partition", partition)
+}
 
 // Close closes the client; records still buffered fail with kgo.ErrClientClosed.
-func (p *Publisher) Close() { p.cl.Close() }
+func (p *Producer) Close() {
+	p.cl.Close()
+	_ = p.explain.Wait() // its goroutines return nil
+
+}
+
+// brokerTooLarge builds the error for a record the broker refused as too
+// large, with the topic's max.message.bytes when it can be read quickly.
+func (p *Producer) brokerTooLarge(topic string, cause error) error {
+	e := &TooLargeError{Cause: cause, Topic: topic}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cfgs, err := kadm.NewClient(p.cl).DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return e
+	}
+	for _, rc := range cfgs {
+		for _, c := range rc.Configs {
+			if c.Key == "max.message.bytes" && c.Value != nil {
+				e.Limit, _ = strconv.Atoi(*c.Value)
+			}
+		}
+	}
+	return e
+}
+
+// wireSize bounds the size of a record batch holding only this record: the
+// batch header (61 bytes and 4 of array length), the record's framing
+// (at most 35 bytes of lengths and deltas) and 10 bytes per header.
+func wireSize(ev *outbox.Event) int {
+	return 100 + ev.Size() + 10*len(ev.Headers)
+}
 
 // Error is a record that failed for good.
 type Error struct {
@@ -150,3 +253,32 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// TooLargeError is a record over a size limit: the client's (refused before
+// sending) or the broker's (MESSAGE_TOO_LARGE). It matches
+// outbox.ErrRecordTooLarge and, for the broker's, kerr.MessageTooLarge.
+type TooLargeError struct {
+	Client bool   // refused by outboxd's own limit, before sending
+	Bytes  int    // client: the record's batch size
+	Limit  int    // client: --max-record-bytes; broker: the topic's max.message.bytes (0 if unknown)
+	Topic  string // broker
+	Cause  error  // broker: the error franz-go reported
+}
+
+func (e *TooLargeError) Error() string {
+	if e.Client {
+		return fmt.Sprintf("record too large: it needs a batch of %d bytes, over --max-record-bytes %d (outboxd's limit, checked before sending)", e.Bytes, e.Limit)
+	}
+	limit := "the topic's max.message.bytes (or the broker's message.max.bytes)"
+	if e.Limit > 0 {
+		limit = fmt.Sprintf("max.message.bytes %d of topic %s", e.Limit, e.Topic)
+	}
+	return fmt.Sprintf("record too large for the broker: over %s: %v", limit, e.Cause)
+}
+
+func (e *TooLargeError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{outbox.ErrRecordTooLarge, e.Cause}
+	}
+	return []error{outbox.ErrRecordTooLarge}
+}

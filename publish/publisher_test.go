@@ -6,27 +6,30 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func publishOne(t *testing.T, p *publish.Publisher, ev decode.Event) error {
+func publishOne(t *testing.T, p *publish.Producer, ev outbox.Event) error {
 	t.Helper()
 	done := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	p.Publish(ctx, &ev, func(err error) { done <- err })
+	p.Publish(&ev, func(err error) { done <- err })
 	select {
 	case err := <-done:
 		return err
@@ -50,8 +53,8 @@ func TestRecordContract(t *testing.T) {
 	}
 	defer p.Close()
 	commit := time.Date(2026, 11, 30, 8, 0, 0, 123_000_000, time.UTC)
-	ev := decode.Event{ID: 42, Topic: "t", Key: []byte("agg"), Value: []byte(`{"a":1}`), CommitTime: commit,
-		Headers: []decode.Header{{Key: "id", Value: []byte("42")}, {Key: "type", Value: []byte("X")}}}
+	ev := outbox.Event{ID: 42, Topic: "t", Key: []byte("agg"), Value: []byte(`{"a":1}`), CommitTime: commit,
+		Headers: []outbox.Header{{Key: "id", Value: []byte("42")}, {Key: "type", Value: []byte("X")}}}
 	if err := publishOne(t, p, ev); err != nil {
 		t.Fatal(err)
 	}
@@ -70,28 +73,158 @@ func TestRecordContract(t *testing.T) {
 	}
 }
 
-// TestOversizeRecordFailsNamingIDAndTopic: the producer fails the record
-// (never drops it) and the error names the outbox id and topic.
-func TestOversizeRecordFailsNamingIDAndTopic(t *testing.T) {
+// TestOversizeRecordFailsNamingIDTopicAndLimit: the producer fails the
+// record (never drops it) and the error names the outbox id, the topic and
+// the client-side limit it broke.
+func TestOversizeRecordFailsNamingIDTopicAndLimit(t *testing.T) {
 	t.Parallel()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	p, err := publish.New(publish.Config{Brokers: c.ListenAddrs(), MaxInFlightBytes: 1 << 20}, quiet())
+	p, err := publish.New(publish.Config{Brokers: c.ListenAddrs()}, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	err = publishOne(t, p, decode.Event{ID: 7, Topic: "t", Value: make([]byte, 2<<20)})
+	err = publishOne(t, p, outbox.Event{ID: 7, Topic: "t", Value: make([]byte, 2<<20)})
 	var pe *publish.Error
-	if !errors.As(err, &pe) || pe.ID != 7 || pe.Topic != "t" || !errors.Is(err, kerr.MessageTooLarge) {
-		t.Fatalf("err = %v, want a publish.Error for id 7 topic t wrapping MESSAGE_TOO_LARGE", err)
+	var tl *publish.TooLargeError
+	if !errors.As(err, &pe) || pe.ID != 7 || pe.Topic != "t" || !errors.Is(err, outbox.ErrRecordTooLarge) || !errors.As(err, &tl) || !tl.Client {
+		t.Fatalf("err = %v, want a publish.Error for id 7 topic t, too large for the client", err)
 	}
-	if !strings.Contains(err.Error(), `outbox id 7 to topic "t"`) {
-		t.Errorf("error text %q", err)
+	for _, want := range []string{`outbox id 7 to topic "t"`, "--max-record-bytes 1048588", "2097"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
+	// Just below the limit it is sent (the estimate of the framing is an
+	// upper bound, franz-go's own check agrees).
+	if err := publishOne(t, p, outbox.Event{ID: 8, Topic: "t", Value: make([]byte, publish.DefaultMaxRecordBytes-100)}); err != nil {
+		t.Errorf("a record of the largest size allowed: %v", err)
+	}
+}
+
+// TestDataLossIsReported pins the bug where franz-go's data-loss detection
+// (the broker answering OUT_OF_ORDER_SEQUENCE_NUMBER for a batch after later
+// ones were written) was visible only at debug level: it is an Error log
+// and a counter.
+func TestDataLossIsReported(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var logs syncBuffer
+	p, err := publish.New(publish.Config{Brokers: c.ListenAddrs()}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := publishOne(t, p, outbox.Event{ID: 1, Topic: "t", Value: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	// The next produce is answered as a broker that lost the earlier
+	// batches would answer it.
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.OutOfOrderSequenceNumber.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	if err := publishOne(t, p, outbox.Event{ID: 2, Topic: "t", Value: []byte("{}")}); err != nil {
+		t.Fatalf("the record after the reported loss: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for p.DataLossEvents() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if p.DataLossEvents() != 1 {
+		t.Fatalf("DataLossEvents = %d, want 1", p.DataLossEvents())
+	}
+	if out := logs.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "data loss") || !strings.Contains(out, "partition=0") {
+		t.Errorf("no Error log naming the partition:\n%s", out)
+	}
+}
+
+// TestAbortFailsBufferedRecords: Abort returns once nothing is in flight;
+// every record then has had its one callback, and the topic holds exactly
+// the acknowledged ones: a record Abort failed is never written. (How many
+// franz-go had already put into requests, and so could not abort, depends
+// on timing: the test reports it.)
+func TestAbortFailsBufferedRecords(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, err := publish.New(publish.Config{Brokers: c.ListenAddrs()}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := publishOne(t, p, outbox.Event{ID: 0, Topic: "t", Value: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the broker's answers until the records are buffered behind them.
+	release := make(chan struct{})
+	var held atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		held.Add(1)
+		<-release
+		return nil, nil, false
+	})
+	// 20 MB: more batches of 1 MB than franz-go keeps in flight (5).
+	const n = 2000
+	payload := []byte(strings.Repeat("x", 10000))
+	results := make(chan error, n)
+	for i := range n {
+		p.Publish(&outbox.Event{ID: int64(i + 1), Topic: "t", Value: payload}, func(err error) { results <- err })
+	}
+	for held.Load() == 0 { // a request is in flight, the rest buffered behind it
+		time.Sleep(time.Millisecond)
+	}
+	aborted := make(chan error, 1)
+	go func() { aborted <- p.Abort(t.Context()) }()
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	if err := <-aborted; err != nil {
+		t.Fatal(err)
+	}
+	acked, failed := 0, 0
+	for range n {
+		if err := <-results; err == nil {
+			acked++
+		} else {
+			failed++
+		}
+	}
+	cl, _ := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	defer cl.Close()
+	got := 0
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	for ctx.Err() == nil && got < acked+1 {
+		got += cl.PollFetches(ctx).NumRecords()
+	}
+	if got != acked+1 {
+		t.Errorf("the topic holds %d records, want %d: the acknowledged ones and the first, nothing aborted", got, acked+1)
+	}
+	t.Logf("measured: %d records acknowledged (in flight when aborted), %d aborted", acked, failed)
 }
 
 // TestSASLMechanisms: PLAIN and SCRAM credentials are passed through the
@@ -131,15 +264,33 @@ func TestSASLMechanisms(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
 			if tt.ok {
-				if err := publishOne(t, p, decode.Event{ID: 1, Topic: "t", Value: []byte("{}")}); err != nil {
+				if err := publishOne(t, p, outbox.Event{ID: 1, Topic: "t", Value: []byte("{}")}); err != nil {
 					t.Fatalf("publishing with SASL: %v", err)
 				}
 			} else if err := p.Ping(ctx); err == nil {
 				// Without valid credentials a request must not succeed.
-				if err := publishOne(t, p, decode.Event{ID: 1, Topic: "t", Value: []byte("{}")}); err == nil {
+				if err := publishOne(t, p, outbox.Event{ID: 1, Topic: "t", Value: []byte("{}")}); err == nil {
 					t.Fatal("published without valid SASL credentials")
 				}
 			}
 		})
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test reading it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -27,7 +27,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	cfg := config.Default()
 	cfg.LogLevel = "warn"
 	fs := newFlagSet("demo", "Starts a throwaway PostgreSQL (local server binaries) and an in-process Kafka,\nmigrates, runs the publisher, writes sample orders from concurrent writers and\nprints every record a consumer receives, with its commit-to-receipt latency.\nCtrl-C stops everything and removes the temporary cluster.", stderr)
-	cfg.Register(fs, config.FlagLogLevel, config.FlagLogFormat)
+	cfg.Register(fs, config.GroupLog)
 	writers := fs.Int("writers", 3, "concurrent writers")
 	interval := fs.Duration("interval", 500*time.Millisecond, "pause of each writer between transactions")
 	events := fs.Int("events", 0, "stop after the consumer received this many records (0: run until Ctrl-C)")
@@ -69,14 +69,14 @@ func demo(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Write
 	}
 	defer kafka.Close()
 
-	cfg.DatabaseURL = pg.URL
-	cfg.Brokers = kafka.ListenAddrs()[0]
-	cfg.StatusInterval = time.Second
-	cfg.ShutdownTimeout = 10 * time.Second
+	cfg.Stream.DatabaseURL = pg.URL
+	cfg.Kafka.Brokers = kafka.ListenAddrs()
+	cfg.Stream.StatusInterval = time.Second
+	cfg.Stream.ShutdownTimeout = 10 * time.Second
 	if err := migrate(ctx, cfg, log); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "PostgreSQL %s\nKafka      %s\nwriting orders from %d writers; Ctrl-C stops\n\n", pg.URL, cfg.Brokers, writers)
+	fmt.Fprintf(out, "PostgreSQL %s\nKafka      %s\nwriting orders from %d writers; Ctrl-C stops\n\n", pg.URL, cfg.Kafka.Brokers[0], writers)
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -88,7 +88,7 @@ func demo(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Write
 
 	g, gctx := errgroup.WithContext(runCtx)
 	g.Go(func() error { return runPublisher(gctx, cfg, log) })
-	g.Go(func() error { return consume(gctx, cfg.BrokerList(), out, events, stop) })
+	g.Go(func() error { return consume(gctx, cfg.Kafka.Brokers, out, events, stop) })
 	var seq atomic.Int64
 	for w := range writers {
 		g.Go(func() error { return writeOrders(gctx, pool, w, interval, &seq) })

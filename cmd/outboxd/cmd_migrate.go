@@ -10,18 +10,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/slot"
 	"github.com/outboxd/outboxd/internal/config"
 	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/migrations"
 )
 
-var migrateFlags = []string{config.FlagDatabaseURL, config.FlagTable, config.FlagPublication, config.FlagSlot, config.FlagCreateSlot, config.FlagLogLevel, config.FlagLogFormat}
+var migrateGroups = []config.Group{config.GroupDatabase, config.GroupTable, config.GroupPublication, config.GroupSlot, config.GroupCreateSlot, config.GroupLog}
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
 	fs := newFlagSet("migrate", "Creates the outbox table and the insert-only publication over it (idempotently,\nrecording versions in outboxd_migrations), then the pgoutput replication slot, so\nthat every outbox row committed from now on is published even if `run` starts\nlater. Note: a slot nobody reads retains WAL on the server until outboxd runs.", stderr)
-	cfg.Register(fs, migrateFlags...)
+	cfg.Register(fs, migrateGroups...)
 	printSQL := fs.Bool("print-sql", false, "print the SQL migrate would run (for a DBA to apply by hand) and exit; needs no database")
 	if code, ok := parseFlags("migrate", fs, args, stderr, getenv); !ok {
 		return code
@@ -45,29 +45,29 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 }
 
 func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	conn, err := pgx.Connect(ctx, cfg.Stream.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	applied, err := migrations.Apply(ctx, conn, migrations.Target{Table: cfg.Table, Publication: cfg.Publication}, log)
+	applied, err := migrations.Apply(ctx, conn, migrations.Target{Table: cfg.Table, Publication: cfg.Stream.Publication}, log)
 	if err != nil {
 		return err
 	}
 	if len(applied) == 0 {
-		log.Info("schema up to date", "table", cfg.Table, "publication", cfg.Publication)
+		log.Info("schema up to date", "table", cfg.Table, "publication", cfg.Stream.Publication)
 	}
-	if !cfg.CreateSlot {
+	if !cfg.Stream.CreateSlot {
 		return nil
 	}
-	info, created, err := cdc.EnsureSlot(ctx, conn, cfg.Slot, true)
+	info, created, err := slot.Ensure(ctx, conn, cfg.Stream.Slot, true)
 	if err != nil {
 		return err
 	}
 	if created {
-		log.Info("created replication slot; it retains WAL until `outboxd run` confirms it", "slot", cfg.Slot, "lsn", info.ConfirmedFlushLSN)
+		log.Info("created replication slot; it retains WAL until `outboxd run` confirms it", "slot", cfg.Stream.Slot, "lsn", info.ConfirmedFlushLSN)
 	} else {
-		log.Info("replication slot exists", "slot", cfg.Slot, "confirmed_lsn", info.ConfirmedFlushLSN)
+		log.Info("replication slot exists", "slot", cfg.Stream.Slot, "confirmed_lsn", info.ConfirmedFlushLSN)
 	}
 	return nil
 }
@@ -75,19 +75,19 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 // printMigrationSQL prints every migration and the slot creation as one
 // script a DBA can review and apply (each statement is idempotent).
 func printMigrationSQL(w io.Writer, cfg config.Config) error {
-	ms, err := migrations.Load(migrations.Target{Table: cfg.Table, Publication: cfg.Publication})
+	ms, err := migrations.Load(migrations.Target{Table: cfg.Table, Publication: cfg.Stream.Publication})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "-- outboxd %s: schema for table %s, publication %s, slot %s.\n", version, cfg.Table, cfg.Publication, cfg.Slot)
+	fmt.Fprintf(w, "-- outboxd %s: schema for table %s, publication %s, slot %s.\n", version, cfg.Table, cfg.Stream.Publication, cfg.Stream.Slot)
 	fmt.Fprintln(w, "-- Each statement is safe to run again. outboxd run needs a role with REPLICATION")
 	fmt.Fprintln(w, "-- and CONNECT on the database; it never reads the outbox table itself (see README).")
 	for _, m := range ms {
 		fmt.Fprintf(w, "\n-- migration %s\n%s\n", m.Name, strings.TrimSpace(m.SQL))
 	}
-	if cfg.CreateSlot {
+	if cfg.Stream.CreateSlot {
 		fmt.Fprintf(w, "\n-- the replication slot: from now on every committed outbox row is kept for outboxd\n")
-		fmt.Fprintf(w, "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')\nWHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = %s);\n", sqlquote.Literal(cfg.Slot), sqlquote.Literal(cfg.Slot))
+		fmt.Fprintf(w, "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')\nWHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = %s);\n", sqlquote.Literal(cfg.Stream.Slot), sqlquote.Literal(cfg.Stream.Slot))
 	}
 	return nil
 }

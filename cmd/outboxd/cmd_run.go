@@ -2,33 +2,35 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/internal/config"
 	"github.com/outboxd/outboxd/internal/ops"
 	"github.com/outboxd/outboxd/publish"
-	"golang.org/x/sync/errgroup"
+	"github.com/outboxd/outboxd/pump"
+	"github.com/outboxd/outboxd/slot"
 )
 
 func envName(flagName string) string { return config.EnvName(flagName) }
 
-var runFlags = []string{
-	config.FlagDatabaseURL, config.FlagBrokers, config.FlagSlot, config.FlagPublication, config.FlagCreateSlot,
-	config.FlagMaxInFlightRecords, config.FlagMaxInFlightBytes, config.FlagLinger, config.FlagAllowAutoTopicCreation,
-	config.FlagStatusInterval, config.FlagShutdownTimeout, config.FlagSlotRetryInterval, config.FlagReconnectMaxInterval,
-	config.FlagMetricsAddr, config.FlagPprof, config.FlagWALCheckInterval, config.FlagWALRetainedWarnBytes, config.FlagHeartbeatInterval,
-	config.FlagKafkaTLS, config.FlagKafkaTLSCAFile, config.FlagKafkaTLSCertFile, config.FlagKafkaTLSKeyFile, config.FlagKafkaTLSInsecure,
-	config.FlagKafkaSASLMechanism, config.FlagKafkaSASLUsername, config.FlagKafkaSASLPassword,
-	config.FlagLogLevel, config.FlagLogFormat,
+var runGroups = []config.Group{
+	config.GroupDatabase, config.GroupSlot, config.GroupPublication, config.GroupCreateSlot,
+	config.GroupPump, config.GroupKafka, config.GroupStream, config.GroupOps, config.GroupLog,
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
 	fs := newFlagSet("run", "Streams committed inserts of the publication's tables from the slot to Kafka until\nSIGTERM or SIGINT, then finishes the open transaction, waits for Kafka and confirms.\nSIGHUP is ignored.", stderr)
-	cfg.Register(fs, runFlags...)
+	cfg.Register(fs, runGroups...)
 	if code, ok := parseFlags("run", fs, args, stderr, getenv); !ok {
 		return code
 	}
@@ -36,6 +38,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 		return code
 	}
 	log := cfg.Logger(os.Stderr)
+	log.Info("starting", "version", version, "config", config.Dump(fs))
 	if err := runPublisher(ctx, cfg, log); err != nil {
 		log.Error("outboxd run stopped", "err", err)
 		return exitError
@@ -43,43 +46,62 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	return exitOK
 }
 
-// runPublisher wires publish, cdc and the operations side (metrics, health,
-// WAL monitor, heartbeat) and runs until ctx ends or a permanent error.
+// runPublisher wires the pipeline (cdc reader → pump → publish) and the
+// operations side (metrics, health, WAL monitor, heartbeat) and runs until
+// ctx ends or a permanent error.
 func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	log.Info("starting", "version", version, "config", cfg)
 	kopts, err := cfg.KafkaOpts()
 	if err != nil {
 		return err
 	}
-	pub, err := publish.New(publish.Config{
-		Brokers:                cfg.BrokerList(),
-		MaxInFlightRecords:     cfg.MaxInFlightRecords,
-		MaxInFlightBytes:       cfg.MaxInFlightBytes,
-		Linger:                 cfg.Linger,
-		AllowAutoTopicCreation: cfg.AllowAutoTopicCreation,
-		Opts:                   kopts,
-	}, log)
+	kafka := cfg.Kafka
+	kafka.Opts = append(kafka.Opts, kopts...)
+	pub, err := publish.New(kafka, log)
 	if err != nil {
 		return err
 	}
 	defer pub.Close()
-	st := cdc.New(cdc.Config{
-		DatabaseURL:          cfg.DatabaseURL,
-		Slot:                 cfg.Slot,
-		CreateSlot:           cfg.CreateSlot,
-		Publication:          cfg.Publication,
-		StatusInterval:       cfg.StatusInterval,
-		ShutdownTimeout:      cfg.ShutdownTimeout,
-		SlotRetryInterval:    cfg.SlotRetryInterval,
-		ReconnectMaxInterval: cfg.ReconnectMaxInterval,
-	}, pub, log)
-	wal := &cdc.WALMonitor{DatabaseURL: cfg.DatabaseURL, Slot: cfg.Slot, Publication: cfg.Publication,
-		Interval: cfg.WALCheckInterval, WarnBytes: cfg.WALRetainedWarnBytes, Log: log}
+	if t := cfg.Pump.DeadLetterTopic; t != "" {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := pub.CheckTopic(cctx, t)
+		cancel()
+		switch {
+		case errors.Is(err, publish.ErrTopicMissing):
+			return fmt.Errorf("--dead-letter-topic: %w", err)
+		case err != nil: // Kafka unreachable now: its records wait like any other
+			log.Warn("could not check the dead-letter topic; going on", "dead_letter_topic", t, "err", err)
+		}
+		cfg.Stream.TolerateUnusableTables = true // their rows go to the dead-letter topic
+	}
+	p, err := pump.New(cfg.Pump, pub, log)
+	if err != nil {
+		return err
+	}
+	st, err := cdc.New(cfg.Stream, p, log)
+	if err != nil {
+		return err
+	}
+	mon := cfg.Monitor
+	mon.DatabaseURL, mon.Slot, mon.Publication = cfg.Stream.DatabaseURL, cfg.Stream.Slot, cfg.Stream.Publication
+	wal, err := slot.NewMonitor(mon, log)
+	if err != nil {
+		return err
+	}
+	var hb *slot.Heartbeat
+	if cfg.Heartbeat > 0 {
+		if hb, err = slot.NewHeartbeat(slot.HeartbeatConfig{DatabaseURL: cfg.Stream.DatabaseURL, Interval: cfg.Heartbeat}, log); err != nil {
+			return err
+		}
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	if cfg.MetricsAddr != "" {
-		m := ops.NewMetrics(st, wal, pub.BufferedBytes)
-		st.Observe(m)
+		counts := ops.Counts{DataLoss: pub.DataLossEvents}
+		if hb != nil {
+			counts.Heartbeats = hb.Written
+		}
+		m := ops.NewMetrics(st, wal, counts)
+		p.Observe(m)
 		srv := &ops.Server{Addr: cfg.MetricsAddr, Metrics: m, Stats: st, Kafka: pub, Log: log, Pprof: cfg.Pprof}
 		if _, err := srv.Listen(); err != nil {
 			return err
@@ -87,11 +109,18 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 		g.Go(func() error { return srv.Run(gctx) })
 	}
 	g.Go(func() error { return wal.Run(gctx) })
-	if cfg.HeartbeatInterval > 0 {
-		g.Go(func() error { return cdc.Heartbeat(gctx, cfg.DatabaseURL, cfg.HeartbeatInterval, log) })
+	if hb != nil {
+		g.Go(func() error { return hb.Run(gctx) })
 	}
 	// Run returns nil only once gctx ended: on SIGTERM, or when a sibling
 	// failed (then g.Wait returns that sibling's error).
 	g.Go(func() error { return st.Run(gctx) })
 	return g.Wait()
+}
+
+// registered lists the flags a command registered (for tests).
+func registered(fs *flag.FlagSet) []string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return names
 }

@@ -9,14 +9,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/slot"
 	"github.com/outboxd/outboxd/internal/config"
 )
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
 	fs := newFlagSet("status", "Shows the replication slot and the publication: whether the slot is active and by\nwhich pid, its confirmed position, the lag and the WAL it retains, wal_status and\nsafe_wal_size, and the publication's tables. Exits 1 when the slot is missing or\nwas invalidated (wal_status lost).", stderr)
-	cfg.Register(fs, config.FlagDatabaseURL, config.FlagSlot, config.FlagPublication)
+	cfg.Register(fs, config.GroupDatabase, config.GroupSlot, config.GroupPublication)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if code, ok := parseFlags("status", fs, args, stderr, getenv); !ok {
 		return code
@@ -24,13 +24,13 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if code, ok := validate("status", &cfg, fs, stderr); !ok {
 		return code
 	}
-	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	conn, err := pgx.Connect(ctx, cfg.Stream.DatabaseURL)
 	if err != nil {
 		fmt.Fprintf(stderr, "outboxd status: connecting to PostgreSQL: %v\n", err)
 		return exitError
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	st, err := cdc.ReadStatus(ctx, conn, cfg.Slot, cfg.Publication)
+	st, err := slot.ReadStatus(ctx, conn, cfg.Stream.Slot, cfg.Stream.Publication)
 	if err != nil {
 		fmt.Fprintf(stderr, "outboxd status: %v\n", err)
 		return exitError
@@ -44,16 +44,16 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	}
 	switch {
 	case !st.Exists:
-		fmt.Fprintf(stderr, "outboxd status: replication slot %s does not exist (run `outboxd migrate`)\n", cfg.Slot)
+		fmt.Fprintf(stderr, "outboxd status: replication slot %s does not exist (run `outboxd migrate`)\n", cfg.Stream.Slot)
 		return exitError
 	case st.Lost():
-		fmt.Fprintf(stderr, "outboxd status: replication slot %s was invalidated (wal_status lost): outbox rows may be missing from Kafka\n", cfg.Slot)
+		fmt.Fprintf(stderr, "outboxd status: replication slot %s was invalidated (wal_status lost): outbox rows may be missing from Kafka\n", cfg.Stream.Slot)
 		return exitError
 	}
 	return exitOK
 }
 
-func printStatus(w io.Writer, st cdc.SlotStatus) {
+func printStatus(w io.Writer, st slot.Status) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintf(tw, "slot\t%s\n", st.Slot)

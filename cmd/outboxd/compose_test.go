@@ -39,13 +39,13 @@ var outboxdCommands = map[string]func() (*config.Config, *flag.FlagSet){
 	"run": func() (*config.Config, *flag.FlagSet) {
 		cfg := config.Default()
 		fs := newFlagSet("run", "", io.Discard)
-		cfg.Register(fs, runFlags...)
+		cfg.Register(fs, runGroups...)
 		return &cfg, fs
 	},
 	"migrate": func() (*config.Config, *flag.FlagSet) {
 		cfg := config.Default()
 		fs := newFlagSet("migrate", "", io.Discard)
-		cfg.Register(fs, migrateFlags...)
+		cfg.Register(fs, migrateGroups...)
 		return &cfg, fs
 	},
 }

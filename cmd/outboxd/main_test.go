@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -21,7 +22,10 @@ func TestHelpDocumentsEveryFlagWithDefaultAndEnv(t *testing.T) {
 				t.Fatalf("%s --help exited %d", cmd, code)
 			}
 			help := stderr.String()
-			flags := map[string][]string{"run": runFlags, "migrate": {config.FlagDatabaseURL, config.FlagTable, config.FlagSlot}, "demo": {"writers", "events"}}[cmd]
+			runFS := flag.NewFlagSet("run", flag.ContinueOnError)
+			runCfg := config.Default()
+			runCfg.Register(runFS, runGroups...)
+			flags := map[string][]string{"run": registered(runFS), "migrate": {"database-url", "table", "slot"}, "demo": {"writers", "events"}}[cmd]
 			for _, f := range flags {
 				if !strings.Contains(help, "--"+f+"  (env "+config.EnvName(f)+", default ") {
 					t.Errorf("%s --help does not document --%s with its env and default:\n%s", cmd, f, help)

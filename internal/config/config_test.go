@@ -35,17 +35,21 @@ func TestDescribeDatabase(t *testing.T) {
 func TestConfigDumpRedactsSecrets(t *testing.T) {
 	t.Parallel()
 	c := Default()
-	c.DatabaseURL = "postgres://app:pg-secret@db/app"
-	c.KafkaSASLMechanism, c.KafkaSASLUsername, c.KafkaSASLPassword = "PLAIN", "u", "kafka-secret"
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	c.Register(fs, GroupDatabase, GroupSlot, GroupKafka)
+	if err := Parse(fs, []string{"--database-url", "postgres://app:pg-secret@db/app", "--kafka-sasl-mechanism", "PLAIN",
+		"--kafka-sasl-username", "u", "--kafka-sasl-password", "kafka-secret"}, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
 	var buf bytes.Buffer
-	slog.New(slog.NewJSONHandler(&buf, nil)).Info("starting", "config", c)
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("starting", "config", Dump(fs))
 	out := buf.String()
 	for _, s := range []string{"pg-secret", "kafka-secret"} {
 		if strings.Contains(out, s) {
 			t.Errorf("config dump shows %s: %s", s, out)
 		}
 	}
-	for _, s := range []string{`"slot":"outboxd"`, `"kafka_sasl_password":"xxxxx"`, `"database":"host=db:5432 database=app user=app"`} {
+	for _, s := range []string{`"slot":"outboxd"`, `"kafka_sasl_password":"xxxxx"`, `"database_url":"host=db:5432 database=app user=app"`, `"max_record_bytes":"1048588"`} {
 		if !strings.Contains(out, s) {
 			t.Errorf("config dump lacks %s: %s", s, out)
 		}
@@ -72,12 +76,8 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			c := Default()
 			fs := flag.NewFlagSet("run", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
-			// Every run flag, so a flag without a valid default fails "valid".
-			c.Register(fs, FlagDatabaseURL, FlagBrokers, FlagSlot, FlagPublication, FlagCreateSlot, FlagMaxInFlightRecords, FlagMaxInFlightBytes,
-				FlagLinger, FlagAllowAutoTopicCreation, FlagShutdownTimeout, FlagSlotRetryInterval, FlagReconnectMaxInterval,
-				FlagWALCheckInterval, FlagWALRetainedWarnBytes, FlagHeartbeatInterval, FlagKafkaTLS, FlagKafkaTLSCAFile, FlagKafkaTLSInsecure, FlagLogFormat,
-				FlagStatusInterval, FlagMetricsAddr, FlagKafkaSASLMechanism,
-				FlagKafkaSASLUsername, FlagKafkaSASLPassword, FlagKafkaTLSCertFile, FlagKafkaTLSKeyFile, FlagLogLevel)
+			// Every flag, so a flag without a valid default fails "valid".
+			c.Register(fs, GroupDatabase, GroupTable, GroupPublication, GroupSlot, GroupCreateSlot, GroupStream, GroupPump, GroupKafka, GroupOps, GroupLog)
 			if err := Parse(fs, tt.args, func(string) string { return "" }); err != nil {
 				t.Fatal(err)
 			}
@@ -104,13 +104,13 @@ func TestEnvironmentFillsUnsetFlags(t *testing.T) {
 	t.Parallel()
 	c := Default()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	c.Register(fs, FlagSlot, FlagPublication, FlagMaxInFlightRecords)
+	c.Register(fs, GroupSlot, GroupPublication, GroupPump)
 	env := map[string]string{"OUTBOXD_SLOT": "from_env", "OUTBOXD_PUBLICATION": "from_env", "OUTBOXD_MAX_IN_FLIGHT_RECORDS": "oops"}
 	err := Parse(fs, []string{"--publication", "from_flag"}, func(k string) string { return env[k] })
 	if err == nil || !strings.Contains(err.Error(), "OUTBOXD_MAX_IN_FLIGHT_RECORDS") {
 		t.Errorf("Parse error = %v, want one naming OUTBOXD_MAX_IN_FLIGHT_RECORDS", err)
 	}
-	if c.Slot != "from_env" || c.Publication != "from_flag" {
-		t.Errorf("slot %q publication %q: env must fill unset flags only", c.Slot, c.Publication)
+	if c.Stream.Slot != "from_env" || c.Stream.Publication != "from_flag" {
+		t.Errorf("slot %q publication %q: env must fill unset flags only", c.Stream.Slot, c.Stream.Publication)
 	}
 }

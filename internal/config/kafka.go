@@ -22,11 +22,11 @@ func (c *Config) KafkaOpts() ([]kgo.Opt, error) {
 		if c.KafkaTLSCAFile != "" {
 			pem, err := os.ReadFile(c.KafkaTLSCAFile)
 			if err != nil {
-				return nil, fmt.Errorf("reading --%s: %w", FlagKafkaTLSCAFile, err)
+				return nil, fmt.Errorf("reading --kafka-tls-ca-file: %w", err)
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("reading --%s %s: no PEM certificate in it", FlagKafkaTLSCAFile, c.KafkaTLSCAFile)
+				return nil, fmt.Errorf("reading --kafka-tls-ca-file %s: no PEM certificate in it", c.KafkaTLSCAFile)
 			}
 			tc.RootCAs = pool
 		}
@@ -48,7 +48,7 @@ func (c *Config) KafkaOpts() ([]kgo.Opt, error) {
 	case "SCRAM-SHA-512":
 		opts = append(opts, kgo.SASL(scram.Auth{User: c.KafkaSASLUsername, Pass: c.KafkaSASLPassword}.AsSha512Mechanism()))
 	default:
-		return nil, fmt.Errorf("--%s %q is not supported", FlagKafkaSASLMechanism, c.KafkaSASLMechanism)
+		return nil, fmt.Errorf("--kafka-sasl-mechanism %q is not supported", c.KafkaSASLMechanism)
 	}
 	return opts, nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"flag"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -39,40 +40,20 @@ func DescribeDatabase(conn string) string {
 	return "host=" + strings.Join(hosts, ",") + " database=" + cfg.Database + " user=" + cfg.User
 }
 
-// LogValue implements slog.LogValuer: the configuration for the startup
-// dump, with every secret left out or redacted.
-func (c Config) LogValue() slog.Value {
-	secret := func(s string) string {
-		if s == "" {
-			return ""
-		}
-		return redacted
+// Dump is the startup dump of the flags a command registered, each under
+// its name in snake case, secrets left out or redacted.
+func Dump(fs *flag.FlagSet) slog.Value {
+	show := map[string]func(string) string{}
+	for _, f := range flags() {
+		show[f.name] = f.show
 	}
-	return slog.GroupValue(
-		slog.String("database", DescribeDatabase(c.DatabaseURL)),
-		slog.String("brokers", c.Brokers),
-		slog.String("slot", c.Slot),
-		slog.String("publication", c.Publication),
-		slog.Bool("create_slot", c.CreateSlot),
-		slog.Int("max_in_flight_records", c.MaxInFlightRecords),
-		slog.Int("max_in_flight_bytes", c.MaxInFlightBytes),
-		slog.Duration("linger", c.Linger),
-		slog.Bool("allow_auto_topic_creation", c.AllowAutoTopicCreation),
-		slog.Duration("status_interval", c.StatusInterval),
-		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
-		slog.Duration("slot_retry_interval", c.SlotRetryInterval),
-		slog.Duration("reconnect_max_interval", c.ReconnectMaxInterval),
-		slog.String("metrics_addr", c.MetricsAddr),
-		slog.Bool("pprof", c.Pprof),
-		slog.Duration("wal_check_interval", c.WALCheckInterval),
-		slog.Int64("wal_retained_warn_bytes", c.WALRetainedWarnBytes),
-		slog.Duration("heartbeat_interval", c.HeartbeatInterval),
-		slog.Bool("kafka_tls", c.KafkaTLS || c.KafkaTLSCAFile != "" || c.KafkaTLSCertFile != ""),
-		slog.Bool("kafka_tls_insecure_skip_verify", c.KafkaTLSInsecureSkipVerify),
-		slog.String("kafka_sasl_mechanism", c.KafkaSASLMechanism),
-		slog.String("kafka_sasl_username", c.KafkaSASLUsername),
-		slog.String("kafka_sasl_password", secret(c.KafkaSASLPassword)),
-		slog.String("log_level", c.LogLevel),
-		slog.String("log_format", c.LogFormat),
-	)
+	var attrs []slog.Attr
+	fs.VisitAll(func(f *flag.Flag) {
+		v := f.Value.String()
+		if s := show[f.Name]; s != nil {
+			v = s(v)
+		}
+		attrs = append(attrs, slog.String(strings.ReplaceAll(f.Name, "-", "_"), v))
+	})
+	return slog.GroupValue(attrs...)
 }

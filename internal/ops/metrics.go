@@ -19,18 +19,26 @@ type RetainedWAL interface {
 	Retained() int64
 }
 
+// Counts are the counters kept outside the pipeline: Kafka's data-loss
+// reports and the heartbeats written (nil: not running).
+type Counts struct {
+	DataLoss   func() uint64
+	Heartbeats func() uint64
+}
+
 // Metrics holds outboxd's Prometheus collectors. It implements
-// cdc.Observer for the per-topic counters and latency histograms.
+// pump.Observer for the per-topic counters and latency histograms.
 type Metrics struct {
 	Registry       *prometheus.Registry
 	records        *prometheus.CounterVec
 	bytes          *prometheus.CounterVec
+	deadLettered   *prometheus.CounterVec
 	produceLatency prometheus.Histogram
 	commitToAck    prometheus.Histogram
 }
 
 // NewMetrics registers every metric on a new registry.
-func NewMetrics(src StatsSource, wal RetainedWAL, inFlightBytes func() int64) *Metrics {
+func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{
@@ -39,7 +47,10 @@ func NewMetrics(src StatsSource, wal RetainedWAL, inFlightBytes func() int64) *M
 			Name: "outboxd_records_published_total", Help: "Records Kafka acknowledged, by topic.",
 		}, []string{"topic"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "outboxd_bytes_published_total", Help: "Key and value bytes of the records Kafka acknowledged, by topic.",
+			Name: "outboxd_bytes_published_total", Help: "Key, value and header bytes of the records Kafka acknowledged, by topic.",
+		}, []string{"topic"}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outboxd_dead_lettered_total", Help: "Records and rows sent to the dead-letter topic instead of their own, by the topic they were meant for.",
 		}, []string{"topic"}),
 		produceLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "outboxd_produce_latency_seconds", Help: "From handing a record to the producer to Kafka's acknowledgment.",
@@ -59,11 +70,19 @@ func NewMetrics(src StatsSource, wal RetainedWAL, inFlightBytes func() int64) *M
 	}
 	states := []cdc.State{cdc.StateStarting, cdc.StateStreaming, cdc.StateStandby, cdc.StateReconnecting, cdc.StateStopped}
 	stateVec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "outboxd_state", Help: "1 for the current state: starting, streaming (active), standby, reconnecting, stopped."}, []string{"state"})
-	reg.MustRegister(m.records, m.bytes, m.produceLatency, m.commitToAck,
+	optional := func(name, help string, f func() uint64) prometheus.Collector {
+		if f == nil {
+			f = func() uint64 { return 0 }
+		}
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
+	}
+	reg.MustRegister(m.records, m.bytes, m.deadLettered, m.produceLatency, m.commitToAck,
+		optional("outboxd_kafka_data_loss_total", "Times Kafka reported losing records it had acknowledged (see the Error log).", counts.DataLoss),
+		optional("outboxd_heartbeats_total", "Heartbeat messages written (--heartbeat-interval).", counts.Heartbeats),
 		counter("outboxd_transactions_total", "Committed transactions received from the slot.", func(s cdc.Stats) float64 { return float64(s.Transactions) }),
 		counter("outboxd_reconnects_total", "Replication sessions that ended in a lost connection and were retried.", func(s cdc.Stats) float64 { return float64(s.Reconnects) }),
 		gauge("outboxd_in_flight_records", "Records handed to Kafka and not yet acknowledged.", func(s cdc.Stats) float64 { return float64(s.InFlightRecords) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "outboxd_in_flight_bytes", Help: "Bytes of the records buffered in the producer."}, func() float64 { return float64(inFlightBytes()) }),
+		gauge("outboxd_in_flight_bytes", "Key, value and header bytes of those records.", func(s cdc.Stats) float64 { return float64(s.InFlightBytes) }),
 		gauge("outboxd_confirmed_lsn", "The flush position last confirmed to PostgreSQL (WAL byte position).", func(s cdc.Stats) float64 { return float64(s.ConfirmedLSN) }),
 		gauge("outboxd_replication_lag_bytes", "Server WAL end minus the confirmed position.", func(s cdc.Stats) float64 { return float64(s.LagBytes()) }),
 		gauge("outboxd_replication_lag_seconds", "Now minus the commit time of the newest acknowledged record while records are in flight; 0 when caught up.", func(s cdc.Stats) float64 { return s.LagSeconds(time.Now()) }),
@@ -74,7 +93,10 @@ func NewMetrics(src StatsSource, wal RetainedWAL, inFlightBytes func() int64) *M
 	return m
 }
 
-// Acknowledged implements cdc.Observer.
+// DeadLettered implements pump.Observer.
+func (m *Metrics) DeadLettered(topic string) { m.deadLettered.WithLabelValues(topic).Inc() }
+
+// Acknowledged implements pump.Observer.
 func (m *Metrics) Acknowledged(topic string, bytes int, produceLatency time.Duration, commitTime time.Time) {
 	m.records.WithLabelValues(topic).Inc()
 	m.bytes.WithLabelValues(topic).Add(float64(bytes))

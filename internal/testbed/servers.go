@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 )
 
@@ -57,6 +58,12 @@ type Postgres struct {
 // StartPostgres creates a directory the postgres OS user can reach (the
 // server runs as that user under root) and starts a cluster in it.
 func StartPostgres(ctx context.Context, script string) (*Postgres, error) {
+	return StartPostgresOnPort(ctx, script, 0)
+}
+
+// StartPostgresOnPort is StartPostgres on a given port (0: a free one), so
+// that a new cluster can take over an old one's address.
+func StartPostgresOnPort(ctx context.Context, script string, port int) (*Postgres, error) {
 	dir, err := os.MkdirTemp("", "outboxd-pg-")
 	if err != nil {
 		return nil, err
@@ -65,7 +72,11 @@ func StartPostgres(ctx context.Context, script string) (*Postgres, error) {
 		return nil, err
 	}
 	p := &Postgres{Script: script, Dir: dir}
-	if p.URL, err = run(ctx, script, "pg-start", dir); err != nil {
+	args := []string{"pg-start", dir}
+	if port > 0 {
+		args = append(args, strconv.Itoa(port))
+	}
+	if p.URL, err = run(ctx, script, args...); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}

@@ -48,7 +48,13 @@ func (k *Kafka) Start(t testing.TB) {
 // (wal_level=logical), removed at cleanup, and returns its superuser URL.
 func StartPostgres(t testing.TB) *testbed.Postgres {
 	t.Helper()
-	p, err := testbed.StartPostgres(context.Background(), require(t, envTestbed))
+	return StartPostgresOnPort(t, 0)
+}
+
+// StartPostgresOnPort is StartPostgres on a given port (0: a free one).
+func StartPostgresOnPort(t testing.TB, port int) *testbed.Postgres {
+	t.Helper()
+	p, err := testbed.StartPostgresOnPort(context.Background(), require(t, envTestbed), port)
 	if err != nil {
 		t.Fatal(err)
 	}

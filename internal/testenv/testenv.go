@@ -154,10 +154,17 @@ func Topic(t testing.TB, partitions int32) string {
 // CreateTopic creates the named topic on the given brokers and deletes it at cleanup.
 func CreateTopic(t testing.TB, brokers []string, name string, partitions int32) string {
 	t.Helper()
+	return CreateTopicWithConfig(t, brokers, name, partitions, nil)
+}
+
+// CreateTopicWithConfig is CreateTopic with topic configs (e.g.
+// max.message.bytes).
+func CreateTopicWithConfig(t testing.TB, brokers []string, name string, partitions int32, configs map[string]*string) string {
+	t.Helper()
 	adm := Admin(t, brokers)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, name)
+	resp, err := adm.CreateTopic(ctx, partitions, 1, configs, name)
 	if err == nil {
 		err = resp.Err
 	}

@@ -1,0 +1,278 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// Consumer takes the decoded stream, in order (package pump's Pump).
+type Consumer interface {
+	// Apply takes one message. While its in-flight window is full it waits;
+	// when ctx ends meanwhile it returns ctx's error having taken nothing.
+	// Any other error is permanent.
+	Apply(ctx context.Context, m decode.Message) error
+	// Reject takes, in its place, a row that cannot become a record.
+	// Errors as for Apply.
+	Reject(ctx context.Context, re *decode.RowError) error
+}
+
+// Watermark is the confirmable position (package pump's Pump, backed by a
+// checkpoint.Tracker).
+type Watermark interface {
+	Flushed() outbox.LSN
+	// Idle reports a keepalive's WAL end: confirmable while nothing is in
+	// flight and no transaction is open.
+	Idle(walEnd outbox.LSN)
+}
+
+// confirmInterval is how soon newly acknowledged transactions are
+// confirmed to PostgreSQL: it bounds what a crash re-sends beyond the
+// records in flight (at-least-once duplicates).
+const confirmInterval = 100 * time.Millisecond
+
+// reader is the one goroutine that owns a replication connection: it
+// receives messages with deadlines, decodes them, hands them to the
+// consumer, answers keepalives and sends the watermark as standby status,
+// also while the consumer waits for room.
+type reader struct {
+	conn           *pgconn.PgConn
+	dec            *decode.Decoder
+	out            Consumer
+	wm             Watermark
+	slot           string
+	statusInterval time.Duration
+	log            *slog.Logger
+	serverWALEnd   *atomic.Uint64 // for lag metrics
+	confirmedLSN   *atomic.Uint64
+
+	inTx       bool
+	nextStatus time.Time
+	lastStatus time.Time
+	confirmed  outbox.LSN // last flush position sent
+	wake       deadlineCtx
+}
+
+// run reads until ctx ends (an abort: it returns at once), stop is closed
+// and no transaction is open (a graceful stop, noticed within
+// confirmInterval), the consumer fails for good (a *PermanentError), or the
+// connection breaks.
+func (r *reader) run(ctx context.Context, stop <-chan struct{}) error {
+	defer r.wake.stop()
+	pacer := newReadPacer(r.conn.Conn())
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !r.inTx && isClosed(stop) {
+			return nil
+		}
+		if r.statusDue() {
+			if err := r.sendStatus(ctx); err != nil {
+				return err
+			}
+		}
+		wait := confirmInterval
+		if pacer.pacing() {
+			wait = pacerWait
+		}
+		if r.renewWake(ctx, wait) {
+			pacer.renewed()
+		}
+		msg, err := r.conn.ReceiveMessage(r.wake.ctx)
+		if err != nil {
+			if pgconn.Timeout(err) || ctx.Err() != nil {
+				pacer.timedOut()
+				continue
+			}
+			return fmt.Errorf("receiving from the replication connection: %w", err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			pacer.received(len(m.Data), time.Now())
+			if err := r.handle(ctx, m.Data); err != nil {
+				return err
+			}
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(m))
+		case *pgproto3.CopyDone:
+			return errors.New("the server ended the replication stream")
+		}
+	}
+}
+
+// renewWake keeps one deadline context for every read until it expires or
+// a status falls due before it: one per message cost a tenth of outboxd's
+// CPU during a backlog drain. It reports whether it renewed.
+func (r *reader) renewWake(ctx context.Context, wait time.Duration) bool {
+	now := time.Now()
+	if r.wake.ctx != nil && r.wake.ctx.Err() == nil && !r.nextStatus.Before(r.wake.at) && !r.wake.at.After(now.Add(wait)) {
+		return false
+	}
+	at := now.Add(wait)
+	if r.nextStatus.Before(at) {
+		at = r.nextStatus
+	}
+	r.wake.renew(ctx, at)
+	return true
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *reader) handle(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return errors.New("empty CopyData message on the replication connection")
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("parsing keepalive: %w", err)
+		}
+		r.wm.Idle(outbox.LSN(pkm.ServerWALEnd))
+		r.serverWALEnd.Store(uint64(pkm.ServerWALEnd))
+		if pkm.ReplyRequested {
+			r.nextStatus = time.Time{}
+		}
+		return nil
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("parsing XLogData: %w", err)
+		}
+		r.serverWALEnd.Store(uint64(xld.ServerWALEnd))
+		m, err := r.dec.Decode(xld.WALData)
+		var re *decode.RowError
+		switch {
+		case errors.As(err, &re):
+			return r.deliver(ctx, func(ctx context.Context) error { return r.out.Reject(ctx, re) })
+		case err != nil:
+			return permanent(fmt.Errorf("decoding WAL at %s on slot %s: %w", xld.WALStart, r.slot, err))
+		}
+		switch m.Kind {
+		case decode.KindBegin:
+			r.inTx = true
+		case decode.KindCommit:
+			r.inTx = false
+		case decode.KindIgnored:
+			return nil
+		}
+		return r.deliver(ctx, func(ctx context.Context) error { return r.out.Apply(ctx, m) })
+	default:
+		return nil
+	}
+}
+
+// deliver hands one message to the consumer. While the consumer waits for
+// room (Kafka slow or down) the standby status still goes out on schedule:
+// the wait ends with the read deadline, a due status is sent, and the same
+// message is offered again.
+func (r *reader) deliver(ctx context.Context, apply func(context.Context) error) error {
+	for {
+		err := apply(r.wake.ctx)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return nil // aborted
+		case r.wake.ctx.Err() == nil:
+			return permanent(err)
+		}
+		if r.statusDue() {
+			if err := r.sendStatus(ctx); err != nil {
+				return err
+			}
+		}
+		r.renewWake(ctx, confirmInterval)
+	}
+}
+
+// statusDue reports whether a standby status should go out now: on
+// schedule, when the server asked, or when the watermark moved and the
+// last status is confirmInterval old.
+func (r *reader) statusDue() bool {
+	now := time.Now()
+	if !now.Before(r.nextStatus) {
+		return true
+	}
+	return now.Sub(r.lastStatus) >= confirmInterval && r.wm.Flushed() != r.confirmed
+}
+
+// sendStatus reports the watermark as write, flush and apply position (all
+// three explicitly: pglogrepl would copy a non-zero write position into a
+// zero flush position).
+func (r *reader) sendStatus(ctx context.Context) error {
+	pos := r.wm.Flushed()
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, r.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pglogrepl.LSN(pos),
+		WALFlushPosition: pglogrepl.LSN(pos),
+		WALApplyPosition: pglogrepl.LSN(pos),
+		ClientTime:       time.Now(),
+	})
+	r.lastStatus = time.Now()
+	r.nextStatus = r.lastStatus.Add(r.statusInterval)
+	if err != nil {
+		return fmt.Errorf("sending standby status on slot %s: %w", r.slot, err)
+	}
+	if pos != r.confirmed {
+		r.log.Debug("confirmed", "slot", r.slot, "lsn", pos)
+		r.confirmed = pos
+		r.confirmedLSN.Store(uint64(pos))
+	}
+	return nil
+}
+
+// finish sends the final status and ends the stream cleanly: CopyDone, so
+// that the server reads the status before the connection closes. Closing
+// the socket right after the final status is not enough: with replication
+// data still unread on our side, the kernel resets the connection and the
+// server may drop the status it has not yet read, so the next start
+// re-sends what this one confirmed.
+func (r *reader) finish(ctx context.Context) error {
+	if err := r.sendStatus(ctx); err != nil {
+		return err
+	}
+	nc := r.conn.Conn()
+	if err := nc.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		return err
+	}
+	defer nc.SetDeadline(time.Time{}) //nolint:errcheck // the connection is closed next
+	_, err := pglogrepl.SendStandbyCopyDone(context.WithoutCancel(ctx), r.conn)
+	return err
+}
+
+// deadlineCtx is a context with a deadline that is renewed when it ends.
+type deadlineCtx struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	at     time.Time
+}
+
+func (d *deadlineCtx) renew(parent context.Context, at time.Time) {
+	d.stop()
+	d.ctx, d.cancel = context.WithDeadline(parent, at)
+	d.at = at
+}
+
+func (d *deadlineCtx) stop() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+}

@@ -1,0 +1,293 @@
+package config
+
+import (
+	"flag"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxd/outboxd/internal/sqlquote"
+)
+
+// flagSpec is one flag: its name, group, help, binding to a field, check,
+// and how the startup dump shows it. Each flag is named here only.
+type flagSpec struct {
+	name, usage string
+	group       Group
+	bind        func(fs *flag.FlagSet, c *Config, name, usage string)
+	check       func(c *Config) string // "" when fine
+	show        func(v string) string  // the startup dump's rendering; nil: as is
+}
+
+// flags is the table of every flag.
+func flags() []flagSpec {
+	return []flagSpec{
+		{name: "database-url", group: GroupDatabase,
+			usage: "PostgreSQL URL or keyword/value string, e.g. postgres://user:pass@host:5432/app (required); the replication connection adds replication=database",
+			bind:  str(func(c *Config) *string { return &c.Stream.DatabaseURL }),
+			check: func(c *Config) string {
+				// Parsed by what connects, so what is checked is what is used.
+				if c.Stream.DatabaseURL == "" {
+					return "required"
+				}
+				if _, err := pgconn.ParseConfig(c.Stream.DatabaseURL); err != nil {
+					return errDatabaseURLSyntax
+				}
+				return ""
+			},
+			show: DescribeDatabase},
+		{name: "table", group: GroupTable,
+			usage: `outbox table in SQL syntax, optionally schema-qualified: app.outbox, or "App"."Outbox" for capitals or other characters`,
+			bind:  str(func(c *Config) *string { return &c.Table }),
+			check: func(c *Config) string {
+				if _, err := sqlquote.ParseQualified(c.Table); err != nil {
+					return err.Error()
+				}
+				return ""
+			}},
+		{name: "publication", group: GroupPublication, usage: "publication over the outbox table",
+			bind:  str(func(c *Config) *string { return &c.Stream.Publication }),
+			check: func(c *Config) string { return nonEmpty(c.Stream.Publication) }},
+		{name: "slot", group: GroupSlot, usage: "logical replication slot (pgoutput); an unused slot retains WAL until outboxd confirms it",
+			bind: str(func(c *Config) *string { return &c.Stream.Slot }),
+			check: func(c *Config) string {
+				if c.Stream.Slot == "" {
+					return "must not be empty"
+				}
+				for _, r := range c.Stream.Slot {
+					if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+						return "\"" + c.Stream.Slot + "\": slot names use lower-case letters, digits and underscores only"
+					}
+				}
+				return ""
+			}},
+		{name: "create-slot", group: GroupCreateSlot, usage: "create the slot when missing (rows committed before it existed are not published)",
+			bind: boolean(func(c *Config) *bool { return &c.Stream.CreateSlot })},
+
+		{name: "status-interval", group: GroupStream, usage: "longest time between standby status updates; keep well below the server's wal_sender_timeout",
+			bind: duration(func(c *Config) *time.Duration { return &c.Stream.StatusInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.StatusInterval })},
+		{name: "shutdown-timeout", group: GroupStream, usage: "on SIGTERM/SIGINT, how long to finish the open transaction, wait for Kafka and confirm",
+			bind: duration(func(c *Config) *time.Duration { return &c.Stream.ShutdownTimeout }), check: positive(func(c *Config) time.Duration { return c.Stream.ShutdownTimeout })},
+		{name: "slot-retry-interval", group: GroupStream, usage: "how often a standby retries a slot another process is using",
+			bind: duration(func(c *Config) *time.Duration { return &c.Stream.SlotRetryInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.SlotRetryInterval })},
+		{name: "reconnect-max-interval", group: GroupStream, usage: "longest wait between reconnects after a lost connection (exponential backoff)",
+			bind: duration(func(c *Config) *time.Duration { return &c.Stream.ReconnectMaxInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.ReconnectMaxInterval })},
+
+		{name: "max-in-flight-records", group: GroupPump, usage: "records sent to Kafka and not yet acknowledged, at most; bounds memory and the duplicates after a crash",
+			bind: integer(func(c *Config) *int { return &c.Pump.MaxInFlightRecords }), check: positiveInt(func(c *Config) int { return c.Pump.MaxInFlightRecords })},
+		{name: "max-in-flight-bytes", group: GroupPump, usage: "key, value and header bytes of those records, at most: with large payloads this bounds memory (a single larger record is still sent, alone)",
+			bind: integer(func(c *Config) *int { return &c.Pump.MaxInFlightBytes }), check: positiveInt(func(c *Config) int { return c.Pump.MaxInFlightBytes })},
+		{name: "dead-letter-topic", group: GroupPump,
+			usage: "send a record Kafka refuses for good (too large, invalid or deleted topic, denied) or a row that cannot become a record to this existing topic, with headers saying why, and move on (empty: stop at it, the default: nothing is ever skipped)",
+			bind:  str(func(c *Config) *string { return &c.Pump.DeadLetterTopic })},
+
+		{name: "brokers", group: GroupKafka, usage: "Kafka bootstrap brokers, HOST:PORT[,HOST:PORT...] (required)",
+			bind: func(fs *flag.FlagSet, c *Config, name, usage string) {
+				fs.Var((*stringList)(&c.Kafka.Brokers), name, usage)
+			},
+			check: func(c *Config) string {
+				if len(c.Kafka.Brokers) == 0 {
+					return "required"
+				}
+				for _, b := range c.Kafka.Brokers {
+					if i := strings.LastIndex(b, ":"); i <= 0 || i == len(b)-1 {
+						return "\"" + b + "\" is not HOST:PORT"
+					}
+				}
+				return ""
+			}},
+		{name: "max-record-bytes", group: GroupKafka,
+			usage: "largest record batch sent, framing included (Kafka's max.message.bytes); a record too large for it alone is refused before sending; raise it only as far as every topic allows, since batches of small records grow up to it",
+			bind:  integer(func(c *Config) *int { return &c.Kafka.MaxRecordBytes }),
+			check: func(c *Config) string {
+				if c.Kafka.MaxRecordBytes < 1024 || c.Kafka.MaxRecordBytes > 1<<30 {
+					return "must be between 1024 and 1073741824"
+				}
+				return ""
+			}},
+		{name: "linger", group: GroupKafka, usage: "how long a Kafka batch waits for more records (0: send at once; raise for throughput at the cost of latency)",
+			bind: duration(func(c *Config) *time.Duration { return &c.Kafka.Linger }),
+			check: func(c *Config) string {
+				if c.Kafka.Linger < 0 {
+					return "must not be negative"
+				}
+				return ""
+			}},
+		{name: "allow-auto-topic-creation", group: GroupKafka, usage: "let the broker create unknown topics (needs auto.create.topics.enable); otherwise a record for an unknown topic stops the run",
+			bind: boolean(func(c *Config) *bool { return &c.Kafka.AllowAutoTopicCreation })},
+		{name: "kafka-tls", group: GroupKafka, usage: "connect to Kafka with TLS (system CAs unless --kafka-tls-ca-file)",
+			bind: boolean(func(c *Config) *bool { return &c.KafkaTLS })},
+		{name: "kafka-tls-ca-file", group: GroupKafka, usage: "PEM file of the CA(s) that signed the brokers' certificates (implies --kafka-tls)",
+			bind: str(func(c *Config) *string { return &c.KafkaTLSCAFile }), check: readable(func(c *Config) string { return c.KafkaTLSCAFile })},
+		{name: "kafka-tls-cert-file", group: GroupKafka, usage: "PEM client certificate for mutual TLS (with --kafka-tls-key-file)",
+			bind: str(func(c *Config) *string { return &c.KafkaTLSCertFile }),
+			check: func(c *Config) string {
+				var msgs []string
+				if msg := readable(func(c *Config) string { return c.KafkaTLSCertFile })(c); msg != "" {
+					msgs = append(msgs, msg)
+				}
+				if (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
+					msgs = append(msgs, "a client certificate needs --kafka-tls-key-file and a key needs --kafka-tls-cert-file")
+				}
+				return strings.Join(msgs, "; ")
+			}},
+		{name: "kafka-tls-key-file", group: GroupKafka, usage: "PEM client key for mutual TLS",
+			bind: str(func(c *Config) *string { return &c.KafkaTLSKeyFile }), check: readable(func(c *Config) string { return c.KafkaTLSKeyFile })},
+		{name: "kafka-tls-insecure-skip-verify", group: GroupKafka, usage: "do not verify the brokers' certificates (testing only)",
+			bind: boolean(func(c *Config) *bool { return &c.KafkaTLSInsecureSkipVerify })},
+		{name: "kafka-sasl-mechanism", group: GroupKafka, usage: "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: none); use with TLS, PLAIN sends the password as is",
+			bind: str(func(c *Config) *string { return &c.KafkaSASLMechanism }),
+			check: func(c *Config) string {
+				switch strings.ToUpper(c.KafkaSASLMechanism) {
+				case "":
+				case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+					if c.KafkaSASLUsername == "" || c.KafkaSASLPassword == "" {
+						return "needs --kafka-sasl-username and --kafka-sasl-password"
+					}
+				default:
+					return "\"" + c.KafkaSASLMechanism + "\" is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+				}
+				return ""
+			}},
+		{name: "kafka-sasl-username", group: GroupKafka, usage: "SASL user name",
+			bind: str(func(c *Config) *string { return &c.KafkaSASLUsername })},
+		{name: "kafka-sasl-password", group: GroupKafka, usage: "SASL password (prefer the environment variable: flags show in ps)",
+			bind: str(func(c *Config) *string { return &c.KafkaSASLPassword }), show: secret},
+
+		{name: "metrics-addr", group: GroupOps, usage: "serve Prometheus /metrics, /healthz and /readyz on this address, e.g. :9187 (empty: off)",
+			bind: str(func(c *Config) *string { return &c.MetricsAddr }),
+			check: func(c *Config) string {
+				if c.MetricsAddr == "" {
+					return ""
+				}
+				if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+					return "\"" + c.MetricsAddr + "\" is not HOST:PORT or :PORT"
+				}
+				return ""
+			}},
+		{name: "pprof", group: GroupOps, usage: "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for diagnosing; keep the address private)",
+			bind: boolean(func(c *Config) *bool { return &c.Pprof })},
+		{name: "wal-check-interval", group: GroupOps, usage: "how often to check the WAL the slot retains (and whether PostgreSQL invalidated it)",
+			bind: duration(func(c *Config) *time.Duration { return &c.Monitor.Interval }), check: positive(func(c *Config) time.Duration { return c.Monitor.Interval })},
+		{name: "wal-retained-warn-bytes", group: GroupOps, usage: "log a warning when the slot retains more WAL than this many bytes",
+			bind: func(fs *flag.FlagSet, c *Config, name, usage string) {
+				fs.Int64Var(&c.Monitor.WarnBytes, name, c.Monitor.WarnBytes, usage)
+			},
+			check: func(c *Config) string {
+				if c.Monitor.WarnBytes <= 0 {
+					return "must be positive"
+				}
+				return ""
+			}},
+		{name: "heartbeat-interval", group: GroupOps, usage: "write a pg_logical_emit_message heartbeat this often (0: off; only needed where keepalives do not advance an idle slot)",
+			bind: duration(func(c *Config) *time.Duration { return &c.Heartbeat }),
+			check: func(c *Config) string {
+				if c.Heartbeat < 0 {
+					return "must not be negative"
+				}
+				return ""
+			}},
+
+		{name: "log-level", group: GroupLog, usage: "log level: debug, info, warn, error",
+			bind: str(func(c *Config) *string { return &c.LogLevel }),
+			check: func(c *Config) string {
+				var l slog.Level
+				if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
+					return "\"" + c.LogLevel + "\" is not debug, info, warn or error"
+				}
+				return ""
+			}},
+		{name: "log-format", group: GroupLog, usage: "log format: text or json",
+			bind: str(func(c *Config) *string { return &c.LogFormat }),
+			check: func(c *Config) string {
+				if c.LogFormat != "text" && c.LogFormat != "json" {
+					return "\"" + c.LogFormat + "\" is not text or json"
+				}
+				return ""
+			}},
+	}
+}
+
+// Binding helpers: each takes the field's address from a Config.
+
+func str(field func(*Config) *string) func(*flag.FlagSet, *Config, string, string) {
+	return func(fs *flag.FlagSet, c *Config, name, usage string) { fs.StringVar(field(c), name, *field(c), usage) }
+}
+
+func boolean(field func(*Config) *bool) func(*flag.FlagSet, *Config, string, string) {
+	return func(fs *flag.FlagSet, c *Config, name, usage string) { fs.BoolVar(field(c), name, *field(c), usage) }
+}
+
+func integer(field func(*Config) *int) func(*flag.FlagSet, *Config, string, string) {
+	return func(fs *flag.FlagSet, c *Config, name, usage string) { fs.IntVar(field(c), name, *field(c), usage) }
+}
+
+func duration(field func(*Config) *time.Duration) func(*flag.FlagSet, *Config, string, string) {
+	return func(fs *flag.FlagSet, c *Config, name, usage string) {
+		fs.DurationVar(field(c), name, *field(c), usage)
+	}
+}
+
+// Checks.
+
+func positive(v func(*Config) time.Duration) func(*Config) string {
+	return func(c *Config) string {
+		if v(c) <= 0 {
+			return "must be positive"
+		}
+		return ""
+	}
+}
+
+func positiveInt(v func(*Config) int) func(*Config) string {
+	return func(c *Config) string {
+		if v(c) <= 0 {
+			return "must be positive"
+		}
+		return ""
+	}
+}
+
+func nonEmpty(s string) string {
+	if s == "" {
+		return "must not be empty"
+	}
+	return ""
+}
+
+func readable(path func(*Config) string) func(*Config) string {
+	return func(c *Config) string {
+		if p := path(c); p != "" {
+			if _, err := os.Stat(p); err != nil {
+				return err.Error()
+			}
+		}
+		return ""
+	}
+}
+
+func secret(v string) string {
+	if v == "" {
+		return ""
+	}
+	return redacted
+}
+
+// stringList is a comma-separated flag value.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(s string) error {
+	*l = nil
+	for _, b := range strings.Split(s, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			*l = append(*l, b)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,59 @@
+package outbox
+
+import (
+	"errors"
+	"time"
+)
+
+// Event is one outbox row, ready to become a Kafka record (see the record
+// contract in docs/design.md). Its byte slices are its own: they alias
+// nothing the producer of the Event keeps using.
+type Event struct {
+	Table string // schema-qualified source table, e.g. "public.outbox"
+	ID    int64  // the outbox id: the idempotency key
+	Topic string // the Kafka topic
+	Key   []byte // aggregate id in text form; nil when NULL
+	Value []byte // payload as stored; nil when NULL (a tombstone)
+	// Headers[0] is {"id", decimal ID}; then one header per member of the
+	// row's headers object, in the order of its text.
+	Headers    []Header
+	CommitTime time.Time // the transaction's commit time: the record timestamp
+	CommitLSN  LSN       // the LSN of the transaction's commit record
+	Index      int       // 0-based position among the events of the transaction
+}
+
+// Size is what the event weighs in Kafka's terms: key, value, and every
+// header's key and value, in bytes. The in-flight byte cap counts it.
+func (e *Event) Size() int {
+	n := len(e.Key) + len(e.Value)
+	for _, h := range e.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// Header is one Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Begin starts a transaction in the stream.
+type Begin struct {
+	Xid        uint32
+	CommitLSN  LSN // the LSN its commit record will have
+	CommitTime time.Time
+}
+
+// Commit ends a transaction. Once every event of this transaction and of
+// every earlier one is durable in Kafka, EndLSN may be confirmed.
+type Commit struct {
+	CommitLSN  LSN
+	EndLSN     LSN // the end of the commit record: the confirmable position
+	CommitTime time.Time
+}
+
+// ErrRecordTooLarge is matched (errors.Is) by every error that says a
+// record is larger than a limit on its way to Kafka, whichever side (client
+// or broker) enforced it.
+var ErrRecordTooLarge = errors.New("record too large")

@@ -1,0 +1,44 @@
+package pump
+
+import "errors"
+
+// Config configures a Pump. Zero fields take the defaults below.
+type Config struct {
+	// MaxInFlightRecords caps the records handed to the sink and not yet
+	// done. Default DefaultMaxInFlightRecords. Higher keeps throughput up
+	// against a slow broker; lower bounds memory and what a crash re-sends
+	// (at-least-once duplicates).
+	MaxInFlightRecords int
+	// MaxInFlightBytes caps the bytes (key, value and headers) of those
+	// records: with large payloads it, not the record count, bounds memory.
+	// Default DefaultMaxInFlightBytes. A single record larger than it is
+	// still admitted, alone.
+	MaxInFlightBytes int
+	// DeadLetterTopic, when set, receives every record the sink fails for
+	// good and every row that cannot become a record, unchanged (a row: its
+	// key and payload) plus headers naming the original topic, outbox id,
+	// commit LSN and the error; then the stream moves on. Default "": the
+	// first such record stops the pipeline and nothing after it is
+	// confirmed. The topic must exist.
+	DeadLetterTopic string
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxInFlightRecords = 10000
+	DefaultMaxInFlightBytes   = 16 << 20
+)
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.MaxInFlightRecords <= 0 {
+		c.MaxInFlightRecords = DefaultMaxInFlightRecords
+	}
+	if c.MaxInFlightBytes <= 0 {
+		c.MaxInFlightBytes = DefaultMaxInFlightBytes
+	}
+	return c
+}
+
+// errNoSink is New's answer without a sink.
+var errNoSink = errors.New("pump: no sink")

@@ -1,0 +1,84 @@
+package pump
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// Headers a dead-letter record carries besides the original's.
+const (
+	hdrTopic     = "outboxd.dlq.topic"       // the topic it was meant for ("" for a row whose topic could not be read)
+	hdrOutboxID  = "outboxd.dlq.outbox_id"   // the outbox id ("" when it could not be read)
+	hdrCommitLSN = "outboxd.dlq.commit_lsn"  // its transaction's commit LSN
+	hdrTable     = "outboxd.dlq.table"       // the outbox table
+	hdrError     = "outboxd.dlq.error"       // why it could not be published
+	hdrSize      = "outboxd.dlq.value_bytes" // a reference only: the size of the value left out
+)
+
+// deadLetterRecord is a refused record, unchanged (key, value, headers), on
+// its way to the dead-letter topic, plus headers saying what happened.
+func deadLetterRecord(orig *outbox.Event, topic string, cause error) outbox.Event {
+	ev := *orig
+	ev.Topic = topic
+	ev.Headers = append(slices.Clip(orig.Headers), dlHeaders(orig.Topic, strconv.FormatInt(orig.ID, 10), orig, cause)...)
+	return ev
+}
+
+// rejectedRecord is a row that could not become a record: its key and
+// payload as far as they could be read, the id header when the id could be
+// read, and the dead-letter headers.
+func rejectedRecord(re *decode.RowError, topic string) outbox.Event {
+	ev := outbox.Event{Table: re.Table, ID: re.ID, Topic: topic, Key: re.Key, Value: re.Value,
+		CommitTime: re.CommitTime, CommitLSN: re.CommitLSN, Index: re.Index}
+	id := ""
+	if re.HasID {
+		id = strconv.FormatInt(re.ID, 10)
+		ev.Headers = append(ev.Headers, outbox.Header{Key: "id", Value: []byte(id)})
+	}
+	ev.Headers = append(ev.Headers, dlHeaders(re.Topic, id, &ev, re)...)
+	return ev
+}
+
+// deadLetterReference replaces a dead-letter record too large for the
+// dead-letter topic: the same key, the id and dead-letter headers, the
+// size of the value, and no value or other headers.
+func deadLetterReference(dl *outbox.Event, cause error) outbox.Event {
+	ev := *dl
+	ev.Value = nil
+	ev.Headers = nil
+	for _, h := range dl.Headers {
+		if h.Key == "id" || len(h.Key) > len("outboxd.dlq.") && h.Key[:len("outboxd.dlq.")] == "outboxd.dlq." {
+			ev.Headers = append(ev.Headers, h)
+		}
+	}
+	ev.Headers = append(ev.Headers, outbox.Header{Key: hdrSize, Value: []byte(strconv.Itoa(len(dl.Value)))})
+	for i := range ev.Headers {
+		if ev.Headers[i].Key == hdrError {
+			ev.Headers[i].Value = []byte(string(ev.Headers[i].Value) + "; too large for the dead-letter topic too: " + cause.Error())
+		}
+	}
+	return ev
+}
+
+func dlHeaders(origTopic, id string, ev *outbox.Event, cause error) []outbox.Header {
+	return []outbox.Header{
+		{Key: hdrTopic, Value: []byte(origTopic)},
+		{Key: hdrOutboxID, Value: []byte(id)},
+		{Key: hdrCommitLSN, Value: []byte(ev.CommitLSN.String())},
+		{Key: hdrTable, Value: []byte(ev.Table)},
+		{Key: hdrError, Value: []byte(cause.Error())},
+	}
+}
+
+// header returns the value of the last header named key ("" if none).
+func header(ev *outbox.Event, key string) string {
+	for i := len(ev.Headers) - 1; i >= 0; i-- {
+		if ev.Headers[i].Key == key {
+			return string(ev.Headers[i].Value)
+		}
+	}
+	return ""
+}

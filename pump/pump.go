@@ -1,0 +1,319 @@
+package pump
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outboxd/outboxd/checkpoint"
+	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// Sink is where the pump hands records: package publish's producer, or an
+// exactly-once producer that groups PostgreSQL transactions into Kafka
+// transactions.
+type Sink interface {
+	// Publish hands over one record of the open transaction and returns
+	// without waiting for it. done is called exactly once, from any
+	// goroutine (possibly before Publish returns), with nil once the record
+	// is durable (acknowledged; for a transactional sink, part of a
+	// committed Kafka transaction) or with the error that failed it for
+	// good.
+	Publish(ev *outbox.Event, done func(error))
+	// EndTxn marks the end of a PostgreSQL transaction: every record
+	// published since the previous EndTxn belongs to it. A transactional
+	// sink may commit here; every sink reports every record done in the
+	// end, whether or not another EndTxn follows.
+	EndTxn(ctx context.Context, c outbox.Commit) error
+	// Abort fails every record not yet sent (done gets an error) and
+	// returns once nothing is in flight, or when ctx ends.
+	Abort(ctx context.Context) error
+}
+
+// Observer learns about acknowledged and dead-lettered records (metrics).
+// It is called on the sink's callback goroutines and must be quick.
+type Observer interface {
+	Acknowledged(topic string, bytes int, produceLatency time.Duration, commitTime time.Time)
+	DeadLettered(topic string)
+}
+
+// Pump is one stream's way from decoded messages to the sink. Apply, Reject,
+// Start and Drain are called by one goroutine (the reader); Run runs on its
+// own for the Pump's life; the rest is safe from any goroutine.
+type Pump struct {
+	cfg  Config
+	sink Sink
+	log  *slog.Logger
+	obs  Observer
+
+	tr  atomic.Pointer[checkpoint.Tracker]
+	win *window
+
+	txn checkpoint.Txn // the reader's open transaction: only the reader goroutine touches it
+
+	failMu  sync.Mutex
+	failErr error
+	failed  chan struct{} // closed when failErr is set
+
+	dlMu   sync.Mutex
+	dlJobs []*record
+	dlWake chan struct{}
+
+	acked, ackedBytes, deadLettered, txns atomic.Uint64
+	newestCommit                          atomic.Int64 // unix nanoseconds of the newest acknowledged commit
+}
+
+// New returns a Pump publishing to sink. Call Start before the first Apply
+// and run Run alongside.
+func New(cfg Config, sink Sink, log *slog.Logger) (*Pump, error) {
+	if sink == nil {
+		return nil, errNoSink
+	}
+	cfg = cfg.WithDefaults()
+	p := &Pump{cfg: cfg, sink: sink, log: log, win: newWindow(cfg.MaxInFlightRecords, cfg.MaxInFlightBytes),
+		failed: make(chan struct{}), dlWake: make(chan struct{}, 1)}
+	p.tr.Store(checkpoint.New(0))
+	return p, nil
+}
+
+// Observe sets the observer of acknowledged records. Call before Start.
+func (p *Pump) Observe(o Observer) { p.obs = o }
+
+// Start begins a stream (a replication session) whose watermark starts at
+// start. Nothing may be in flight (Drain returned) and no transaction open.
+func (p *Pump) Start(start outbox.LSN) {
+	p.tr.Store(checkpoint.New(start))
+	p.txn = 0
+}
+
+// Apply takes one decoded message, in stream order. For an event it waits
+// while the window is full; when ctx ends meanwhile it returns ctx's error
+// having taken nothing, so the same message can be applied again. Any
+// other error is permanent: the latched failure of an earlier record, or a
+// broken transaction frame.
+func (p *Pump) Apply(ctx context.Context, m decode.Message) error {
+	tr := p.tr.Load()
+	switch m.Kind {
+	case decode.KindBegin:
+		p.txn = tr.Begin()
+	case decode.KindEvent:
+		r := &record{p: p, txn: p.txn, ev: m.Event}
+		return p.publish(ctx, tr, r)
+	case decode.KindCommit:
+		if err := tr.Commit(p.txn, m.EndLSN); err != nil {
+			return err
+		}
+		p.txns.Add(1)
+		return p.sink.EndTxn(ctx, m.Commit())
+	}
+	return nil
+}
+
+// Reject takes a row that cannot become a record, in its place in the
+// stream. With a dead-letter topic it is published there; otherwise Reject
+// returns it as the permanent error it is. Like Apply, it returns ctx's
+// error having taken nothing when ctx ends while the window is full.
+func (p *Pump) Reject(ctx context.Context, re *decode.RowError) error {
+	if p.cfg.DeadLetterTopic == "" {
+		return fmt.Errorf("%w (commit LSN %s)", re, re.CommitLSN)
+	}
+	r := &record{p: p, txn: p.txn, ev: rejectedRecord(re, p.cfg.DeadLetterTopic), deadLetter: true}
+	return p.publish(ctx, p.tr.Load(), r)
+}
+
+func (p *Pump) publish(ctx context.Context, tr *checkpoint.Tracker, r *record) error {
+	if err := p.Err(); err != nil {
+		return err
+	}
+	r.size = r.ev.Size()
+	if err := p.win.acquire(ctx, r.size); err != nil {
+		return err
+	}
+	if err := tr.Add(r.txn); err != nil {
+		p.win.release(r.size)
+		return err
+	}
+	r.tr, r.sent = tr, time.Now()
+	p.sink.Publish(&r.ev, r.done)
+	return nil
+}
+
+// Flushed returns the position that may be confirmed to PostgreSQL.
+func (p *Pump) Flushed() outbox.LSN { return p.tr.Load().Flushed() }
+
+// Idle moves the watermark to the server's WAL end when nothing is in
+// flight and no transaction is open (see checkpoint.Tracker.Idle).
+func (p *Pump) Idle(walEnd outbox.LSN) { p.tr.Load().Idle(walEnd) }
+
+// Drain waits until every record handed to the sink is done (or failed),
+// or ctx ends.
+func (p *Pump) Drain(ctx context.Context) error { return p.win.drain(ctx) }
+
+// Err returns the latched permanent failure, if any.
+func (p *Pump) Err() error {
+	p.failMu.Lock()
+	defer p.failMu.Unlock()
+	return p.failErr
+}
+
+// Run handles failures until ctx ends (nil) or a record failed for good
+// without a dead-letter topic: then it tells the sink to abort what it
+// still buffers, so that nothing after the failed record is written (only
+// what was already in flight can be), and returns the failure.
+func (p *Pump) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.failed:
+			if err := p.sink.Abort(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("aborting the records buffered after a failure", "err", err)
+			}
+			return p.Err()
+		case <-p.dlWake:
+			for _, r := range p.takeDeadLetterJobs() {
+				p.deadLetter(r)
+			}
+		}
+	}
+}
+
+// fail latches the first permanent failure.
+func (p *Pump) fail(err error) {
+	p.failMu.Lock()
+	defer p.failMu.Unlock()
+	if p.failErr == nil {
+		p.failErr = err
+		close(p.failed)
+	}
+}
+
+// Stats is a snapshot of the pump's counters.
+type Stats struct {
+	RecordsAcked      uint64 // records the sink reported durable
+	BytesAcked        uint64 // their key, value and header bytes
+	DeadLettered      uint64 // records and rows sent to the dead-letter topic instead
+	Transactions      uint64 // transactions ended (committed ones: pgoutput sends no others)
+	InFlightRecords   int    // records handed to the sink and not yet done
+	InFlightBytes     int
+	NewestAckedCommit time.Time // commit time of the newest acknowledged record
+}
+
+// Stats returns a snapshot; safe from any goroutine.
+func (p *Pump) Stats() Stats {
+	s := Stats{RecordsAcked: p.acked.Load(), BytesAcked: p.ackedBytes.Load(), DeadLettered: p.deadLettered.Load(), Transactions: p.txns.Load()}
+	s.InFlightRecords, s.InFlightBytes = p.win.inFlight()
+	if ns := p.newestCommit.Load(); ns != 0 {
+		s.NewestAckedCommit = time.Unix(0, ns)
+	}
+	return s
+}
+
+// record is one record on its way through the sink.
+type record struct {
+	p          *Pump
+	tr         *checkpoint.Tracker // of the stream it belongs to
+	txn        checkpoint.Txn
+	ev         outbox.Event
+	size       int // counted in the window
+	sent       time.Time
+	deadLetter bool // ev is the dead-letter record (of a refused record or a rejected row)
+	reference  bool // ev is a reference to a record too large for the dead-letter topic
+}
+
+// done is the sink's callback.
+func (r *record) done(err error) {
+	p := r.p
+	if err == nil {
+		p.ack(r)
+		return
+	}
+	if p.cfg.DeadLetterTopic != "" && !r.deadLetter && p.Err() == nil {
+		p.queueDeadLetter(r, err)
+		return
+	}
+	// The record stays unacknowledged: the watermark never passes it.
+	p.fail(fmt.Errorf("%w (commit LSN %s)", err, r.ev.CommitLSN))
+	p.win.release(r.size)
+}
+
+func (p *Pump) ack(r *record) {
+	if err := r.tr.Ack(r.txn); err != nil {
+		p.fail(fmt.Errorf("acknowledging outbox id %d: %w", r.ev.ID, err))
+	}
+	p.win.release(r.size)
+	if r.deadLetter {
+		p.deadLettered.Add(1)
+		if p.obs != nil {
+			p.obs.DeadLettered(header(&r.ev, hdrTopic))
+		}
+		return
+	}
+	size := r.ev.Size()
+	p.acked.Add(1)
+	p.ackedBytes.Add(uint64(size))
+	ns := r.ev.CommitTime.UnixNano()
+	for {
+		cur := p.newestCommit.Load()
+		if ns <= cur || p.newestCommit.CompareAndSwap(cur, ns) {
+			break
+		}
+	}
+	if p.obs != nil {
+		p.obs.Acknowledged(r.ev.Topic, size, time.Since(r.sent), r.ev.CommitTime)
+	}
+}
+
+// queueDeadLetter hands a refused record to Run, which publishes its
+// dead-letter record: the sink's callback must not publish itself.
+func (p *Pump) queueDeadLetter(r *record, cause error) {
+	r.ev = deadLetterRecord(&r.ev, p.cfg.DeadLetterTopic, cause)
+	r.deadLetter = true
+	p.queue(r)
+}
+
+func (p *Pump) queue(r *record) {
+	p.dlMu.Lock()
+	p.dlJobs = append(p.dlJobs, r)
+	p.dlMu.Unlock()
+	select {
+	case p.dlWake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Pump) takeDeadLetterJobs() []*record {
+	p.dlMu.Lock()
+	defer p.dlMu.Unlock()
+	jobs := p.dlJobs
+	p.dlJobs = nil
+	return jobs
+}
+
+// deadLetter publishes a dead-letter record in the place of the refused
+// one, whose room in the window it keeps.
+func (p *Pump) deadLetter(r *record) {
+	p.log.Error("record refused for good; sending it to the dead-letter topic",
+		"outbox_id", r.ev.ID, "topic", header(&r.ev, hdrTopic), "dead_letter_topic", r.ev.Topic, "err", header(&r.ev, hdrError))
+	r.sent = time.Now()
+	p.sink.Publish(&r.ev, func(err error) {
+		if err == nil {
+			p.ack(r)
+			return
+		}
+		if errors.Is(err, outbox.ErrRecordTooLarge) && !r.reference {
+			r.ev = deadLetterReference(&r.ev, err)
+			r.reference = true
+			p.log.Error("dead-letter record too large; sending a reference without the value", "outbox_id", r.ev.ID, "dead_letter_topic", r.ev.Topic)
+			p.queue(r)
+			return
+		}
+		p.fail(fmt.Errorf("publishing to the dead-letter topic %s: %w (the record it stood for: %s)", r.ev.Topic, err, header(&r.ev, hdrError)))
+		p.win.release(r.size)
+	})
+}

@@ -1,0 +1,423 @@
+package pump
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// fakeSink records what the pump hands it; the test completes records.
+type fakeSink struct {
+	mu        sync.Mutex
+	pending   []*sent
+	published []outbox.Event
+	ends      []outbox.Commit
+	endErr    error
+	aborts    int
+	sync      func(ev *outbox.Event) error // when set, Publish calls done at once with its result
+}
+
+type sent struct {
+	ev   outbox.Event
+	done func(error)
+}
+
+func (s *fakeSink) Publish(ev *outbox.Event, done func(error)) {
+	s.mu.Lock()
+	s.published = append(s.published, *ev)
+	f := s.sync
+	if f == nil {
+		s.pending = append(s.pending, &sent{ev: *ev, done: done})
+	}
+	s.mu.Unlock()
+	if f != nil {
+		done(f(ev))
+	}
+}
+
+func (s *fakeSink) EndTxn(_ context.Context, c outbox.Commit) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ends = append(s.ends, c)
+	return s.endErr
+}
+
+func (s *fakeSink) Abort(context.Context) error {
+	s.mu.Lock()
+	pending := s.pending
+	s.pending = nil
+	s.aborts++
+	s.mu.Unlock()
+	for _, p := range pending {
+		p.done(errors.New("aborted"))
+	}
+	return nil
+}
+
+// complete finishes the pending record with outbox id id.
+func (s *fakeSink) complete(t *testing.T, id int64, err error) {
+	t.Helper()
+	s.mu.Lock()
+	for i, p := range s.pending {
+		if p.ev.ID == id {
+			s.pending = append(s.pending[:i], s.pending[i+1:]...)
+			s.mu.Unlock()
+			p.done(err)
+			return
+		}
+	}
+	s.mu.Unlock()
+	t.Fatalf("no pending record with outbox id %d", id)
+}
+
+func (s *fakeSink) publishedIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, e := range s.published {
+		out = append(out, fmt.Sprintf("%s:%d", e.Topic, e.ID))
+	}
+	return out
+}
+
+func begin(lsn outbox.LSN) decode.Message {
+	return decode.Message{Kind: decode.KindBegin, FinalLSN: lsn}
+}
+
+func event(id int64, payload string) decode.Message {
+	return decode.Message{Kind: decode.KindEvent, Event: outbox.Event{ID: id, Topic: "t", Key: []byte("k"), Value: []byte(payload),
+		Headers: []outbox.Header{{Key: "id", Value: []byte(fmt.Sprint(id))}}, Table: "public.outbox", CommitLSN: 0x100}}
+}
+
+func commit(end outbox.LSN) decode.Message {
+	return decode.Message{Kind: decode.KindCommit, CommitLSN: end - 0x10, EndLSN: end}
+}
+
+func newPump(t *testing.T, cfg Config, sink Sink) *Pump {
+	t.Helper()
+	p, err := New(cfg, sink, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Start(0x10)
+	return p
+}
+
+// runPump runs Run until the test ends and returns its result channel.
+func runPump(t *testing.T, p *Pump) <-chan error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); done <- p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return done
+}
+
+func apply(t *testing.T, p *Pump, msgs ...decode.Message) {
+	t.Helper()
+	for i, m := range msgs {
+		if err := p.Apply(t.Context(), m); err != nil {
+			t.Fatalf("Apply message %d (%v): %v", i, m.Kind, err)
+		}
+	}
+}
+
+func TestAcksOutOfOrderConfirmInCommitOrder(t *testing.T) {
+	t.Parallel()
+	s := &fakeSink{}
+	p := newPump(t, Config{}, s)
+	apply(t, p, begin(0x100), event(1, "a"), event(2, "b"), commit(0x200),
+		begin(0x300), event(3, "c"), commit(0x400))
+	steps := []struct {
+		id   int64
+		want outbox.LSN
+	}{{3, 0x10}, {2, 0x10}, {1, 0x400}}
+	for _, st := range steps {
+		s.complete(t, st.id, nil)
+		if got := p.Flushed(); got != st.want {
+			t.Fatalf("after ack of %d: Flushed = %s, want %s", st.id, got, st.want)
+		}
+	}
+	if st := p.Stats(); st.RecordsAcked != 3 || st.InFlightRecords != 0 || st.Transactions != 2 {
+		t.Errorf("Stats = %+v, want 3 acked, none in flight, 2 transactions", st)
+	}
+	if len(s.ends) != 2 || s.ends[0].EndLSN != 0x200 || s.ends[1].EndLSN != 0x400 {
+		t.Errorf("sink saw transaction ends %+v, want 0x200 and 0x400", s.ends)
+	}
+}
+
+func TestPermanentErrorMidTransactionLatchesAndAborts(t *testing.T) {
+	t.Parallel()
+	s := &fakeSink{}
+	p := newPump(t, Config{}, s)
+	result := runPump(t, p)
+	apply(t, p, begin(0x100), event(1, "a"), commit(0x200), begin(0x300), event(2, "b"), event(3, "c"))
+	s.complete(t, 1, nil)
+	s.complete(t, 3, nil)
+	cause := errors.New("MESSAGE_TOO_LARGE")
+	s.complete(t, 2, cause)
+	select {
+	case err := <-result:
+		if !errors.Is(err, cause) || !strings.Contains(err.Error(), "commit LSN 0/100") {
+			t.Fatalf("Run = %v, want the failure with its commit LSN", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after a permanent failure")
+	}
+	if s.aborts != 1 {
+		t.Errorf("sink aborted %d times, want once", s.aborts)
+	}
+	if err := p.Apply(t.Context(), event(4, "d")); !errors.Is(err, cause) {
+		t.Errorf("Apply after the failure = %v, want the latched failure", err)
+	}
+	if got := s.publishedIDs(); strings.Join(got, " ") != "t:1 t:2 t:3" {
+		t.Errorf("published %v: nothing may be handed to the sink after the failure", got)
+	}
+	apply(t, p, commit(0x400))
+	if got := p.Flushed(); got != 0x200 {
+		t.Errorf("Flushed = %s, want 0/200: the failed transaction must never be confirmed", got)
+	}
+	if err := p.Drain(t.Context()); err != nil {
+		t.Errorf("Drain after the failure: %v (a failed record must leave the window)", err)
+	}
+}
+
+func TestDrainWaitsForRecordsInFlight(t *testing.T) {
+	t.Parallel()
+	s := &fakeSink{}
+	p := newPump(t, Config{}, s)
+	apply(t, p, begin(0x100), event(1, "a"), event(2, "b"), commit(0x200))
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := p.Drain(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Drain with records in flight = %v, want the context's deadline", err)
+	}
+	drained := make(chan error, 1)
+	go func() { drained <- p.Drain(t.Context()) }()
+	s.complete(t, 1, nil)
+	select {
+	case err := <-drained:
+		t.Fatalf("Drain returned %v with a record still in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	s.complete(t, 2, nil)
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Flushed(); got != 0x200 {
+		t.Errorf("Flushed = %s after the drain, want 0/200", got)
+	}
+}
+
+func TestSlowSinkFillsTheWindow(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"records", Config{MaxInFlightRecords: 2}},
+		{"bytes", Config{MaxInFlightBytes: 2*(1000+1+1+2) + 10}}, // two events of ~1 KB fit, a third does not
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := &fakeSink{}
+			p := newPump(t, tt.cfg, s)
+			payload := strings.Repeat("x", 1000)
+			apply(t, p, begin(0x100), event(1, payload), event(2, payload))
+			ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+			defer cancel()
+			if err := p.Apply(ctx, event(3, payload)); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Apply into a full window = %v, want it to wait until the context ends", err)
+			}
+			if n := len(s.publishedIDs()); n != 2 {
+				t.Fatalf("%d records published, want 2: the refused Apply must take nothing", n)
+			}
+			s.complete(t, 1, nil)
+			apply(t, p, event(3, payload), commit(0x200))
+			s.complete(t, 2, nil)
+			s.complete(t, 3, nil)
+			if got := p.Flushed(); got != 0x200 {
+				t.Errorf("Flushed = %s, want 0/200", got)
+			}
+		})
+	}
+}
+
+func TestOversizeRecordAdmittedAlone(t *testing.T) {
+	t.Parallel()
+	s := &fakeSink{}
+	p := newPump(t, Config{MaxInFlightBytes: 100}, s)
+	apply(t, p, begin(0x100), event(1, strings.Repeat("x", 500)))
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := p.Apply(ctx, event(2, "small")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Apply beside an oversize record = %v, want to wait", err)
+	}
+	s.complete(t, 1, nil)
+	apply(t, p, event(2, "small"))
+}
+
+func TestSinkFailingAtCommit(t *testing.T) {
+	t.Parallel()
+	s := &fakeSink{endErr: errors.New("transaction fenced")}
+	p := newPump(t, Config{}, s)
+	apply(t, p, begin(0x100), event(1, "a"))
+	if err := p.Apply(t.Context(), commit(0x200)); err == nil || !strings.Contains(err.Error(), "fenced") {
+		t.Fatalf("Apply(commit) = %v, want the sink's error", err)
+	}
+}
+
+func TestDeadLetterTopic(t *testing.T) {
+	t.Parallel()
+	s := &fakeSink{}
+	var obs countingObserver
+	p := newPump(t, Config{DeadLetterTopic: "dlq"}, s)
+	p.Observe(&obs)
+	runPump(t, p)
+	apply(t, p, begin(0x100), event(1, "a"), event(2, "b"), commit(0x200))
+	s.complete(t, 1, nil)
+	s.complete(t, 2, fmt.Errorf("publishing outbox id 2: %w", outbox.ErrRecordTooLarge))
+	waitFor(t, func() bool { return len(s.publishedIDs()) == 3 })
+	dl := s.published[2]
+	if dl.Topic != "dlq" || string(dl.Value) != "b" || string(dl.Key) != "k" {
+		t.Fatalf("dead-letter record %+v, want the original key and value on topic dlq", dl)
+	}
+	for k, want := range map[string]string{"id": "2", hdrTopic: "t", hdrOutboxID: "2", hdrCommitLSN: "0/100", hdrTable: "public.outbox"} {
+		if got := header(&dl, k); got != want {
+			t.Errorf("dead-letter header %s = %q, want %q", k, got, want)
+		}
+	}
+	if !strings.Contains(header(&dl, hdrError), "record too large") {
+		t.Errorf("dead-letter error header %q does not say why", header(&dl, hdrError))
+	}
+	if got := p.Flushed(); got != 0x10 {
+		t.Fatalf("Flushed = %s before the dead-letter record was acknowledged", got)
+	}
+	s.complete(t, 2, nil)
+	if got := p.Flushed(); got != 0x200 {
+		t.Errorf("Flushed = %s after the dead-letter record, want 0/200: the stream moves on", got)
+	}
+	if st := p.Stats(); st.DeadLettered != 1 || st.RecordsAcked != 1 || p.Err() != nil {
+		t.Errorf("Stats = %+v, Err = %v; want one acknowledged, one dead-lettered, no failure", st, p.Err())
+	}
+	if obs.deadLettered["t"] != 1 {
+		t.Errorf("observer saw dead-lettered %v, want t: 1", obs.deadLettered)
+	}
+}
+
+func TestDeadLetterTooLargeGoesAsReference(t *testing.T) {
+	t.Parallel()
+	tooLarge := fmt.Errorf("refused: %w", outbox.ErrRecordTooLarge)
+	calls := 0
+	s := &fakeSink{sync: func(ev *outbox.Event) error {
+		calls++
+		if ev.Value != nil {
+			return tooLarge // the original and its dead-letter copy
+		}
+		return nil // the reference
+	}}
+	p := newPump(t, Config{DeadLetterTopic: "dlq"}, s)
+	runPump(t, p)
+	apply(t, p, begin(0x100), event(1, strings.Repeat("x", 100)), commit(0x200))
+	waitFor(t, func() bool { return p.Flushed() == 0x200 })
+	ref := s.published[len(s.published)-1]
+	if ref.Value != nil || header(&ref, hdrSize) != "100" || header(&ref, "id") != "1" || ref.Topic != "dlq" {
+		t.Errorf("reference %+v, want no value, the size, the id, on dlq", ref)
+	}
+	if calls != 3 {
+		t.Errorf("%d publishes, want 3 (original, dead-letter copy, reference)", calls)
+	}
+}
+
+func TestDeadLetterRefusedStops(t *testing.T) {
+	t.Parallel()
+	s := &fakeSink{sync: func(ev *outbox.Event) error { return errors.New("TOPIC_AUTHORIZATION_FAILED") }}
+	p := newPump(t, Config{DeadLetterTopic: "dlq"}, s)
+	result := runPump(t, p)
+	apply(t, p, begin(0x100), event(1, "a"), commit(0x200))
+	select {
+	case err := <-result:
+		if err == nil || !strings.Contains(err.Error(), "dead-letter topic dlq") {
+			t.Fatalf("Run = %v, want a failure naming the dead-letter topic", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop when the dead-letter topic refused the record")
+	}
+	if got := p.Flushed(); got != 0x10 {
+		t.Errorf("Flushed = %s, want nothing confirmed", got)
+	}
+}
+
+func TestRejectedRow(t *testing.T) {
+	t.Parallel()
+	re := &decode.RowError{Table: "public.outbox", Column: "headers", ID: 7, HasID: true, Err: errors.New("headers are a JSON array"),
+		Topic: "orders", Key: []byte("k"), Value: []byte(`{"a": 1}`), CommitLSN: 0x100, Index: 3}
+	t.Run("stops without a dead-letter topic", func(t *testing.T) {
+		t.Parallel()
+		p := newPump(t, Config{}, &fakeSink{})
+		apply(t, p, begin(0x100))
+		err := p.Reject(t.Context(), re)
+		if !errors.Is(err, re) || !strings.Contains(err.Error(), "outbox id 7") || !strings.Contains(err.Error(), "commit LSN 0/100") {
+			t.Fatalf("Reject = %v, want the row error with its outbox id and commit LSN", err)
+		}
+	})
+	t.Run("dead-lettered", func(t *testing.T) {
+		t.Parallel()
+		s := &fakeSink{}
+		p := newPump(t, Config{DeadLetterTopic: "dlq"}, s)
+		apply(t, p, begin(0x100))
+		if err := p.Reject(t.Context(), re); err != nil {
+			t.Fatal(err)
+		}
+		apply(t, p, commit(0x200))
+		dl := s.published[0]
+		if dl.Topic != "dlq" || string(dl.Value) != `{"a": 1}` || header(&dl, "id") != "7" || header(&dl, hdrTopic) != "orders" || dl.Index != 3 {
+			t.Errorf("dead-letter record %+v, want the row's key, payload, id and topic", dl)
+		}
+		if p.Flushed() != 0x10 {
+			t.Fatal("confirmed before the dead-letter record was acknowledged")
+		}
+		s.complete(t, 7, nil)
+		if p.Flushed() != 0x200 {
+			t.Errorf("Flushed = %s, want 0/200", p.Flushed())
+		}
+	})
+}
+
+type countingObserver struct {
+	mu           sync.Mutex
+	deadLettered map[string]int
+}
+
+func (o *countingObserver) Acknowledged(string, int, time.Duration, time.Time) {}
+func (o *countingObserver) DeadLettered(topic string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.deadLettered == nil {
+		o.deadLettered = map[string]int{}
+	}
+	o.deadLettered[topic]++
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

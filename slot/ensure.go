@@ -1,0 +1,105 @@
+package slot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxd/outboxd/decode"
+)
+
+// Ensure checks that the slot exists, is a pgoutput slot of this database
+// and has not been invalidated; with create, a missing slot is created. It
+// returns the slot's state and whether it created it. Its errors wrap
+// ErrMissing, ErrUnusable or ErrInvalidated when the slot cannot be used.
+func Ensure(ctx context.Context, conn *pgx.Conn, slot string, create bool) (Status, bool, error) {
+	info, err := Read(ctx, conn, slot)
+	if err != nil {
+		return Status{}, false, err
+	}
+	created := false
+	if !info.Exists {
+		if !create {
+			return Status{}, false, missingError(slot)
+		}
+		_, err := conn.Exec(ctx, `SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr) && pgErr.Code == "42710":
+			// Another process created it first: fine.
+		case err != nil:
+			return Status{}, false, fmt.Errorf("creating replication slot %s: %w", slot, err)
+		default:
+			created = true
+		}
+		if info, err = Read(ctx, conn, slot); err != nil {
+			return Status{}, false, err
+		} else if !info.Exists {
+			return Status{}, false, fmt.Errorf("replication slot %s vanished right after its creation", slot)
+		}
+	}
+	var db string
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.current_database()`).Scan(&db); err != nil {
+		return Status{}, false, fmt.Errorf("reading the current database: %w", err)
+	}
+	switch {
+	case info.Plugin != "pgoutput":
+		return info, created, fmt.Errorf("%w: %s uses plugin %q, not pgoutput: drop it or choose another --slot", ErrUnusable, slot, info.Plugin)
+	case info.Database != db:
+		return info, created, fmt.Errorf("%w: %s belongs to database %q, not %q: choose another --slot", ErrUnusable, slot, info.Database, db)
+	case info.Lost():
+		return info, created, invalidatedError(slot)
+	}
+	return info, created, nil
+}
+
+// CheckPublication checks that the publication exists and that every table
+// in it has the outbox columns with usable types. It returns the tables;
+// its errors wrap ErrPublicationMissing or ErrTableUnusable, the latter
+// listing every problem of every table.
+func CheckPublication(ctx context.Context, conn *pgx.Conn, publication string, cols decode.Columns) ([]string, error) {
+	exists, err := publicationExists(ctx, conn, publication)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return nil, fmt.Errorf("%w: %s: run `outboxd migrate` (or CREATE PUBLICATION %s FOR TABLE <outbox table> WITH (publish = 'insert'))", ErrPublicationMissing, publication, publication)
+	}
+	rows, err := conn.Query(ctx, `SELECT pt.schemaname || '.' || pt.tablename, a.attname, a.atttypid::int8
+		FROM pg_catalog.pg_publication_tables pt
+		JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname
+		JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+		JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+		WHERE pt.pubname = $1
+		ORDER BY 1, a.attnum`, publication)
+	if err != nil {
+		return nil, fmt.Errorf("reading the tables of publication %s: %w", publication, err)
+	}
+	var tables []string
+	columns := map[string][]decode.Column{}
+	var table, name string
+	var oid int64
+	_, err = pgx.ForEachRow(rows, []any{&table, &name, &oid}, func() error {
+		if _, ok := columns[table]; !ok {
+			tables = append(tables, table)
+		}
+		columns[table] = append(columns[table], decode.Column{Name: name, TypeOID: uint32(oid)})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the tables of publication %s: %w", publication, err)
+	}
+	var errs []error
+	for _, t := range tables {
+		if err := decode.ValidateTable(t, columns[t], cols); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return tables, fmt.Errorf("%w: publication %s: %w", ErrTableUnusable, publication, errors.Join(errs...))
+	}
+	return tables, nil
+}

@@ -1,0 +1,71 @@
+package slot
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Problems with the slot or the publication that retrying cannot fix.
+// Errors from this package wrap them with the names involved and what to
+// do; match them with errors.Is.
+var (
+	ErrMissing            = errors.New("replication slot does not exist")
+	ErrInvalidated        = errors.New("replication slot was invalidated")
+	ErrUnusable           = errors.New("replication slot cannot be used")
+	ErrPublicationMissing = errors.New("publication does not exist")
+	ErrTableUnusable      = errors.New("table in the publication has no usable outbox columns")
+)
+
+// Permanent reports whether err is one of the errors above: retrying the
+// same operation cannot succeed until an operator acts.
+func Permanent(err error) bool {
+	for _, e := range []error{ErrMissing, ErrInvalidated, ErrUnusable, ErrPublicationMissing, ErrTableUnusable} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func missingError(slot string) error {
+	return fmt.Errorf("%w: %s: run `outboxd migrate` to create it", ErrMissing, slot)
+}
+
+func invalidatedError(slot string) error {
+	return fmt.Errorf("%w: %s (wal_status lost): PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), "+
+		"so outbox rows may be missing from Kafka; reconcile from the outbox table, then drop and recreate the slot deliberately", ErrInvalidated, slot)
+}
+
+// InUseError is START_REPLICATION's answer while another process streams
+// from the slot (SQLSTATE 55006, object_in_use).
+type InUseError struct {
+	Slot string
+	PID  int // the holder's pid from pg_replication_slots.active_pid; 0 when it had already let go
+	Err  error
+}
+
+func (e *InUseError) Error() string {
+	return fmt.Sprintf("replication slot %s is active in another process (pid %d)", e.Slot, e.PID)
+}
+
+func (e *InUseError) Unwrap() error { return e.Err }
+
+// ClassifyStart turns an error of START_REPLICATION on the slot into an
+// *InUseError (another process holds the slot; PID still to be read), an
+// ErrUnusable (SQLSTATE 55000, object_not_in_prerequisite_state: e.g. an
+// invalidated slot or one of another database), or returns it unchanged.
+func ClassifyStart(slot string, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	switch pgErr.Code {
+	case "55006":
+		return &InUseError{Slot: slot, Err: err}
+	case "55000":
+		return fmt.Errorf("starting replication on slot %s: %w: %w", slot, ErrUnusable, err)
+	}
+	return err
+}

@@ -1,0 +1,78 @@
+package slot
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// HeartbeatConfig configures a Heartbeat.
+type HeartbeatConfig struct {
+	DatabaseURL string        // required
+	Interval    time.Duration // required: there is no default, the heartbeat is opt-in
+}
+
+// Heartbeat writes a small non-transactional logical message every
+// Interval (pg_logical_emit_message). It is opt-in: outboxd confirms the
+// server's WAL end from keepalives while idle, which is enough unless the
+// walsender never gets to send them (for example a database whose WAL comes
+// only from other databases' traffic on some managed services). The message
+// itself is never published (pgoutput does not send messages unless asked).
+type Heartbeat struct {
+	cfg     HeartbeatConfig
+	log     *slog.Logger
+	written atomic.Uint64
+}
+
+// NewHeartbeat checks cfg.
+func NewHeartbeat(cfg HeartbeatConfig, log *slog.Logger) (*Heartbeat, error) {
+	if cfg.DatabaseURL == "" || cfg.Interval <= 0 {
+		return nil, errors.New("heartbeat: database URL and a positive interval are required")
+	}
+	return &Heartbeat{cfg: cfg, log: log}, nil
+}
+
+// Written returns how many heartbeats were written.
+func (h *Heartbeat) Written() uint64 { return h.written.Load() }
+
+// Run writes heartbeats until ctx ends. Failures are logged and retried at
+// the next interval; Run returns nil.
+func (h *Heartbeat) Run(ctx context.Context) error {
+	t := time.NewTicker(h.cfg.Interval)
+	defer t.Stop()
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if conn == nil || conn.IsClosed() {
+			c, err := pgx.Connect(ctx, h.cfg.DatabaseURL)
+			if err != nil {
+				h.log.Debug("heartbeat skipped: cannot connect", "err", err)
+				continue
+			}
+			conn = c
+		}
+		if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_logical_emit_message(false, 'outboxd.heartbeat', '')`); err != nil {
+			if ctx.Err() == nil {
+				h.log.Warn("heartbeat failed; retrying at the next interval", "err", err)
+			}
+			conn.Close(context.WithoutCancel(ctx))
+			conn = nil
+			continue
+		}
+		h.written.Add(1)
+		h.log.Debug("heartbeat written")
+	}
+}

@@ -1,0 +1,113 @@
+package slot
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// MonitorConfig configures a Monitor.
+type MonitorConfig struct {
+	DatabaseURL string // required
+	Slot        string // required
+	Publication string // required
+	// Interval between checks. Default DefaultMonitorInterval.
+	Interval time.Duration
+	// WarnBytes is the retained WAL that triggers a warning. Default
+	// DefaultWarnBytes.
+	WarnBytes int64
+}
+
+// Defaults of MonitorConfig.
+const (
+	DefaultMonitorInterval = 30 * time.Second
+	DefaultWarnBytes       = 1 << 30
+)
+
+// Monitor watches the WAL the slot retains on the server: it warns when it
+// passes a threshold and stops (ErrInvalidated) when PostgreSQL invalidated
+// the slot, because events may then be missing and only an operator can
+// decide how to reconcile. It never recreates a slot.
+type Monitor struct {
+	cfg      MonitorConfig
+	log      *slog.Logger
+	retained atomic.Int64 // retained WAL bytes + 1; 0 before the first check
+	warned   bool
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c MonitorConfig) WithDefaults() MonitorConfig {
+	if c.Interval <= 0 {
+		c.Interval = DefaultMonitorInterval
+	}
+	if c.WarnBytes <= 0 {
+		c.WarnBytes = DefaultWarnBytes
+	}
+	return c
+}
+
+// NewMonitor fills cfg's zero fields with the defaults and checks it.
+func NewMonitor(cfg MonitorConfig, log *slog.Logger) (*Monitor, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.DatabaseURL == "" || cfg.Slot == "" || cfg.Publication == "" {
+		return nil, errors.New("slot monitor: database URL, slot and publication are required")
+	}
+	return &Monitor{cfg: cfg, log: log}, nil
+}
+
+// Retained returns the retained WAL in bytes at the last check (-1 before).
+func (m *Monitor) Retained() int64 { return m.retained.Load() - 1 }
+
+// Run checks at once and then every Interval, until ctx ends (nil) or the
+// slot is invalidated (an error wrapping ErrInvalidated).
+func (m *Monitor) Run(ctx context.Context) error {
+	t := time.NewTicker(m.cfg.Interval)
+	defer t.Stop()
+	for {
+		if err := m.check(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (m *Monitor) check(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, m.cfg.Interval)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, m.cfg.DatabaseURL)
+	if err != nil {
+		m.log.Debug("WAL check skipped: cannot connect", "slot", m.cfg.Slot, "err", err)
+		return nil // the streamer reports connection trouble
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	st, err := Read(cctx, conn, m.cfg.Slot)
+	if err != nil {
+		m.log.Debug("WAL check skipped", "slot", m.cfg.Slot, "err", err)
+		return nil
+	}
+	if st.Lost() {
+		return invalidatedError(m.cfg.Slot)
+	}
+	m.retained.Store(st.RetainedWALBytes + 1)
+	switch {
+	case st.RetainedWALBytes >= m.cfg.WarnBytes && !m.warned:
+		m.warned = true
+		args := []any{"slot", m.cfg.Slot, "retained_wal_bytes", st.RetainedWALBytes, "threshold_bytes", m.cfg.WarnBytes, "wal_status", st.WALStatus, "active", st.Active}
+		if st.SafeWALSize != nil {
+			args = append(args, "safe_wal_size", *st.SafeWALSize)
+		}
+		m.log.Warn("replication slot retains a lot of WAL: is publishing stuck or far behind?", args...)
+	case st.RetainedWALBytes < m.cfg.WarnBytes/2 && m.warned:
+		m.warned = false
+		m.log.Info("replication slot WAL retention back to normal", "slot", m.cfg.Slot, "retained_wal_bytes", st.RetainedWALBytes)
+	}
+	return nil
+}
