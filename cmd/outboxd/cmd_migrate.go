@@ -10,10 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/slot"
 	"github.com/outboxd/outboxd/internal/config"
 	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/migrations"
+	"github.com/outboxd/outboxd/slot"
 )
 
 var migrateGroups = []config.Group{config.GroupDatabase, config.GroupTable, config.GroupPublication, config.GroupSlot, config.GroupCreateSlot, config.GroupLog}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/slot"
 	"github.com/outboxd/outboxd/internal/config"
+	"github.com/outboxd/outboxd/slot"
 )
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
