@@ -301,10 +301,15 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		_, _ = w.pool.Exec(context.Background(), "DROP ROLE "+role)
 	})
 	limited := strings.Replace(w.url, "postgres://postgres@", "postgres://"+role+"@", 1)
-	p := w.start(t, "--database-url", limited, "--heartbeat-interval", "200ms")
+	addr := freeAddr(t)
+	p := w.start(t, "--database-url", limited, "--heartbeat-interval", "200ms", "--metrics-addr", addr)
 	ids := w.write(t, 2, 0)
 	w.consumeAll(t, ids, time.Minute)
-	time.Sleep(time.Second) // a few heartbeats
+	// The heartbeat must have run, not merely failed quietly.
+	waitFor(t, 30*time.Second, "heartbeats written", func() bool {
+		_, body := get(addr, "/metrics")
+		return metric(body, "outboxd_heartbeats_total") >= 3
+	})
 	if strings.Contains(p.log(), "heartbeat failed") || strings.Contains(p.log(), "level=ERROR") {
 		t.Errorf("least-privilege run logged failures:\n%s", p.log())
 	}

@@ -346,3 +346,63 @@ func TestDemoShowsRecordsFlowing(t *testing.T) {
 		t.Errorf("demo did not stop cleanly:\n%s", out)
 	}
 }
+
+// TestLargePayloadsBoundedByInFlightBytes pins the bug where memory was
+// bounded by a record count only (the hand-off between reader and
+// publisher held about 1,500 events whatever their size, about 1.4 GB of
+// 900 KB payloads): with Kafka down, outboxd reads a 180 MB transaction of
+// 900 KB payloads only as far as --max-in-flight-bytes (16 MiB) allows.
+func TestLargePayloadsBoundedByInFlightBytes(t *testing.T) {
+	t.Parallel()
+	kafka := testenv.StartKafka(t)
+	limit := "2097152"
+	w := &world{url: testenv.Database(t), brokers: kafka.Addr, slot: testenv.Name(t, "slot")}
+	w.topic = testenv.CreateTopicWithConfig(t, []string{kafka.Addr}, testenv.Name(t, "topic"), 1, map[string]*string{"max.message.bytes": &limit})
+	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--slot", w.slot).CombinedOutput(); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	var err error
+	if w.pool, err = pgxpool.New(t.Context(), w.url); err != nil {
+		t.Fatal(err)
+	}
+	defer w.pool.Close()
+	addr := freeAddr(t)
+	p := w.start(t, "--max-record-bytes", limit, "--metrics-addr", addr)
+	waitFor(t, 30*time.Second, "streaming", func() bool { return strings.Contains(p.log(), "msg=streaming") })
+	kafka.Stop(t)
+
+	const rows, size = 200, 900_000
+	rowsIDs, err := w.pool.Query(t.Context(), `INSERT INTO outbox (aggregate_id, topic, payload)
+		SELECT gen_random_uuid(), $1, jsonb_build_object('pad', (SELECT string_agg(md5(random()::text || g::text || i::text), '') FROM generate_series(1, $2::int / 32) i))
+		FROM generate_series(1, $3::int) g RETURNING id`, w.topic, size, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rowsIDs, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// outboxd reads until the window is full, then waits for Kafka.
+	waitFor(t, time.Minute, "the in-flight window filled", func() bool {
+		_, body := get(addr, "/metrics")
+		return metric(body, "outboxd_in_flight_bytes") >= 14<<20
+	})
+	time.Sleep(3 * time.Second)
+	peak, err := procstat.PeakRSS(p.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := get(addr, "/metrics")
+	t.Logf("measured: %d payloads of %d KB in one transaction, Kafka down: %.0f MiB in flight, publisher peak RSS %d MiB",
+		rows, size/1000, metric(body, "outboxd_in_flight_bytes")/(1<<20), peak>>20)
+	if peak > 120<<20 {
+		t.Errorf("publisher peak RSS %d MiB with a 16 MiB in-flight byte cap: memory is not bounded in bytes", peak>>20)
+	}
+	kafka.Start(t)
+	count, _ := w.consumeAll(t, ids, 3*time.Minute)
+	if len(count) != rows {
+		t.Errorf("%d of %d rows arrived", len(count), rows)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t, time.Minute)
+}
