@@ -94,13 +94,17 @@ func printTable(w io.Writer, r chaos.Report) {
 	fmt.Fprintf(tw, "published records\t%d\n", r.Published)
 	fmt.Fprintf(tw, "unique\t%d\n", r.Unique)
 	fmt.Fprintf(tw, "lost\t%d\n", r.Lost)
-	fmt.Fprintf(tw, "duplicates\t%d (bound %d: %d in-flight records per fault other than SIGTERM)\n", r.Duplicates, r.DuplicateBound, r.MaxInFlightRecords)
+	fmt.Fprintf(tw, "duplicates\t%d (bound %d)\n", r.Duplicates, r.DuplicateBound)
+	if n := r.DuplicatesByFault["none"]; n > 0 {
+		fmt.Fprintf(tw, "duplicates: before any fault\t%d (bound 0)\n", n)
+	}
 	fmt.Fprintf(tw, "order violations\t%d\n", r.OrderViolations)
 	fmt.Fprintf(tw, "leaked rolled-back rows\t%d\n", r.Leaked)
 	fmt.Fprintf(tw, "rolled-back transactions\t%d\n", r.RolledBackTransactions)
 	for _, f := range chaos.AllFaults {
-		fmt.Fprintf(tw, "faults: %s\t%d\n", f, r.FaultsInjected[f])
+		fmt.Fprintf(tw, "faults: %s\t%d, duplicates %d (bound %d)\n", f, r.FaultsInjected[f], r.DuplicatesByFault[f], r.DuplicateBoundByFault[f])
 	}
+	fmt.Fprintf(tw, "peak write rate\t%d events per 100 ms\n", r.MaxEventsPer100ms)
 	fmt.Fprintf(tw, "standby takeover\tmedian %.0f ms, max %.0f ms over %d\n", r.TakeoverMedianMS, r.TakeoverMaxMS, len(r.TakeoverMS))
 	fmt.Fprintf(tw, "total time\t%.1f s\n", r.TotalSeconds)
 	for _, p := range append(r.Examples, r.Problems...) {

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"sort"
+	"time"
 )
 
 // Committed is an outbox row whose transaction committed.
@@ -19,6 +20,7 @@ type Delivered struct {
 	Seq       int
 	Partition int32
 	Offset    int64
+	Appended  time.Time // the broker's append time (the chaos topic uses LogAppendTime)
 }
 
 // Result is the verdict of Check.
@@ -31,6 +33,8 @@ type Result struct {
 	OrderViolations int      `json:"order_violations"`
 	Leaked          int      `json:"leaked"`
 	Examples        []string `json:"examples,omitempty"` // the first few problems, for a human
+
+	duplicateTimes []time.Time // append times of the duplicates, for attributing them to faults
 }
 
 // OK reports whether nothing was lost, leaked or reordered.
@@ -70,6 +74,7 @@ func Check(committed []Committed, rolledBack []int64, delivered []Delivered) Res
 	for _, d := range sorted {
 		if seen[d.ID] {
 			r.Duplicates++
+			r.duplicateTimes = append(r.duplicateTimes, d.Appended)
 			continue
 		}
 		seen[d.ID] = true
@@ -102,4 +107,28 @@ func Check(committed []Committed, rolledBack []int64, delivered []Delivered) Res
 		}
 	}
 	return r
+}
+
+// Mark is a fault injected at a time.
+type Mark struct {
+	Fault Fault
+	At    time.Time
+}
+
+// DuplicatesByFault attributes each duplicate to the last fault injected
+// before the broker appended it (the run waits for each fault's recovery
+// before the next, so a fault's re-sends land before the next fault).
+// Duplicates before any fault count under "none".
+func (r Result) DuplicatesByFault(marks []Mark) map[Fault]int {
+	out := map[Fault]int{}
+	for _, t := range r.duplicateTimes {
+		f := Fault("none")
+		for _, m := range marks {
+			if !m.At.After(t) {
+				f = m.Fault
+			}
+		}
+		out[f]++
+	}
+	return out
 }

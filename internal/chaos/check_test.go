@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCheckFindsPlantedFaults feeds the checker streams with a planted loss,
@@ -39,7 +40,7 @@ func TestCheckFindsPlantedFaults(t *testing.T) {
 			t.Parallel()
 			got := Check(committed, rolledBack, tt.delivered)
 			examples := strings.Join(got.Examples, "\n")
-			got.Examples = nil
+			got.Examples, got.duplicateTimes = nil, nil
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Check = %+v, want %+v\n%s", got, tt.want, examples)
 			}
@@ -50,5 +51,28 @@ func TestCheckFindsPlantedFaults(t *testing.T) {
 				t.Errorf("OK() = %v, want %v", got.OK(), wantOK)
 			}
 		})
+	}
+}
+
+// TestDuplicatesByFault attributes each duplicate to the last fault before
+// the broker appended it.
+func TestDuplicatesByFault(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	committed := []Committed{{1, "a", 1}, {2, "a", 2}, {3, "a", 3}}
+	delivered := []Delivered{
+		{ID: 1, Agg: "a", Seq: 1, Offset: 0, Appended: at(0)},
+		{ID: 1, Agg: "a", Seq: 1, Offset: 1, Appended: at(1)}, // before any fault
+		{ID: 2, Agg: "a", Seq: 2, Offset: 2, Appended: at(2)},
+		{ID: 2, Agg: "a", Seq: 2, Offset: 3, Appended: at(11)}, // after the kill
+		{ID: 1, Agg: "a", Seq: 1, Offset: 4, Appended: at(12)}, // after the kill
+		{ID: 3, Agg: "a", Seq: 3, Offset: 5, Appended: at(13)},
+		{ID: 3, Agg: "a", Seq: 3, Offset: 6, Appended: at(21)}, // after the walsender termination
+	}
+	got := Check(committed, nil, delivered).DuplicatesByFault([]Mark{{FaultKill9, at(10)}, {FaultWalsender, at(20)}})
+	want := map[Fault]int{"none": 1, FaultKill9: 2, FaultWalsender: 1}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("DuplicatesByFault = %v, want %v", got, want)
 	}
 }

@@ -63,6 +63,9 @@ type Report struct {
 	TakeoverMedianMS       float64       `json:"standby_takeover_median_ms"`
 	TakeoverMaxMS          float64       `json:"standby_takeover_max_ms"`
 	DuplicateBound         int           `json:"duplicate_bound"`
+	DuplicatesByFault      map[Fault]int `json:"duplicates_by_fault"`      // each duplicate under the last fault before the broker appended it
+	DuplicateBoundByFault  map[Fault]int `json:"duplicate_bound_by_fault"` // see faultBound
+	MaxEventsPer100ms      int           `json:"max_events_per_100ms"`     // the writers' peak rate, for the bound
 	MaxInFlightRecords     int           `json:"max_in_flight_records"`
 	TotalSeconds           float64       `json:"total_seconds"`
 	Problems               []string      `json:"problems,omitempty"` // publisher misbehaviour seen during the run
@@ -72,9 +75,34 @@ type Report struct {
 func (r Report) OK() bool { return r.Result.OK() && len(r.Problems) == 0 }
 
 const (
-	slotName  = "chaos"
-	batchSize = 256 // cdc.DefaultBatchSize: events handed over at once
+	slotName = "chaos"
+	// maxTxnRows is the largest transaction the writers commit.
+	maxTxnRows = 20
+	// confirmPeriods is how many of outboxd's 100 ms confirmation periods
+	// an acknowledged transaction may wait before it is confirmed: the
+	// status goes out at least 100 ms after the last one, checked at
+	// least every 100 ms.
+	confirmPeriods = 2
 )
+
+// faultBound is the documented bound on the duplicates one fault of a kind
+// may cause (docs/guarantees.md):
+//   - kill -9 and standby takeover (the active is killed): everything not
+//     yet confirmed: the records in flight (--max-in-flight-records), what
+//     Kafka acknowledged in the last confirmation periods (the peak rate
+//     times 2 x 100 ms), and the open transaction;
+//   - a walsender termination or a PostgreSQL restart: the transaction
+//     that was open (at most maxTxnRows rows);
+//   - SIGTERM and a broker restart: none.
+func faultBound(f Fault, maxInFlight, per100ms int) int {
+	switch f {
+	case FaultKill9, FaultTakeover:
+		return maxInFlight + confirmPeriods*per100ms + maxTxnRows
+	case FaultWalsender, FaultPostgres:
+		return maxTxnRows
+	}
+	return 0
+}
 
 // Run executes one chaos run and checks it.
 func Run(ctx context.Context, o Options) (rep Report, err error) {
@@ -111,7 +139,8 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	log.Info("servers up", "postgres", pg.URL, "kafka", kafka.Addr)
 
 	topic := "chaos.events"
-	if err := createTopic(ctx, kafka.Addr, topic, 6); err != nil {
+	// Append times tell which fault each duplicate followed.
+	if err := createTopic(ctx, kafka.Addr, topic, 6, map[string]*string{"message.timestamp.type": ptr("LogAppendTime")}); err != nil {
 		return rep, err
 	}
 	if out, err := runCmd(ctx, o.Outboxd, "migrate", "--database-url", pg.URL, "--slot", slotName); err != nil {
@@ -152,6 +181,28 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	rep.FaultsInjected = map[Fault]int{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return live.run(gctx) })
+	var peak atomic.Int64 // most events committed in a 100 ms window
+	g.Go(func() error {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		last := l.events.Load()
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-t.C:
+			}
+			now := l.events.Load()
+			if d := now - last; d > peak.Load() {
+				peak.Store(d)
+			}
+			last = now
+			if now >= int64(o.Events) && l.gate.Load() >= 1<<60 {
+				return nil
+			}
+		}
+	})
+	var marks []Mark
 	var writersDone sync.WaitGroup
 	for w := range o.Writers {
 		writersDone.Add(1)
@@ -175,10 +226,17 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			log.Info("injecting fault", "fault", fault, "n", k+1, "of", len(faults), "events", l.events.Load())
+			marks = append(marks, Mark{Fault: fault, At: time.Now()})
 			if err := inj.inject(gctx, fault); err != nil {
 				return fmt.Errorf("injecting %s: %w", fault, err)
 			}
 			rep.FaultsInjected[fault]++
+			// Recovered once the slot confirmed what was written up to
+			// now: the fault's re-sends are then in Kafka, before the next
+			// fault's (see Result.DuplicatesByFault).
+			if err := waitConfirmed(gctx, pg.URL, 2*time.Minute); err != nil {
+				return fmt.Errorf("recovering from %s: %w", fault, err)
+			}
 			l.gate.Store(thresholds[k+2])
 		}
 		return nil
@@ -219,13 +277,19 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		rep.TakeoverMaxMS = s[len(s)-1]
 	}
 	rep.MaxInFlightRecords = o.MaxInFlight
-	dupFaults := 0
+	rep.MaxEventsPer100ms = int(peak.Load())
+	rep.DuplicatesByFault = rep.Result.DuplicatesByFault(marks)
+	rep.DuplicateBoundByFault = map[Fault]int{}
 	for fault, n := range rep.FaultsInjected {
-		if fault != FaultSIGTERM {
-			dupFaults += n
+		b := n * faultBound(fault, o.MaxInFlight, rep.MaxEventsPer100ms)
+		rep.DuplicateBoundByFault[fault] = b
+		rep.DuplicateBound += b
+	}
+	for fault, n := range rep.DuplicatesByFault {
+		if n > rep.DuplicateBoundByFault[fault] {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%d duplicates after %s faults, over their bound %d", n, fault, rep.DuplicateBoundByFault[fault]))
 		}
 	}
-	rep.DuplicateBound = dupFaults * (o.MaxInFlight + 5*batchSize)
 	rep.TotalSeconds = time.Since(start).Seconds()
 	return rep, nil
 }
@@ -243,13 +307,15 @@ func schedule(counts map[Fault]int, seed uint64) []Fault {
 	return out
 }
 
-func createTopic(ctx context.Context, broker, topic string, partitions int32) error {
+func ptr[T any](v T) *T { return &v }
+
+func createTopic(ctx context.Context, broker, topic string, partitions int32, configs map[string]*string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic)
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -343,7 +409,7 @@ func readAll(ctx context.Context, broker, topic string) ([]Delivered, error) {
 }
 
 func parseRecord(r *kgo.Record) (Delivered, error) {
-	d := Delivered{Partition: r.Partition, Offset: r.Offset, ID: -1}
+	d := Delivered{Partition: r.Partition, Offset: r.Offset, ID: -1, Appended: r.Timestamp}
 	for _, h := range r.Headers {
 		if h.Key == "id" {
 			id, err := strconv.ParseInt(string(h.Value), 10, 64)
