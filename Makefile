@@ -1,6 +1,6 @@
 # outboxd — build, test and run against the project's own servers.
 #
-#   make test    start PostgreSQL + Kafka (internal/testbed/testbed.sh), run
+#   make test    start PostgreSQL + Kafka (internal/testkit/testbed/testbed.sh), run
 #                go vet and all tests with the race detector, stop both
 #   make up      keep both servers running; then `eval "$$(make -s env)"` and
 #                run `go test ./...` as often as you like
@@ -13,7 +13,7 @@
 
 SHELL := /bin/bash
 GO ?= go
-TESTBED := internal/testbed/testbed.sh
+TESTBED := internal/testkit/testbed/testbed.sh
 GOTESTFLAGS ?= -race -count=1 -timeout 30m
 
 .PHONY: test test-go up down env build chaos bench
@@ -24,7 +24,7 @@ test:
 # test-go runs against whatever OUTBOXD_TEST_* points at (make up, or your own).
 test-go:
 	$(GO) vet ./...
-	set -o pipefail; $(GO) test $(GOTESTFLAGS) -json ./... | $(GO) run ./internal/testbed/testsummary
+	set -o pipefail; $(GO) test $(GOTESTFLAGS) -json ./... | $(GO) run ./internal/testkit/testbed/testsummary
 
 up:
 	$(TESTBED) up

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/procstat"
+	"github.com/outboxd/outboxd/internal/testkit/procstat"
 )
 
 // debeziumTopic is the topic the Outbox Event Router routes our rows to:

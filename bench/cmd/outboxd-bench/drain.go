@@ -22,7 +22,7 @@ import (
 
 	"github.com/outboxd/outboxd/bench/relay"
 	"github.com/outboxd/outboxd/internal/pgtemp"
-	"github.com/outboxd/outboxd/internal/procstat"
+	"github.com/outboxd/outboxd/internal/testkit/procstat"
 	"github.com/outboxd/outboxd/migrations"
 )
 

@@ -21,7 +21,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.outboxd, "outboxd", "bin/outboxd", "outboxd binary")
 	flag.StringVar(&o.relay, "relay", "bin/relay", "polling relay binary (bench/cmd/relay)")
-	flag.StringVar(&o.testbed, "testbed", "internal/testbed/testbed.sh", "test bed script")
+	flag.StringVar(&o.testbed, "testbed", "internal/testkit/testbed/testbed.sh", "test bed script")
 	flag.StringVar(&o.debezium, "debezium", "bench/debezium/run.sh", "Debezium launcher script (empty: skip Debezium)")
 	flag.IntVar(&o.events, "events", 1_000_000, "backlog size for the drain")
 	flag.IntVar(&o.reps, "reps", 3, "drain repetitions per system (the median is reported)")

@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/internal/testbed"
+	"github.com/outboxd/outboxd/internal/testkit/testbed"
 )
 
 type options struct {

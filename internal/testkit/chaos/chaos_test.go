@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/testbed"
-	"github.com/outboxd/outboxd/internal/testenv"
+	"github.com/outboxd/outboxd/internal/testkit/testbed"
+	"github.com/outboxd/outboxd/internal/testkit/testenv"
 )
 
 var outboxdBinary string

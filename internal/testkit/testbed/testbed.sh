@@ -113,7 +113,7 @@ kafka_cmd() {
 wait_kafka() {
 	local addr=$1 dir=$2 i
 	if [ ! -x "$cache_dir/bin/kafkaping" ]; then
-		(cd "$here/../.." && go build -o "$cache_dir/bin/kafkaping" ./internal/testbed/kafkaping) ||
+		(cd "$here/../../.." && go build -o "$cache_dir/bin/kafkaping" ./internal/testkit/testbed/kafkaping) ||
 			die "building the Kafka readiness probe failed"
 	fi
 	for i in $(seq 1 120); do

@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/testbed"
+	"github.com/outboxd/outboxd/internal/testkit/testbed"
 )
 
 // injector injects faults and keeps track of the active publisher.

@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/outboxd/outboxd/internal/testbed"
+	"github.com/outboxd/outboxd/internal/testkit/testbed"
 )
 
 // Fault is a kind of fault the run injects.
