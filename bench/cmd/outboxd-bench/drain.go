@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxd/outboxd/bench/relay"
-	"github.com/outboxd/outboxd/internal/pgtemp"
+	"github.com/outboxd/outboxd/internal/demo/pgtemp"
 	"github.com/outboxd/outboxd/internal/testkit/procstat"
 	"github.com/outboxd/outboxd/migrations"
 )
