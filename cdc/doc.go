@@ -1,18 +1,24 @@
-// Package cdc owns the replication connection: it checks the publication and
-// the slot, starts pgoutput replication from the slot's confirmed position,
-// reads WAL messages with deadlines, decodes them (package decode), hands the
-// events to a Publisher in commit order, and reports the acknowledgment
-// watermark (package checkpoint) back to PostgreSQL as the standby status.
+// Package cdc owns the replication connection. Its Streamer runs one
+// replication session after another: it checks the publication and the slot
+// (package slot), identifies the server, starts pgoutput replication at the
+// watermark, and runs a reader, the one goroutine that touches the
+// connection: it receives messages with deadlines, decodes them (package
+// decode), hands them in order to a Consumer (package pump's Pump), answers
+// keepalives and sends the Watermark back as the standby status.
 //
 // Invariants:
 //   - Only one goroutine touches the replication connection.
-//   - The flush position sent to PostgreSQL is the checkpoint watermark and
+//   - The flush position sent to PostgreSQL is the pump's watermark and
 //     nothing else: a transaction end LSN all of whose records (and all
-//     earlier ones) Kafka acknowledged, or, while nothing is in flight, the
+//     earlier ones) the sink acknowledged, or, while nothing is in flight, the
 //     server's keepalive WAL end. Write, flush and apply are set explicitly.
 //   - A standby status goes out at least every StatusInterval and whenever
-//     the server asks, also while the Publisher is blocked on a slow Kafka.
-//   - A permanent error (bad row, publication missing, record Kafka
-//     rejects) stops Run with that error; the slot is not advanced past it.
-//     Connection loss is retried with backoff and resumes from the watermark.
+//     the server asks, also while the pump waits for room (Kafka slow).
+//   - A new session starts at the later of the slot's confirmed position and
+//     what this process confirmed before, and only on the same server (system
+//     identifier and timeline): after a broken connection only the
+//     transaction that was open is sent again.
+//   - A permanent error (bad row without a dead-letter topic, publication or
+//     slot missing, a record Kafka refuses) stops Run with that error; the
+//     slot is not advanced past it. Connection loss is retried with backoff.
 package cdc

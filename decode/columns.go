@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Columns names the outbox columns of the tables in the publication.
@@ -68,17 +70,17 @@ func (c Columns) names() [numRoles]string {
 	return [numRoles]string{c.ID, c.Topic, c.Key, c.Payload, c.Headers}
 }
 
-// Type OIDs of the built-in types the outbox columns may have (pg_type.dat).
+// Type OIDs of the built-in types the outbox columns may have.
 const (
-	oidBytea   = 17
-	oidInt8    = 20
-	oidInt2    = 21
-	oidInt4    = 23
-	oidText    = 25
-	oidJSON    = 114
-	oidVarchar = 1043
-	oidUUID    = 2950
-	oidJSONB   = 3802
+	oidBytea   = pgtype.ByteaOID
+	oidInt8    = pgtype.Int8OID
+	oidInt2    = pgtype.Int2OID
+	oidInt4    = pgtype.Int4OID
+	oidText    = pgtype.TextOID
+	oidJSON    = pgtype.JSONOID
+	oidVarchar = pgtype.VarcharOID
+	oidUUID    = pgtype.UUIDOID
+	oidJSONB   = pgtype.JSONBOID
 )
 
 // accepted lists, per role, the column types that role accepts.
@@ -98,17 +100,18 @@ func accepted(role int) []uint32 {
 	return nil
 }
 
-// typeName names the built-in types an outbox table is likely to use; other
-// types are named by OID only.
+// typeName names the built-in types an outbox table is likely to use, as
+// SQL and psql's \d write them (bigint, character varying): pgtype knows
+// only the internal names (int8, varchar). Other types are named by OID only.
 func typeName(oid uint32) string {
 	switch oid {
-	case 16:
+	case pgtype.BoolOID:
 		return "boolean"
 	case oidBytea:
 		return "bytea"
-	case 18:
+	case pgtype.QCharOID:
 		return "char"
-	case 19:
+	case pgtype.NameOID:
 		return "name"
 	case oidInt8:
 		return "bigint"
@@ -120,21 +123,21 @@ func typeName(oid uint32) string {
 		return "text"
 	case oidJSON:
 		return "json"
-	case 700:
+	case pgtype.Float4OID:
 		return "real"
-	case 701:
+	case pgtype.Float8OID:
 		return "double precision"
-	case 1042:
+	case pgtype.BPCharOID:
 		return "character"
 	case oidVarchar:
 		return "character varying"
-	case 1082:
+	case pgtype.DateOID:
 		return "date"
-	case 1114:
+	case pgtype.TimestampOID:
 		return "timestamp without time zone"
-	case 1184:
+	case pgtype.TimestamptzOID:
 		return "timestamp with time zone"
-	case 1700:
+	case pgtype.NumericOID:
 		return "numeric"
 	case oidUUID:
 		return "uuid"

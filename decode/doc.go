@@ -2,20 +2,25 @@
 //
 // It owns the pure step of outboxd's pipeline: the bytes of one pgoutput
 // message (the WALData of one XLogData message, protocol version 1, no
-// streaming) become a [Message]: the Begin of a transaction, one outbox
-// [Event] per committed insert into an outbox table, or the Commit that ends
-// the transaction with the end LSN that may be confirmed once every event
-// before it is acknowledged. Relation messages are remembered (and checked
-// with [ValidateTable]) so that inserts can be mapped to outbox columns;
-// everything else (updates, deletes, truncates, types, origins, logical
-// decoding messages) is recognised, checked for well-formedness and ignored.
+// streaming) become a [Message]: the Begin of a transaction, one
+// outbox.Event per committed insert into an outbox table (with its position
+// in the stream, the commit LSN and its index in the transaction), or the
+// Commit that ends the transaction with the end LSN that may be confirmed
+// once every event before it is acknowledged. Relation messages are
+// remembered so that inserts can be mapped to outbox columns; a table
+// without usable outbox columns (see [ValidateTable]) is remembered as
+// unusable and each insert into it is a [*RowError]. Everything else
+// (updates, deletes, truncates, types, origins, logical decoding messages)
+// is recognised, checked for well-formedness and ignored.
 //
 // Invariants:
 //   - Pure: no I/O, no goroutines, no logging, no package-level mutable state.
 //   - Never panics, on any input: lengths are checked before every read, and
 //     a message that is truncated or carries trailing bytes is an error.
+//   - The one place that checks the transaction frame: a Begin inside a
+//     transaction, an Insert or a Commit outside one is an error.
 //   - Copies every byte it keeps: the caller reuses the WALData buffer, so no
-//     Event field aliases the input.
+//     Event or RowError field aliases the input.
 //   - Errors say what was being decoded and name the table, the column and,
 //     once it is known, the outbox id (see [RowError]).
 package decode
