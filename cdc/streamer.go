@@ -130,7 +130,7 @@ func (s *Streamer) loop(ctx context.Context) error {
 // session runs one replication connection from start to end. streamed
 // reports whether replication started (for backoff and logging).
 func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
-	info, err := s.prepare(ctx)
+	info, err := prepare(ctx, s.cfg, s.log)
 	if err != nil {
 		return false, err
 	}
@@ -152,7 +152,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 		err = slot.ClassifyStart(s.cfg.Slot, err)
 		var inUse *slot.InUseError
 		if errors.As(err, &inUse) {
-			inUse.PID = s.slotHolder(ctx)
+			inUse.PID = slotHolder(ctx, s.cfg)
 		}
 		return false, err
 	}
@@ -188,40 +188,40 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 
 // prepare runs the checks of one session on a regular connection and
 // returns the slot's state.
-func (s *Streamer) prepare(ctx context.Context) (slot.Status, error) {
-	conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
+func prepare(ctx context.Context, cfg Config, log *slog.Logger) (slot.Status, error) {
+	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return slot.Status{}, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	tables, err := slot.CheckPublication(ctx, conn, s.cfg.Publication, s.cfg.Columns)
+	tables, err := slot.CheckPublication(ctx, conn, cfg.Publication, cfg.Columns)
 	switch {
-	case errors.Is(err, slot.ErrTableUnusable) && s.cfg.TolerateUnusableTables:
-		s.log.Warn("a table in the publication has no usable outbox columns: its rows go to the dead-letter topic", "err", err)
+	case errors.Is(err, slot.ErrTableUnusable) && cfg.TolerateUnusableTables:
+		log.Warn("a table in the publication has no usable outbox columns: its rows go to the dead-letter topic", "err", err)
 	case err != nil:
 		return slot.Status{}, err
 	case len(tables) == 0:
-		s.log.Warn("publication covers no tables: nothing will be published", "publication", s.cfg.Publication)
+		log.Warn("publication covers no tables: nothing will be published", "publication", cfg.Publication)
 	}
-	info, created, err := slot.Ensure(ctx, conn, s.cfg.Slot, s.cfg.CreateSlot)
+	info, created, err := slot.Ensure(ctx, conn, cfg.Slot, cfg.CreateSlot)
 	if err != nil {
 		return slot.Status{}, err
 	}
 	if created {
-		s.log.Warn("created replication slot: outbox rows committed before now are not published; run `outboxd migrate` ahead of the application to avoid this gap",
-			"slot", s.cfg.Slot, "lsn", info.ConfirmedFlushLSN)
+		log.Warn("created replication slot: outbox rows committed before now are not published; run `outboxd migrate` ahead of the application to avoid this gap",
+			"slot", cfg.Slot, "lsn", info.ConfirmedFlushLSN)
 	}
 	return info, nil
 }
 
 // slotHolder reads who holds the slot (0 when nobody does any more).
-func (s *Streamer) slotHolder(ctx context.Context) int {
-	conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
+func slotHolder(ctx context.Context, cfg Config) int {
+	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return 0
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	st, err := slot.Read(ctx, conn, s.cfg.Slot)
+	st, err := slot.Read(ctx, conn, cfg.Slot)
 	if err != nil {
 		return 0
 	}

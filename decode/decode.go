@@ -65,7 +65,9 @@ func (m *Message) Commit() outbox.Commit {
 
 // Decoder decodes the pgoutput messages of one replication stream, in order.
 // It remembers the relations described so far and whether a transaction is
-// open. It is not safe for concurrent use.
+// open. It is not safe for concurrent use. It is the one type of the
+// parser, about 300 lines of methods: one file per message family (insert,
+// relation, headers, ignored messages), sharing the stream's state.
 type Decoder struct {
 	cols       Columns
 	rels       map[uint32]*relation
