@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -256,4 +257,40 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestSkippingAFailedTransactionByHand checks the documented way past a
+// stop without a dead-letter topic: the error names the failed record's
+// commit LSN, and advancing the stopped slot just past it skips that
+// transaction, deliberately, and nothing else.
+func TestSkippingAFailedTransactionByHand(t *testing.T) {
+	t.Parallel()
+	b := newBed(t, "", nil)
+	ctx := t.Context()
+	bad, err := b.insert(ctx, []row{{agg: uuidFor(1), topic: b.topic + "_missing", payload: `{"n": 1}`}}, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := b.insert(ctx, []row{{agg: uuidFor(2), topic: b.topic, payload: `{"n": 2}`}}, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.start(cdc.Config{}).wait(time.Minute)
+	m := regexp.MustCompile(`commit LSN ([0-9A-F]+/[0-9A-F]+)`).FindStringSubmatch(fmt.Sprint(err))
+	if !cdc.IsPermanent(err) || m == nil {
+		t.Fatalf("Run = %v, want a permanent error naming the commit LSN", err)
+	}
+	testenv.Eventually(t, 30*time.Second, "slot released", func() bool { return walsenderPID(t, b) == 0 })
+	// The command README gives.
+	if _, err := b.pool.Exec(ctx, `SELECT pg_replication_slot_advance($1, $2::pg_lsn + 1)`, b.slot, m[1]); err != nil {
+		t.Fatal(err)
+	}
+	r := b.start(cdc.Config{})
+	defer r.stop()
+	b.consume().untilIDs(t, after, time.Minute)
+	select {
+	case err := <-r.done:
+		t.Fatalf("after the advance the run stopped again (%v): outbox id %d was not skipped", err, bad[0])
+	case <-time.After(time.Second):
+	}
 }
