@@ -406,3 +406,58 @@ func TestLargePayloadsBoundedByInFlightBytes(t *testing.T) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	p.wait(t, time.Minute)
 }
+
+// TestRecordsUpToMaxRecordBytes pins the bug where records over about
+// 1 MB could never be sent: the producer's batch limit was never set, so
+// franz-go refused them client-side whatever the broker allowed. With a
+// topic that takes 10 MiB and --max-record-bytes 10 MiB, a 5 MiB TOASTed
+// jsonb payload arrives byte for byte; with the default limit the same row
+// stops the run with an error naming the client-side limit.
+func TestRecordsUpToMaxRecordBytes(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	limit := "10485760"
+	w.topic = testenv.CreateTopicWithConfig(t, strings.Split(w.brokers, ","), testenv.Name(t, "big"), 1, map[string]*string{"max.message.bytes": &limit})
+
+	var id int64
+	var want string
+	err := w.pool.QueryRow(t.Context(), `INSERT INTO outbox (aggregate_id, topic, payload)
+		SELECT gen_random_uuid(), $1, jsonb_build_object('pad', (SELECT string_agg(md5(random()::text || i::text), '') FROM generate_series(1, (5 << 20) / 32) i))
+		RETURNING id, payload::text`, w.topic).Scan(&id, &want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var toasted int64 // the value is stored out of line (TOASTed), as large payloads are
+	if err := w.pool.QueryRow(t.Context(), `SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE oid = 'outbox'::regclass`).Scan(&toasted); err != nil || toasted < 1<<20 {
+		t.Fatalf("payload not TOASTed: TOAST table %d bytes (%v)", toasted, err)
+	}
+
+	// The default limit (Kafka's 1 MiB) refuses it before sending, saying so.
+	p := w.start(t)
+	if code := p.wait(t, time.Minute); code != 1 {
+		t.Fatalf("with the default --max-record-bytes: exit %d, want 1\n%s", code, p.log())
+	}
+	t.Logf("with the default limit: %s", lastLine(p.log()))
+	if l := p.log(); !strings.Contains(l, "max-record-bytes") || !strings.Contains(l, strconv.FormatInt(id, 10)) {
+		t.Errorf("the error does not name the outbox id and the client-side limit:\n%s", l)
+	}
+
+	p = w.start(t, "--max-record-bytes", limit)
+	count, values := w.consumeAll(t, []int64{id}, 2*time.Minute)
+	if count[id] != 1 || values[id][0] != want {
+		got := 0
+		if len(values[id]) > 0 {
+			got = len(values[id][0])
+		}
+		t.Errorf("record %d arrived %d times with %d bytes, want once with the %d bytes committed", id, count[id], got, len(want))
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Errorf("exit %d after SIGTERM\n%s", code, p.log())
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
