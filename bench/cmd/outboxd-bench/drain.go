@@ -65,7 +65,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 	}
 	var backlog, table string
 	switch sys {
-	case "pg_recvlogical", "outboxd":
+	case "pg_recvlogical", "outboxd", "outboxd-baseline":
 		table = "outbox"
 		if err := e.migrate(ctx, db); err != nil {
 			return d, "", err
@@ -137,8 +137,8 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 	switch sys {
 	case "pg_recvlogical":
 		u, err = e.runRecvlogical(ctx, db, slot, target)
-	case "outboxd":
-		u, prof, err = e.runOutboxd(ctx, db, slot, target, profile)
+	case "outboxd", "outboxd-baseline":
+		u, prof, err = e.runOutboxd(ctx, e.outboxdBinary(sys), db, slot, target, profile)
 	case "relay":
 		u, err = e.runRelay(ctx, db)
 	case "debezium":
@@ -272,12 +272,21 @@ func (e *env) runRecvlogical(ctx context.Context, db, slot string, target int64)
 
 func lsnText(v int64) string { return fmt.Sprintf("%X/%X", uint64(v)>>32, uint32(v)) }
 
-func (e *env) runOutboxd(ctx context.Context, db, slot string, target int64, profile bool) (usage, string, error) {
+// outboxdBinary is the binary measured as sys: "outboxd-baseline" is an
+// earlier build (-baseline) measured in the same run for a before/after.
+func (e *env) outboxdBinary(sys string) string {
+	if sys == "outboxd-baseline" {
+		return e.o.baseline
+	}
+	return e.o.outboxd
+}
+
+func (e *env) runOutboxd(ctx context.Context, bin, db, slot string, target int64, profile bool) (usage, string, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return usage{}, "", err
 	}
-	cmd := exec.Command(e.o.outboxd, "run", "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--slot", slot,
+	cmd := exec.Command(bin, "run", "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--slot", slot,
 		"--metrics-addr", addr, "--pprof", "--log-level", "warn")
 	cmd.Stderr = os.Stderr
 	start := time.Now()

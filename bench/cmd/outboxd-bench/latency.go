@@ -39,6 +39,16 @@ type latencyResult struct {
 	Reached bool `json:"rate_reached"`
 	// Sustained: every event delivered and p99 under a second.
 	Sustained bool `json:"sustained"`
+	// CPU per event written, from the first write until the last event
+	// arrived (see cpuProbe): the publisher's own process, and the
+	// PostgreSQL processes working for it (walsender, or the relay's
+	// backends); MachineBusy is the share of all cores busy meanwhile.
+	PublisherCPUus float64 `json:"publisher_cpu_us_per_event"`
+	ServerCPUus    float64 `json:"server_cpu_us_per_event"`
+	MachineBusy    float64 `json:"machine_cpu_busy"`
+	// Profile is set instead of the figures on the unmeasured profiled
+	// run of outboxd at this rate (go tool pprof -top).
+	Profile string `json:"profile_top,omitempty"`
 }
 
 // latencySummary is one system at one rate over the repetitions: the run
@@ -48,6 +58,12 @@ type latencySummary struct {
 	Runs     int     `json:"runs"`
 	P99MinMs float64 `json:"p99_min_ms"`
 	P99MaxMs float64 `json:"p99_max_ms"`
+	// Medians and spreads of the CPU per event over all runs (the
+	// embedded run's own figures are those of the median-p99 run).
+	PublisherCPUMedianUs float64 `json:"publisher_cpu_us_per_event_median"`
+	PublisherCPUMinUs    float64 `json:"publisher_cpu_us_per_event_min"`
+	PublisherCPUMaxUs    float64 `json:"publisher_cpu_us_per_event_max"`
+	ServerCPUMedianUs    float64 `json:"server_cpu_us_per_event_median"`
 }
 
 // summarizeLatency groups the runs by system and rate, in first-seen order.
@@ -59,6 +75,9 @@ func summarizeLatency(runs []latencyResult) []latencySummary {
 	var order []key
 	groups := map[key][]latencyResult{}
 	for _, r := range runs {
+		if r.Profile != "" {
+			continue
+		}
 		k := key{r.System, r.TargetRate}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
@@ -69,9 +88,29 @@ func summarizeLatency(runs []latencyResult) []latencySummary {
 	for _, k := range order {
 		g := slices.Clone(groups[k])
 		slices.SortFunc(g, func(a, b latencyResult) int { return cmpFloat(a.P99ms, b.P99ms) })
-		out = append(out, latencySummary{latencyResult: g[len(g)/2], Runs: len(g), P99MinMs: g[0].P99ms, P99MaxMs: g[len(g)-1].P99ms})
+		pub := make([]float64, len(g))
+		srv := make([]float64, len(g))
+		for i, r := range g {
+			pub[i], srv[i] = r.PublisherCPUus, r.ServerCPUus
+		}
+		slices.Sort(pub)
+		slices.Sort(srv)
+		out = append(out, latencySummary{latencyResult: g[len(g)/2], Runs: len(g), P99MinMs: g[0].P99ms, P99MaxMs: g[len(g)-1].P99ms,
+			PublisherCPUMedianUs: median(pub), PublisherCPUMinUs: pub[0], PublisherCPUMaxUs: pub[len(pub)-1], ServerCPUMedianUs: median(srv)})
 	}
 	return out
+}
+
+// median of sorted values (the mean of the middle two for an even count).
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
 func cmpFloat(a, b float64) int {
@@ -86,7 +125,7 @@ func cmpFloat(a, b float64) int {
 
 // latency runs the system against an empty outbox and writes at each rate.
 func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) {
-	db := "bench_latency_" + sys
+	db := "bench_latency_" + strings.ReplaceAll(sys, "-", "_")
 	topic := "bench.latency." + sys
 	slot := db
 	if err := e.sql(ctx, "postgres", "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)", "CREATE DATABASE "+db); err != nil {
@@ -98,27 +137,39 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 	}
 	var insert string
 	var stop func()
+	probe := cpuProbe{db: db, slot: slot}
+	pprofAddr := "" // outboxd's --metrics-addr, for profiling steady runs
 	switch sys {
-	case "outboxd":
+	case "outboxd", "outboxd-baseline":
 		if err := e.migrate(ctx, db); err != nil {
 			return nil, err
 		}
 		insert = `INSERT INTO outbox (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
-		cmd := exec.Command(e.o.outboxd, "run", "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--slot", slot, "--log-level", "warn")
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		if sys == "outboxd" {
+			pprofAddr = addr
+		}
+		cmd := exec.Command(e.outboxdBinary(sys), "run", "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--slot", slot, "--log-level", "warn",
+			"--metrics-addr", addr, "--pprof")
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			return nil, err
 		}
+		probe.pid = cmd.Process.Pid
 		stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
 	case "relay":
 		if err := e.sql(ctx, db, relay.Schema); err != nil {
 			return nil, err
 		}
 		insert = `INSERT INTO outbox_relay (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
-		cmd := exec.Command(e.o.relay, "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--workers", "4", "--batch", "500", "--poll-interval", "100ms")
+		cmd := exec.Command(e.o.relay, "--database-url", e.dbURL(db)+"&application_name="+relayAppName, "--brokers", e.kafka.Addr, "--workers", "4", "--batch", "500", "--poll-interval", "100ms")
 		if err := cmd.Start(); err != nil {
 			return nil, err
 		}
+		probe.pid, probe.slot = cmd.Process.Pid, ""
 		stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
 	case "debezium":
 		schema, err := os.ReadFile(filepath.Join(filepath.Dir(e.o.debezium), "schema.sql"))
@@ -131,10 +182,11 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 		// $1 (the topic) goes into the type column: routing is by aggregatetype.
 		insert = `INSERT INTO outbox_debezium (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), 'events', md5(g::text), $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
 		topic = debeziumTopic(topic)
-		_, work, s, err := e.startDebezium(ctx, db, slot, strings.TrimSuffix(topic, ".events"), "latency")
+		pid, work, s, err := e.startDebezium(ctx, db, slot, strings.TrimSuffix(topic, ".events"), "latency")
 		if err != nil {
 			return nil, err
 		}
+		probe.pid = pid
 		stop = s
 		if out, err := exec.CommandContext(ctx, e.o.debezium, "wait", work).CombinedOutput(); err != nil {
 			stop()
@@ -150,19 +202,37 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 	}
 	// Warm up, unmeasured: connections, the JIT of the JVM systems, caches.
 	time.Sleep(time.Second)
-	if _, err := e.steady(ctx, db, topic, insert, rates[0], 5*time.Second); err != nil {
+	if _, err := e.steady(ctx, db, topic, insert, probe, rates[0], 5*time.Second); err != nil {
 		return nil, fmt.Errorf("warming up: %w", err)
 	}
 	var out []latencyResult
+	if pprofAddr != "" && e.o.steadyProfile {
+		// One profiled, unmeasured run per rate: where steady-rate CPU goes
+		// (a drain's profile says little about it).
+		for _, rate := range rates {
+			file := filepath.Join(e.o.out, fmt.Sprintf("outboxd-steady-%d.pprof", rate))
+			profc := make(chan error, 1)
+			go func() { profc <- cpuProfile(pprofAddr, e.o.rateDuration-time.Second, file) }()
+			if _, err := e.steady(ctx, db, topic, insert, probe, rate, e.o.rateDuration); err != nil {
+				return out, fmt.Errorf("profiled run at %d events/s: %w", rate, err)
+			}
+			if err := <-profc; err != nil {
+				e.log.Warn("steady profile", "rate", rate, "err", err)
+				continue
+			}
+			out = append(out, latencyResult{System: sys, TargetRate: rate, Profile: pprofTop(file)})
+		}
+	}
 	for rep := range e.o.latencyReps {
 		for _, rate := range rates {
-			res, err := e.steady(ctx, db, topic, insert, rate, e.o.rateDuration)
+			res, err := e.steady(ctx, db, topic, insert, probe, rate, e.o.rateDuration)
 			if err != nil {
 				return out, err
 			}
 			res.System, res.Rep = sys, rep+1
 			out = append(out, res)
-			e.log.Info("latency", "system", sys, "rep", rep+1, "rate", rate, "written_per_s", int(res.WrittenRate), "p50_ms", res.P50ms, "p99_ms", res.P99ms, "sustained", res.Sustained)
+			e.log.Info("latency", "system", sys, "rep", rep+1, "rate", rate, "written_per_s", int(res.WrittenRate), "p50_ms", res.P50ms, "p99_ms", res.P99ms, "sustained", res.Sustained,
+				"publisher_cpu_us_per_event", fmt.Sprintf("%.1f", res.PublisherCPUus), "server_cpu_us_per_event", fmt.Sprintf("%.1f", res.ServerCPUus))
 		}
 	}
 	return out, nil
@@ -182,7 +252,7 @@ func parseRates(s string) ([]int, error) {
 
 // steady writes rate events/s (10-row statements from 4 writers) for d
 // while a consumer notes when each id arrives.
-func (e *env) steady(ctx context.Context, db, topic, insert string, rate int, d time.Duration) (latencyResult, error) {
+func (e *env) steady(ctx context.Context, db, topic, insert string, probe cpuProbe, rate int, d time.Duration) (latencyResult, error) {
 	res := latencyResult{TargetRate: rate}
 	var mu sync.Mutex
 	committed := map[string]time.Time{}
@@ -222,6 +292,7 @@ func (e *env) steady(ctx context.Context, db, topic, insert string, rate int, d 
 	wctx, cancelWriters := context.WithTimeout(ctx, d)
 	defer cancelWriters()
 	g, gctx := errgroup.WithContext(wctx)
+	cpuBefore := probe.read(ctx, e)
 	start := time.Now()
 	for range writers {
 		g.Go(func() error {
@@ -271,6 +342,7 @@ func (e *env) steady(ctx context.Context, db, topic, insert string, rate int, d 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	cpuAfter := probe.read(ctx, e)
 	cancelConsumer()
 	<-consumerDone
 	var lat []float64
@@ -285,6 +357,10 @@ func (e *env) steady(ctx context.Context, db, topic, insert string, rate int, d 
 	if len(lat) > 0 {
 		q := func(p float64) float64 { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
 		res.P50ms, res.P95ms, res.P99ms, res.Maxms = q(0.50), q(0.95), q(0.99), lat[len(lat)-1]
+	}
+	if len(committed) > 0 {
+		pub, srv, busy := cpuUsed(cpuBefore, cpuAfter)
+		res.PublisherCPUus, res.ServerCPUus, res.MachineBusy = pub/float64(len(committed))*1e6, srv/float64(len(committed))*1e6, busy
 	}
 	res.Reached = res.WrittenRate >= 0.95*float64(rate)
 	res.Sustained = res.Delivered == res.Written && res.P99ms < 1000

@@ -14,25 +14,32 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
 func main() {
 	var o options
 	flag.StringVar(&o.outboxd, "outboxd", "bin/outboxd", "outboxd binary")
+	flag.StringVar(&o.baseline, "baseline", "", "an earlier outboxd binary, measured as system outboxd-baseline for a before/after in the same run")
 	flag.StringVar(&o.relay, "relay", "bin/relay", "polling relay binary (bench/cmd/relay)")
 	flag.StringVar(&o.testbed, "testbed", "internal/testkit/testbed/testbed.sh", "test bed script")
 	flag.StringVar(&o.debezium, "debezium", "bench/debezium/run.sh", "Debezium launcher script (empty: skip Debezium)")
 	flag.IntVar(&o.events, "events", 1_000_000, "backlog size for the drain")
-	flag.IntVar(&o.reps, "reps", 3, "drain repetitions per system (the median is reported)")
+	flag.IntVar(&o.reps, "reps", 5, "drain repetitions per system (the median is reported)")
 	flag.StringVar(&o.systems, "systems", "pg_recvlogical,outboxd,debezium,relay", "systems to measure")
 	flag.StringVar(&o.rates, "rates", "1000,5000,10000,20000,40000", "steady write rates, events/s, for the latency runs")
 	flag.DurationVar(&o.rateDuration, "rate-duration", 10e9, "how long each steady rate is written")
-	flag.IntVar(&o.latencyReps, "latency-reps", 3, "repetitions of each steady rate (the run with the median p99 is reported)")
+	flag.IntVar(&o.latencyReps, "latency-reps", 5, "repetitions of each steady rate (the run with the median p99 is reported)")
 	flag.StringVar(&o.out, "out", "docs/bench", "output directory")
 	flag.BoolVar(&o.perf, "perf", true, "record the walsender with perf during each system's first drain (skipped without perf)")
+	flag.BoolVar(&o.steadyProfile, "steady-profile", true, "profile outboxd in one extra, unmeasured run at each steady rate")
 	render := flag.Bool("render", false, "only re-render README.md and chart.svg from the output directory's results.json")
 	flag.Parse()
+	if strings.Contains(o.systems, "outboxd-baseline") && o.baseline == "" {
+		fmt.Fprintln(os.Stderr, "outboxd-bench: system outboxd-baseline needs -baseline BINARY")
+		os.Exit(2)
+	}
 	if *render {
 		if err := rerender(o.out); err != nil {
 			fmt.Fprintln(os.Stderr, "outboxd-bench:", err)

@@ -19,12 +19,12 @@ import (
 )
 
 type options struct {
-	outboxd, relay, testbed, debezium string
-	events, reps, latencyReps         int
-	systems, rates                    string
-	rateDuration                      time.Duration
-	out                               string
-	perf                              bool
+	outboxd, baseline, relay, testbed, debezium string
+	events, reps, latencyReps                   int
+	systems, rates                              string
+	rateDuration                                time.Duration
+	out                                         string
+	perf, steadyProfile                         bool
 }
 
 // env is the servers of the run.
