@@ -4,9 +4,11 @@
 // the dead-letter route.
 //
 // The reader (package cdc) hands it one decoded message at a time, in
-// stream order, with Apply; the pump publishes each event through a Sink
-// (package publish) and counts it into the open transaction of a
-// checkpoint.Tracker; the sink's done callbacks acknowledge it there. The
+// stream order, with Apply; the pump counts each event into the open
+// transaction of a checkpoint.Tracker and hands the transaction's events to
+// a Sink (package publish) together at its commit (a large transaction in
+// batches, so that it still streams); the sink's done callbacks acknowledge
+// them there. The
 // reader reads the confirmable position back with Flushed.
 //
 // Invariants:

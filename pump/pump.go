@@ -54,7 +54,10 @@ type Pump struct {
 	tr  atomic.Pointer[checkpoint.Tracker]
 	win *window
 
-	txn checkpoint.Txn // the reader's open transaction: only the reader goroutine touches it
+	// Only the reader goroutine touches these.
+	txn        checkpoint.Txn // the open transaction
+	batch      []*record      // its records not yet handed to the sink (see flush)
+	batchBytes int
 
 	failMu  sync.Mutex
 	failErr error
@@ -109,6 +112,10 @@ func (p *Pump) Apply(ctx context.Context, m decode.Message) error {
 			return err
 		}
 		p.txns.Add(1)
+		p.flush()
+		if err := p.Err(); err != nil {
+			return err
+		}
 		return p.sink.EndTxn(ctx, m.Commit())
 	}
 	return nil
@@ -131,16 +138,65 @@ func (p *Pump) publish(ctx context.Context, tr *checkpoint.Tracker, r *record) e
 		return err
 	}
 	r.size = r.ev.Size()
-	if err := p.win.acquire(ctx, r.size); err != nil {
-		return err
+	if !p.win.tryAcquire(r.size) {
+		// The batch holds room in the full window: it goes out first, or
+		// that room never comes back.
+		p.flush()
+		if err := p.Err(); err != nil {
+			return err
+		}
+		if err := p.win.acquire(ctx, r.size); err != nil {
+			return err
+		}
 	}
 	if err := tr.Add(r.txn); err != nil {
 		p.win.release(r.size)
 		return err
 	}
-	r.tr, r.sent = tr, time.Now()
-	p.sink.Publish(&r.ev, r.done)
+	r.tr = tr
+	p.batch = append(p.batch, r)
+	p.batchBytes += r.size
+	if len(p.batch) >= maxBatchRecords || p.batchBytes >= maxBatchBytes {
+		p.flush()
+	}
 	return nil
+}
+
+// A transaction's records are handed to the sink together at its commit,
+// or maxBatchRecords or maxBatchBytes at a time in a larger one (so it
+// still streams), or when the window is full.
+//
+// Measured at a steady 1,000 events/s in 10-row transactions (2 cores,
+// PostgreSQL 15, Kafka 4.1, perf stat on outboxd): handing each record
+// over as soon as it was decoded let the producer start a request with the
+// first records while the rest were still being read, 1.85 socket writes
+// per transaction instead of 1.43, and 55-66 µs of CPU per event instead
+// of 53-55. The records of one transaction are decoded from one read
+// burst, so waiting for the commit adds next to no latency.
+const (
+	maxBatchRecords = 256
+	maxBatchBytes   = 1 << 20
+)
+
+// flush hands the batch to the sink, in order. After a latched failure it
+// drops the batch instead (releasing its room): nothing after a failed
+// record may be written.
+func (p *Pump) flush() {
+	if len(p.batch) == 0 {
+		return
+	}
+	failed := p.Err() != nil
+	now := time.Now()
+	for i, r := range p.batch {
+		p.batch[i] = nil
+		if failed {
+			p.win.release(r.size)
+			continue
+		}
+		r.sent = now
+		p.sink.Publish(&r.ev, r.done)
+	}
+	p.batch, p.batchBytes = p.batch[:0], 0
 }
 
 // Flushed returns the position that may be confirmed to PostgreSQL.
@@ -150,9 +206,12 @@ func (p *Pump) Flushed() outbox.LSN { return p.tr.Load().Flushed() }
 // flight and no transaction is open (see checkpoint.Tracker.Idle).
 func (p *Pump) Idle(walEnd outbox.LSN) { p.tr.Load().Idle(walEnd) }
 
-// Drain waits until every record handed to the sink is done (or failed),
-// or ctx ends.
-func (p *Pump) Drain(ctx context.Context) error { return p.win.drain(ctx) }
+// Drain hands what is still batched to the sink and waits until every
+// record is done (or failed), or ctx ends.
+func (p *Pump) Drain(ctx context.Context) error {
+	p.flush()
+	return p.win.drain(ctx)
+}
 
 // Err returns the latched permanent failure, if any.
 func (p *Pump) Err() error {

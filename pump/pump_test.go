@@ -162,7 +162,7 @@ func TestPermanentErrorMidTransactionLatchesAndAborts(t *testing.T) {
 	s := &fakeSink{}
 	p := newPump(t, Config{}, s)
 	result := runPump(t, p)
-	apply(t, p, begin(0x100), event(1, "a"), commit(0x200), begin(0x300), event(2, "b"), event(3, "c"))
+	apply(t, p, begin(0x100), event(1, "a"), commit(0x200), begin(0x300), event(2, "b"), event(3, "c"), commit(0x400))
 	s.complete(t, 1, nil)
 	s.complete(t, 3, nil)
 	cause := errors.New("MESSAGE_TOO_LARGE")
@@ -184,12 +184,80 @@ func TestPermanentErrorMidTransactionLatchesAndAborts(t *testing.T) {
 	if got := s.publishedIDs(); strings.Join(got, " ") != "t:1 t:2 t:3" {
 		t.Errorf("published %v: nothing may be handed to the sink after the failure", got)
 	}
-	apply(t, p, commit(0x400))
 	if got := p.Flushed(); got != 0x200 {
 		t.Errorf("Flushed = %s, want 0/200: the failed transaction must never be confirmed", got)
 	}
 	if err := p.Drain(t.Context()); err != nil {
 		t.Errorf("Drain after the failure: %v (a failed record must leave the window)", err)
+	}
+}
+
+func TestTransactionHandedOverAtCommit(t *testing.T) {
+	t.Parallel()
+	s := &fakeSink{}
+	p := newPump(t, Config{}, s)
+	apply(t, p, begin(0x100), event(1, "a"), event(2, "b"))
+	if got := s.publishedIDs(); len(got) != 0 {
+		t.Fatalf("published %v before the commit, want the transaction handed over whole", got)
+	}
+	apply(t, p, commit(0x200))
+	if got := strings.Join(s.publishedIDs(), " "); got != "t:1 t:2" {
+		t.Fatalf("published %q at the commit, want t:1 t:2", got)
+	}
+	// A large transaction still streams: a batch goes out every
+	// maxBatchRecords.
+	apply(t, p, begin(0x300))
+	for i := range maxBatchRecords {
+		apply(t, p, event(int64(10+i), "x"))
+	}
+	if n := len(s.publishedIDs()); n != 2+maxBatchRecords {
+		t.Errorf("%d records published inside a large transaction, want %d", n-2, maxBatchRecords)
+	}
+}
+
+// Regression: records batched for the open transaction hold room in the
+// window; waiting for room without handing them over first never ended.
+func TestFullWindowHandsOverTheBatch(t *testing.T) {
+	t.Parallel()
+	s := &fakeSink{}
+	p := newPump(t, Config{MaxInFlightRecords: 2}, s)
+	apply(t, p, begin(0x100), event(1, "a"), event(2, "b"))
+	applied := make(chan error, 1)
+	go func() { applied <- p.Apply(t.Context(), event(3, "c")) }()
+	waitFor(t, func() bool { return len(s.publishedIDs()) == 2 })
+	s.complete(t, 1, nil)
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
+	apply(t, p, commit(0x200))
+	s.complete(t, 2, nil)
+	s.complete(t, 3, nil)
+	if got := p.Flushed(); got != 0x200 {
+		t.Errorf("Flushed = %s, want 0/200", got)
+	}
+}
+
+func TestBatchDroppedAfterFailure(t *testing.T) {
+	t.Parallel()
+	s := &fakeSink{}
+	p := newPump(t, Config{}, s)
+	result := runPump(t, p)
+	apply(t, p, begin(0x100), event(1, "a"), commit(0x200), begin(0x300), event(2, "b"))
+	cause := errors.New("TOPIC_AUTHORIZATION_FAILED")
+	s.complete(t, 1, cause)
+	if err := <-result; !errors.Is(err, cause) {
+		t.Fatalf("Run = %v, want the failure", err)
+	}
+	if err := p.Apply(t.Context(), commit(0x400)); !errors.Is(err, cause) {
+		t.Errorf("Apply(commit) after the failure = %v, want the latched failure", err)
+	}
+	if got := s.publishedIDs(); strings.Join(got, " ") != "t:1" {
+		t.Errorf("published %v: the batch behind a failed record must not be handed over", got)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := p.Drain(ctx); err != nil {
+		t.Errorf("Drain after the failure: %v (the dropped batch must leave the window)", err)
 	}
 }
 

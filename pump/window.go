@@ -25,14 +25,24 @@ func newWindow(maxRecords, maxBytes int) *window {
 // that one oversize record cannot wedge the pipeline. On ctx's end it
 // returns ctx's error having taken nothing.
 func (w *window) acquire(ctx context.Context, n int) error {
-	return w.await(ctx, func() bool {
-		if w.records > 0 && (w.records >= w.maxRecords || w.bytes+n > w.maxBytes) {
-			return false
-		}
-		w.records++
-		w.bytes += n
-		return true
-	})
+	return w.await(ctx, func() bool { return w.take(n) })
+}
+
+// tryAcquire takes room for one record of n bytes if there is room now.
+func (w *window) tryAcquire(n int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.take(n)
+}
+
+// take is acquire's test, under mu.
+func (w *window) take(n int) bool {
+	if w.records > 0 && (w.records >= w.maxRecords || w.bytes+n > w.maxBytes) {
+		return false
+	}
+	w.records++
+	w.bytes += n
+	return true
 }
 
 // drain waits until nothing is in flight.
