@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -36,6 +37,9 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	}
 	if code, ok := validate("run", &cfg, fs, stderr); !ok {
 		return code
+	}
+	if cfg.MaxProcs > 0 {
+		runtime.GOMAXPROCS(cfg.MaxProcs)
 	}
 	log := cfg.Logger(os.Stderr)
 	log.Info("starting", "version", version, "config", config.Dump(fs))

@@ -171,6 +171,15 @@ func flags() []flagSpec {
 			}},
 		{name: "pprof", group: GroupOps, usage: "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for diagnosing; keep the address private)",
 			bind: boolean(func(c *Config) *bool { return &c.Pprof })},
+		{name: "max-procs", group: GroupOps,
+			usage: "CPU cores the Go runtime uses at once (GOMAXPROCS, which this overrides; 0: every core). One slot is sent by one walsender process and one core keeps up with it; more cost CPU per event at steady rates",
+			bind:  integer(func(c *Config) *int { return &c.MaxProcs }),
+			check: func(c *Config) string {
+				if c.MaxProcs < 0 {
+					return "must not be negative"
+				}
+				return ""
+			}},
 		{name: "wal-check-interval", group: GroupOps, usage: "how often to check the WAL the slot retains (and whether PostgreSQL invalidated it)",
 			bind: duration(func(c *Config) *time.Duration { return &c.Monitor.Interval }), check: positive(func(c *Config) time.Duration { return c.Monitor.Interval })},
 		{name: "wal-retained-warn-bytes", group: GroupOps, usage: "log a warning when the slot retains more WAL than this many bytes",
