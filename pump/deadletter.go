@@ -1,8 +1,11 @@
 package pump
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/outbox"
@@ -81,4 +84,53 @@ func header(ev *outbox.Event, key string) string {
 		}
 	}
 	return ""
+}
+
+// queueDeadLetter hands a refused record to Run, which publishes its
+// dead-letter record: the sink's callback must not publish itself.
+func (p *Pump) queueDeadLetter(r *record, cause error) {
+	r.ev = deadLetterRecord(&r.ev, p.cfg.DeadLetterTopic, cause)
+	r.deadLetter = true
+	p.queue(r)
+}
+
+func (p *Pump) queue(r *record) {
+	p.dlMu.Lock()
+	p.dlJobs = append(p.dlJobs, r)
+	p.dlMu.Unlock()
+	select {
+	case p.dlWake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Pump) takeDeadLetterJobs() []*record {
+	p.dlMu.Lock()
+	defer p.dlMu.Unlock()
+	jobs := p.dlJobs
+	p.dlJobs = nil
+	return jobs
+}
+
+// deadLetter publishes a dead-letter record in the place of the refused
+// one, whose room in the window it keeps.
+func (p *Pump) deadLetter(r *record) {
+	p.log.Error("record refused for good; sending it to the dead-letter topic",
+		"outbox_id", r.ev.ID, "topic", header(&r.ev, hdrTopic), "dead_letter_topic", r.ev.Topic, "err", header(&r.ev, hdrError))
+	r.sent = time.Now()
+	p.sink.Publish(&r.ev, func(err error) {
+		if err == nil {
+			p.ack(r)
+			return
+		}
+		if errors.Is(err, outbox.ErrRecordTooLarge) && !r.reference {
+			r.ev = deadLetterReference(&r.ev, err)
+			r.reference = true
+			p.log.Error("dead-letter record too large; sending a reference without the value", "outbox_id", r.ev.ID, "dead_letter_topic", r.ev.Topic)
+			p.queue(r)
+			return
+		}
+		p.fail(fmt.Errorf("publishing to the dead-letter topic %s: %w (the record it stood for: %s)", r.ev.Topic, err, header(&r.ev, hdrError)))
+		p.win.release(r.size)
+	})
 }

@@ -1,0 +1,64 @@
+package pump
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/outboxd/outboxd/checkpoint"
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// record is one record on its way through the sink.
+type record struct {
+	p          *Pump
+	tr         *checkpoint.Tracker // of the stream it belongs to
+	txn        checkpoint.Txn
+	ev         outbox.Event
+	size       int // counted in the window
+	sent       time.Time
+	deadLetter bool // ev is the dead-letter record (of a refused record or a rejected row)
+	reference  bool // ev is a reference to a record too large for the dead-letter topic
+}
+
+// done is the sink's callback.
+func (r *record) done(err error) {
+	p := r.p
+	if err == nil {
+		p.ack(r)
+		return
+	}
+	if p.cfg.DeadLetterTopic != "" && !r.deadLetter && p.Err() == nil {
+		p.queueDeadLetter(r, err)
+		return
+	}
+	// The record stays unacknowledged: the watermark never passes it.
+	p.fail(fmt.Errorf("%w (commit LSN %s)", err, r.ev.CommitLSN))
+	p.win.release(r.size)
+}
+
+func (p *Pump) ack(r *record) {
+	if err := r.tr.Ack(r.txn); err != nil {
+		p.fail(fmt.Errorf("acknowledging outbox id %d: %w", r.ev.ID, err))
+	}
+	p.win.release(r.size)
+	if r.deadLetter {
+		p.deadLettered.Add(1)
+		if p.obs != nil {
+			p.obs.DeadLettered(header(&r.ev, hdrTopic))
+		}
+		return
+	}
+	size := r.ev.Size()
+	p.acked.Add(1)
+	p.ackedBytes.Add(uint64(size))
+	ns := r.ev.CommitTime.UnixNano()
+	for {
+		cur := p.newestCommit.Load()
+		if ns <= cur || p.newestCommit.CompareAndSwap(cur, ns) {
+			break
+		}
+	}
+	if p.obs != nil {
+		p.obs.Acknowledged(r.ev.Topic, size, time.Since(r.sent), r.ev.CommitTime)
+	}
+}

@@ -1,0 +1,36 @@
+package pump
+
+import (
+	"context"
+	"time"
+
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// Sink is where the pump hands records: package publish's producer, or an
+// exactly-once producer that groups PostgreSQL transactions into Kafka
+// transactions.
+type Sink interface {
+	// Publish hands over one record of the open transaction and returns
+	// without waiting for it. done is called exactly once, from any
+	// goroutine (possibly before Publish returns), with nil once the record
+	// is durable (acknowledged; for a transactional sink, part of a
+	// committed Kafka transaction) or with the error that failed it for
+	// good.
+	Publish(ev *outbox.Event, done func(error))
+	// EndTxn marks the end of a PostgreSQL transaction: every record
+	// published since the previous EndTxn belongs to it. A transactional
+	// sink may commit here; every sink reports every record done in the
+	// end, whether or not another EndTxn follows.
+	EndTxn(ctx context.Context, c outbox.Commit) error
+	// Abort fails every record not yet sent (done gets an error) and
+	// returns once nothing is in flight, or when ctx ends.
+	Abort(ctx context.Context) error
+}
+
+// Observer learns about acknowledged and dead-lettered records (metrics).
+// It is called on the sink's callback goroutines and must be quick.
+type Observer interface {
+	Acknowledged(topic string, bytes int, produceLatency time.Duration, commitTime time.Time)
+	DeadLettered(topic string)
+}
