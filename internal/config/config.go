@@ -53,8 +53,10 @@ type Config struct {
 // process, and outboxd spends less CPU per event than that walsender during
 // a drain, so one core keeps up with it; a second one made the Go runtime
 // hand goroutines between threads, and at steady rates cost 20-30% more CPU
-// per event (measured at 1k, 5k and 10k events/s in 10-row transactions,
-// docs/bench) without a faster drain.
+// per event: 54 against 45 µs at 1k events/s, 38-41 against 32-34 at 5k,
+// 34-35 against 25-27 at 10k (pgbench writing 10-row transactions, outboxd's
+// CPU from /proc, two runs each). The drain was no slower with one (1.4 x
+// the wave-1 binary on all cores in both recorded runs, docs/bench/steady).
 const DefaultMaxProcs = 1
 
 // Default returns the defaults of every option: the components' own.
