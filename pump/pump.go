@@ -156,22 +156,27 @@ const (
 )
 
 // flush hands the batch to the sink, in order. After a latched failure it
-// drops the batch instead (releasing its room): nothing after a failed
-// record may be written.
+// drops the batch instead: nothing after a failed record may be written.
 func (p *Pump) flush() {
-	if len(p.batch) == 0 {
+	if p.Err() != nil {
+		p.dropBatch()
 		return
 	}
-	failed := p.Err() != nil
 	now := time.Now()
 	for i, r := range p.batch {
 		p.batch[i] = nil
-		if failed {
-			p.win.release(r.size)
-			continue
-		}
 		r.sent = now
 		p.sink.Publish(&r.ev, r.done)
+	}
+	p.batch, p.batchBytes = p.batch[:0], 0
+}
+
+// dropBatch releases the batch's room without handing it over. Its records
+// stay unacknowledged in their tracker, so the watermark never passes them.
+func (p *Pump) dropBatch() {
+	for i, r := range p.batch {
+		p.batch[i] = nil
+		p.win.release(r.size)
 	}
 	p.batch, p.batchBytes = p.batch[:0], 0
 }
@@ -183,10 +188,13 @@ func (p *Pump) Flushed() outbox.LSN { return p.tr.Load().Flushed() }
 // flight and no transaction is open (see checkpoint.Tracker.Idle).
 func (p *Pump) Idle(walEnd outbox.LSN) { p.tr.Load().Idle(walEnd) }
 
-// Drain hands what is still batched to the sink and waits until every
-// record is done (or failed), or ctx ends.
+// Drain waits until every record handed to the sink is done (or failed),
+// or ctx ends. Records of a transaction still open (the stream ended inside
+// it) that were not handed over yet are dropped, not sent: the watermark
+// never passed that transaction, so the next stream sends it again from its
+// start, and sending them now would only add duplicates.
 func (p *Pump) Drain(ctx context.Context) error {
-	p.flush()
+	p.dropBatch()
 	return p.win.drain(ctx)
 }
 

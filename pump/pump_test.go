@@ -489,3 +489,25 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// Regression: a stream that ended inside a transaction (the connection
+// broke) sent that transaction's batched records at Drain, although the
+// next stream sends the whole transaction again: only duplicates.
+func TestDrainDropsTheOpenTransactionsBatch(t *testing.T) {
+	t.Parallel()
+	s := &fakeSink{}
+	p := newPump(t, Config{}, s)
+	apply(t, p, begin(0x100), event(1, "a"), commit(0x200), begin(0x300), event(2, "b"), event(3, "c"))
+	s.complete(t, 1, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := p.Drain(ctx); err != nil {
+		t.Fatalf("Drain: %v (the open transaction's batch must leave the window)", err)
+	}
+	if got := strings.Join(s.publishedIDs(), " "); got != "t:1" {
+		t.Errorf("published %q, want only t:1: the open transaction is sent again by the next stream", got)
+	}
+	if got := p.Flushed(); got != 0x200 {
+		t.Errorf("Flushed = %s, want 0/200: never past the open transaction", got)
+	}
+}
