@@ -69,6 +69,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		{"sasl needs credentials", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--kafka-sasl-mechanism", "scram-sha-512"}, []string{"--kafka-sasl-username"}},
 		{"client cert needs key", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--kafka-tls-cert-file", "/nonexistent.pem"}, []string{"no such file", "--kafka-tls-key-file"}},
 		{"key=value connection string", []string{"--database-url", "host=db dbname=app", "--brokers", "a:1"}, nil},
+		{"negative max-procs", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--max-procs", "-1"}, []string{"--max-procs (OUTBOXD_MAX_PROCS): must not be negative"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

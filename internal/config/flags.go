@@ -172,7 +172,7 @@ func flags() []flagSpec {
 		{name: "pprof", group: GroupOps, usage: "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for diagnosing; keep the address private)",
 			bind: boolean(func(c *Config) *bool { return &c.Pprof })},
 		{name: "max-procs", group: GroupOps,
-			usage: "CPU cores the Go runtime uses at once (GOMAXPROCS, which this overrides; 0: every core). One slot is sent by one walsender process and one core keeps up with it; more cost CPU per event at steady rates",
+			usage: "CPU cores the Go runtime uses at once (GOMAXPROCS, which this overrides; 0: leave it to Go, all cores unless GOMAXPROCS is set). One slot is sent by one walsender process and one core keeps up with it; more cost CPU per event at steady rates",
 			bind:  integer(func(c *Config) *int { return &c.MaxProcs }),
 			check: func(c *Config) string {
 				if c.MaxProcs < 0 {
