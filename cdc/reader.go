@@ -246,6 +246,14 @@ func (r *reader) sendStatus(ctx context.Context) error {
 // server may drop the status it has not yet read, so the next start
 // re-sends what this one confirmed.
 func (r *reader) finish(ctx context.Context) error {
+	// A connection that broke is already being closed by pgconn on a
+	// goroutine of its own, which writes to it: a status sent now raced
+	// with that write (found by the race detector in
+	// TestWalsenderTerminationResendsOnlyTheOpenTransaction). The next
+	// session starts from the watermark anyway.
+	if r.conn.IsClosed() {
+		return errors.New("the replication connection is already closed")
+	}
 	if err := r.sendStatus(ctx); err != nil {
 		return err
 	}
