@@ -89,6 +89,9 @@ func (p *Pump) Apply(ctx context.Context, m decode.Message) error {
 			return err
 		}
 		p.txns.Add(1)
+		if p.obs != nil {
+			p.obs.Received(m.CommitTime)
+		}
 		p.flush()
 		if err := p.Err(); err != nil {
 			return err

@@ -467,6 +467,13 @@ func TestRejectedRow(t *testing.T) {
 type countingObserver struct {
 	mu           sync.Mutex
 	deadLettered map[string]int
+	received     []time.Time
+}
+
+func (o *countingObserver) Received(commitTime time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.received = append(o.received, commitTime)
 }
 
 func (o *countingObserver) Acknowledged(string, int, time.Duration, time.Time) {}
@@ -509,5 +516,19 @@ func TestDrainDropsTheOpenTransactionsBatch(t *testing.T) {
 	}
 	if got := p.Flushed(); got != 0x200 {
 		t.Errorf("Flushed = %s, want 0/200: never past the open transaction", got)
+	}
+}
+
+func TestObserverHearsEachCommit(t *testing.T) {
+	t.Parallel()
+	var obs countingObserver
+	p := newPump(t, Config{}, &fakeSink{})
+	p.Observe(&obs)
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c1, c2 := commit(0x200), commit(0x400)
+	c1.CommitTime, c2.CommitTime = at, at.Add(time.Second)
+	apply(t, p, begin(0x100), event(1, "a"), c1, begin(0x300), c2)
+	if len(obs.received) != 2 || !obs.received[0].Equal(at) || !obs.received[1].Equal(at.Add(time.Second)) {
+		t.Errorf("observer received commit times %v, want %v and one second later", obs.received, at)
 	}
 }

@@ -28,9 +28,13 @@ type Sink interface {
 	Abort(ctx context.Context) error
 }
 
-// Observer learns about acknowledged and dead-lettered records (metrics).
-// It is called on the sink's callback goroutines and must be quick.
+// Observer learns about transactions read and records acknowledged or
+// dead-lettered (metrics). It must be quick: Received is called on the
+// reader's goroutine, the others on the sink's callback goroutines.
 type Observer interface {
+	// Received: a transaction's commit message was decoded; commitTime is
+	// the server's commit time.
+	Received(commitTime time.Time)
 	Acknowledged(topic string, bytes int, produceLatency time.Duration, commitTime time.Time)
 	DeadLettered(topic string)
 }

@@ -35,6 +35,7 @@ type Metrics struct {
 	deadLettered   *prometheus.CounterVec
 	produceLatency prometheus.Histogram
 	commitToAck    prometheus.Histogram
+	commitToRecv   prometheus.Histogram
 }
 
 // NewMetrics registers every metric on a new registry.
@@ -54,6 +55,11 @@ func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
 		}, []string{"topic"}),
 		produceLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "outboxd_produce_latency_seconds", Help: "From handing a record to the producer to Kafka's acknowledgment.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		commitToRecv: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "outboxd_commit_to_receive_seconds",
+			Help:    "From the PostgreSQL commit to outboxd decoding the transaction's commit message, one per transaction: the walsender's and the reader's share of the latency (commit_to_ack minus this is the producer's).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 		commitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -76,7 +82,7 @@ func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
 		}
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
 	}
-	reg.MustRegister(m.records, m.bytes, m.deadLettered, m.produceLatency, m.commitToAck,
+	reg.MustRegister(m.records, m.bytes, m.deadLettered, m.produceLatency, m.commitToAck, m.commitToRecv,
 		optional("outboxd_kafka_data_loss_total", "Times Kafka reported losing records it had acknowledged (see the Error log).", counts.DataLoss),
 		optional("outboxd_heartbeats_total", "Heartbeat messages written (--heartbeat-interval).", counts.Heartbeats),
 		counter("outboxd_transactions_total", "Committed transactions received from the slot.", func(s cdc.Stats) float64 { return float64(s.Transactions) }),
@@ -91,6 +97,11 @@ func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
 		stateCollector{src, stateVec, states},
 	)
 	return m
+}
+
+// Received implements pump.Observer.
+func (m *Metrics) Received(commitTime time.Time) {
+	m.commitToRecv.Observe(time.Since(commitTime).Seconds())
 }
 
 // DeadLettered implements pump.Observer.
