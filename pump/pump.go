@@ -158,15 +158,17 @@ const (
 	maxBatchBytes   = 1 << 20
 )
 
-// flush hands the batch to the sink, in order. After a latched failure it
-// drops the batch instead: nothing after a failed record may be written.
+// flush hands the batch to the sink, in order. Once a failure is latched,
+// also by a record of this batch that the sink refused on the spot, it
+// drops the rest instead: nothing after a failed record may be written.
 func (p *Pump) flush() {
-	if p.Err() != nil {
-		p.dropBatch()
-		return
-	}
 	now := time.Now()
 	for i, r := range p.batch {
+		if p.Err() != nil {
+			p.batch = p.batch[i:]
+			p.dropBatch()
+			return
+		}
 		p.batch[i] = nil
 		r.sent = now
 		p.sink.Publish(&r.ev, r.done)

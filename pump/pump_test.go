@@ -532,3 +532,29 @@ func TestObserverHearsEachCommit(t *testing.T) {
 		t.Errorf("observer received commit times %v, want %v and one second later", obs.received, at)
 	}
 }
+
+// Regression: a record the sink refused on the spot latched the failure,
+// but the records after it in the same batch were still handed over.
+func TestRefusedRecordStopsTheRestOfItsBatch(t *testing.T) {
+	t.Parallel()
+	refused := errors.New("record too large")
+	s := &fakeSink{sync: func(ev *outbox.Event) error {
+		if ev.ID == 2 {
+			return refused
+		}
+		return nil
+	}}
+	p := newPump(t, Config{}, s)
+	apply(t, p, begin(0x100), event(1, "a"), event(2, "b"), event(3, "c"), event(4, "d"))
+	if err := p.Apply(t.Context(), commit(0x200)); !errors.Is(err, refused) {
+		t.Fatalf("Apply(commit) = %v, want the refusal", err)
+	}
+	if got := strings.Join(s.publishedIDs(), " "); got != "t:1 t:2" {
+		t.Errorf("published %q, want t:1 t:2: nothing after the refused record", got)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := p.Drain(ctx); err != nil {
+		t.Errorf("Drain: %v (the dropped records must leave the window)", err)
+	}
+}
