@@ -13,7 +13,11 @@ import (
 
 // connectReplication opens the replication connection derived from the URL.
 func (s *Streamer) connectReplication(ctx context.Context) (*pgconn.PgConn, error) {
-	cfg, err := pgconn.ParseConfig(s.cfg.DatabaseURL)
+	return connectReplication(ctx, s.cfg.DatabaseURL)
+}
+
+func connectReplication(ctx context.Context, url string) (*pgconn.PgConn, error) {
+	cfg, err := pgconn.ParseConfig(url)
 	if err != nil {
 		// The parse error can quote the whole string, password included.
 		return nil, permanent(fmt.Errorf("parsing the database URL: invalid connection string (not shown: it may hold a password)"))
@@ -27,6 +31,21 @@ func (s *Streamer) connectReplication(ctx context.Context) (*pgconn.PgConn, erro
 		return nil, fmt.Errorf("opening the replication connection: %w", err)
 	}
 	return conn, nil
+}
+
+// SystemIdentifier returns the server's system identifier (IDENTIFY_SYSTEM
+// on a replication connection, which a slot's user can always open).
+func SystemIdentifier(ctx context.Context, url string) (string, error) {
+	conn, err := connectReplication(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	sys, err := pglogrepl.IdentifySystem(ctx, conn)
+	if err != nil {
+		return "", fmt.Errorf("identifying the server: %w", err)
+	}
+	return sys.SystemID, nil
 }
 
 // serverID tells servers and their histories apart: a promoted standby or

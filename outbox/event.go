@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"errors"
+	"strconv"
 	"time"
 )
 
@@ -57,3 +58,28 @@ type Commit struct {
 // record is larger than a limit on its way to Kafka, whichever side (client
 // or broker) enforced it.
 var ErrRecordTooLarge = errors.New("record too large")
+
+// ErrTransactionAborted is matched (errors.Is) by every error that fails a
+// record because the Kafka transaction it was part of was aborted, not
+// because of the record itself: such a record is never dead-lettered (the
+// transaction's other records failed with it, and none of them is in Kafka
+// for a read_committed consumer).
+var ErrTransactionAborted = errors.New("Kafka transaction aborted")
+
+// Position is where an event is in the stream: (CommitLSN, Index), unique
+// and increasing in commit order. The exactly-once sink records the last
+// position it committed and skips every event at or before it.
+type Position struct {
+	CommitLSN LSN
+	Index     int
+}
+
+// Position returns the event's position.
+func (e *Event) Position() Position { return Position{CommitLSN: e.CommitLSN, Index: e.Index} }
+
+// Before reports whether p comes before q in the stream.
+func (p Position) Before(q Position) bool {
+	return p.CommitLSN < q.CommitLSN || p.CommitLSN == q.CommitLSN && p.Index < q.Index
+}
+
+func (p Position) String() string { return p.CommitLSN.String() + "#" + strconv.Itoa(p.Index) }

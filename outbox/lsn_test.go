@@ -29,3 +29,21 @@ func TestLSN(t *testing.T) {
 		}
 	}
 }
+
+func TestPositionOrder(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		p, q outbox.Position
+		want bool
+	}{
+		{outbox.Position{}, outbox.Position{CommitLSN: 1}, true},
+		{outbox.Position{CommitLSN: 5, Index: 3}, outbox.Position{CommitLSN: 5, Index: 4}, true},
+		{outbox.Position{CommitLSN: 5, Index: 4}, outbox.Position{CommitLSN: 5, Index: 4}, false},
+		{outbox.Position{CommitLSN: 5, Index: 9}, outbox.Position{CommitLSN: 6, Index: 0}, true},
+		{outbox.Position{CommitLSN: 6, Index: 0}, outbox.Position{CommitLSN: 5, Index: 9}, false},
+	} {
+		if got := tt.p.Before(tt.q); got != tt.want {
+			t.Errorf("%v.Before(%v) = %v, want %v", tt.p, tt.q, got, tt.want)
+		}
+	}
+}

@@ -77,13 +77,21 @@ type Producer struct {
 // record or Ping.
 func New(cfg Config, log *slog.Logger) (*Producer, error) {
 	cfg = cfg.WithDefaults()
-	if len(cfg.Brokers) == 0 {
-		return nil, errors.New("creating Kafka producer: no brokers given")
-	}
-	if cfg.MaxRecordBytes > 1<<30 {
-		return nil, fmt.Errorf("creating Kafka producer: a record batch of %d bytes is over franz-go's limit of 1 GiB", cfg.MaxRecordBytes)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	p := &Producer{log: log, maxRecordBytes: cfg.MaxRecordBytes}
+	cl, err := kgo.NewClient(clientOpts(cfg, log, p.dataLossDetected)...)
+	if err != nil {
+		return nil, fmt.Errorf("creating Kafka producer: %w", err)
+	}
+	p.cl = cl
+	return p, nil
+}
+
+// clientOpts are the options of every producing client, transactional or
+// not; cfg has its defaults.
+func clientOpts(cfg Config, log *slog.Logger, onDataLoss func(string, int32)) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
@@ -96,31 +104,28 @@ func New(cfg Config, log *slog.Logger) (*Producer, error) {
 		kgo.ProducerLinger(cfg.Linger),
 		// RecordRetries and RecordDeliveryTimeout keep their unlimited
 		// defaults: an unavailable broker delays records, never fails them.
-		kgo.ProducerOnDataLossDetected(p.dataLossDetected),
+		kgo.ProducerOnDataLossDetected(onDataLoss),
 		kgo.WithLogger(kgoLogger{log}),
 	}
 	if cfg.AllowAutoTopicCreation {
 		opts = append(opts, kgo.AllowAutoTopicCreation())
 	}
-	opts = append(opts, cfg.Opts...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("creating Kafka producer: %w", err)
-	}
-	p.cl = cl
-	return p, nil
+	return append(opts, cfg.Opts...)
 }
 
-// Publish hands ev to the producer and returns; done is called exactly once,
-// from another goroutine or (for a record refused before sending) before
-// Publish returns, when the record is acknowledged (nil) or has failed for
-// good (a *Error). Records are produced in the order of Publish calls; per
-// partition Kafka keeps that order, also across retries (idempotence).
-func (p *Producer) Publish(ev *outbox.Event, done func(error)) {
-	if need := wireSize(ev); need > p.maxRecordBytes {
-		done(&Error{ID: ev.ID, Topic: ev.Topic, Err: &TooLargeError{Bytes: need, Limit: p.maxRecordBytes, Client: true}})
-		return
+// validate checks what New and NewTxn refuse; cfg has its defaults.
+func (cfg Config) validate() error {
+	if len(cfg.Brokers) == 0 {
+		return errors.New("creating Kafka producer: no brokers given")
 	}
+	if cfg.MaxRecordBytes > 1<<30 {
+		return fmt.Errorf("creating Kafka producer: a record batch of %d bytes is over franz-go's limit of 1 GiB", cfg.MaxRecordBytes)
+	}
+	return nil
+}
+
+// toRecord is ev as a Kafka record (see the record contract).
+func toRecord(ev *outbox.Event) *kgo.Record {
 	rec := &kgo.Record{
 		Topic:     ev.Topic,
 		Key:       ev.Key,
@@ -131,6 +136,28 @@ func (p *Producer) Publish(ev *outbox.Event, done func(error)) {
 	for i, h := range ev.Headers {
 		rec.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 	}
+	return rec
+}
+
+// tooLarge is the error for a record over maxRecordBytes, nil if it fits.
+func tooLarge(ev *outbox.Event, maxRecordBytes int) error {
+	if need := wireSize(ev); need > maxRecordBytes {
+		return &Error{ID: ev.ID, Topic: ev.Topic, Err: &TooLargeError{Bytes: need, Limit: maxRecordBytes, Client: true}}
+	}
+	return nil
+}
+
+// Publish hands ev to the producer and returns; done is called exactly once,
+// from another goroutine or (for a record refused before sending) before
+// Publish returns, when the record is acknowledged (nil) or has failed for
+// good (a *Error). Records are produced in the order of Publish calls; per
+// partition Kafka keeps that order, also across retries (idempotence).
+func (p *Producer) Publish(ev *outbox.Event, done func(error)) {
+	if err := tooLarge(ev, p.maxRecordBytes); err != nil {
+		done(err)
+		return
+	}
+	rec := toRecord(ev)
 	id := ev.ID
 	p.cl.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
 		if err == nil {
@@ -175,7 +202,11 @@ func (p *Producer) Ping(ctx context.Context) error {
 // not; an error reaching Kafka is returned as such (the caller decides
 // whether to wait).
 func (p *Producer) CheckTopic(ctx context.Context, topic string) error {
-	md, err := kadm.NewClient(p.cl).ListTopics(ctx, topic)
+	return checkTopic(ctx, p.cl, topic)
+}
+
+func checkTopic(ctx context.Context, cl *kgo.Client, topic string) error {
+	md, err := kadm.NewClient(cl).ListTopics(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("reading Kafka's metadata for topic %s: %w", topic, err)
 	}

@@ -558,3 +558,29 @@ func TestRefusedRecordStopsTheRestOfItsBatch(t *testing.T) {
 		t.Errorf("Drain: %v (the dropped records must leave the window)", err)
 	}
 }
+
+// Regression: with a dead-letter topic, a record failed only because its
+// Kafka transaction was aborted (exactly-once sink) must stop the pipeline,
+// not be dead-lettered and confirmed past as if it were at fault.
+func TestAbortedTransactionIsNotDeadLettered(t *testing.T) {
+	t.Parallel()
+	s := &fakeSink{}
+	p := newPump(t, Config{DeadLetterTopic: "dlq"}, s)
+	done := runPump(t, p)
+	apply(t, p, begin(0x100), event(1, "a"), commit(0x200))
+	s.complete(t, 1, fmt.Errorf("%w: another record failed", outbox.ErrTransactionAborted))
+	select {
+	case err := <-done:
+		if !errors.Is(err, outbox.ErrTransactionAborted) {
+			t.Fatalf("Run = %v, want the aborted transaction's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop on a record failed with its transaction")
+	}
+	if ids := s.publishedIDs(); len(ids) != 1 {
+		t.Errorf("published %v: the record went to the dead-letter topic", ids)
+	}
+	if got := p.Flushed(); got != 0x10 {
+		t.Errorf("Flushed = %s, want 0/10: nothing may be confirmed past the failed record", got)
+	}
+}

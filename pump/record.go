@@ -1,6 +1,7 @@
 package pump
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,7 +28,9 @@ func (r *record) done(err error) {
 		p.ack(r)
 		return
 	}
-	if p.cfg.DeadLetterTopic != "" && !r.deadLetter && p.Err() == nil {
+	// A record failed with its Kafka transaction did nothing wrong itself:
+	// the pipeline stops rather than dead-letter it.
+	if p.cfg.DeadLetterTopic != "" && !r.deadLetter && p.Err() == nil && !errors.Is(err, outbox.ErrTransactionAborted) {
 		p.queueDeadLetter(r, err)
 		return
 	}

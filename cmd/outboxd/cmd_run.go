@@ -25,7 +25,7 @@ func envName(flagName string) string { return config.EnvName(flagName) }
 
 var runGroups = []config.Group{
 	config.GroupDatabase, config.GroupSlot, config.GroupPublication, config.GroupCreateSlot,
-	config.GroupPump, config.GroupKafka, config.GroupStream, config.GroupOps, config.GroupLog,
+	config.GroupPump, config.GroupKafka, config.GroupDelivery, config.GroupStream, config.GroupOps, config.GroupLog,
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) int {
@@ -60,14 +60,28 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 	}
 	kafka := cfg.Kafka
 	kafka.Opts = append(kafka.Opts, kopts...)
-	pub, err := publish.New(kafka, log)
+	var (
+		pub *publish.Producer
+		txn *publish.TxnProducer
+		snk sink
+	)
+	if cfg.Delivery == config.DeliveryExactlyOnce {
+		tc := cfg.Txn
+		tc.DeadLetterTopic = cfg.Pump.DeadLetterTopic
+		url := cfg.Stream.DatabaseURL
+		txn, err = publish.NewTxn(tc, kafka, cfg.Stream.Slot, func(ctx context.Context) (string, error) { return cdc.SystemIdentifier(ctx, url) }, log)
+		snk = txn
+	} else {
+		pub, err = publish.New(kafka, log)
+		snk = pub
+	}
 	if err != nil {
 		return err
 	}
-	defer pub.Close()
+	defer snk.Close()
 	if t := cfg.Pump.DeadLetterTopic; t != "" {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := pub.CheckTopic(cctx, t)
+		err := snk.CheckTopic(cctx, t)
 		cancel()
 		switch {
 		case errors.Is(err, publish.ErrTopicMissing):
@@ -77,7 +91,7 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 		}
 		cfg.Stream.TolerateUnusableTables = true // their rows go to the dead-letter topic
 	}
-	p, err := pump.New(cfg.Pump, pub, log)
+	p, err := pump.New(cfg.Pump, snk, log)
 	if err != nil {
 		return err
 	}
@@ -100,13 +114,13 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 
 	g, gctx := errgroup.WithContext(ctx)
 	if cfg.MetricsAddr != "" {
-		counts := ops.Counts{DataLoss: pub.DataLossEvents}
+		counts := ops.Counts{DataLoss: snk.DataLossEvents}
 		if hb != nil {
 			counts.Heartbeats = hb.Written
 		}
 		m := ops.NewMetrics(st, wal, counts)
 		p.Observe(m)
-		srv := &ops.Server{Addr: cfg.MetricsAddr, Metrics: m, Stats: st, Kafka: pub, Log: log, Pprof: cfg.Pprof}
+		srv := &ops.Server{Addr: cfg.MetricsAddr, Metrics: m, Stats: st, Kafka: snk, Log: log, Pprof: cfg.Pprof}
 		if _, err := srv.Listen(); err != nil {
 			return err
 		}
@@ -118,8 +132,30 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 	}
 	// Run returns nil only once gctx ended: on SIGTERM, or when a sibling
 	// failed (then g.Wait returns that sibling's error).
-	g.Go(func() error { return st.Run(gctx) })
+	if txn == nil {
+		g.Go(func() error { return st.Run(gctx) })
+		return g.Wait()
+	}
+	// The exactly-once sink commits the records the stream drains at a
+	// stop, so it outlives the stream; it stops it when it fails (fenced,
+	// a record refused): its records fail, and so does the pump.
+	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSink()
+	g.Go(func() error { return txn.Run(sinkCtx) })
+	g.Go(func() error {
+		defer stopSink()
+		return st.Run(gctx)
+	})
 	return g.Wait()
+}
+
+// sink is what run needs of either producer.
+type sink interface {
+	pump.Sink
+	Ping(ctx context.Context) error
+	CheckTopic(ctx context.Context, topic string) error
+	DataLossEvents() uint64
+	Close()
 }
 
 // registered lists the flags a command registered (for tests).

@@ -120,9 +120,11 @@ func (w *world) tryWrite(ctx context.Context, n, from int) ([]int64, error) {
 
 // consumeAll reads the topic from the start until every id in want is there
 // plus a quiet period, returning how often each id arrived and its values.
-func (w *world) consumeAll(t *testing.T, want []int64, d time.Duration) (map[int64]int, map[int64][]string) {
+// opts are added to the consumer's (e.g. read_committed isolation).
+func (w *world) consumeAll(t *testing.T, want []int64, d time.Duration, opts ...kgo.Opt) (map[int64]int, map[int64][]string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(w.brokers, ",")...), kgo.ConsumeTopics(w.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(w.brokers, ",")...), kgo.ConsumeTopics(w.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,8 @@ type Config struct {
 	Stream    cdc.Config         // database URL, slot, publication, timings of the replication stream
 	Pump      pump.Config        // in-flight window, dead-letter topic
 	Kafka     publish.Config     // brokers, record size, linger
+	Delivery  string             // DeliveryAtLeastOnce or DeliveryExactlyOnce
+	Txn       publish.TxnConfig  // the exactly-once sink's transactions and progress topic
 	Monitor   slot.MonitorConfig // WAL retention checks (its names come from Stream)
 	Heartbeat time.Duration      // 0: off
 
@@ -59,12 +61,20 @@ type Config struct {
 // the wave-1 binary on all cores in both recorded runs, docs/bench/steady).
 const DefaultMaxProcs = 1
 
+// The delivery modes of --delivery.
+const (
+	DeliveryAtLeastOnce = "at-least-once"
+	DeliveryExactlyOnce = "exactly-once"
+)
+
 // Default returns the defaults of every option: the components' own.
 func Default() Config {
 	return Config{
 		Stream:    cdc.Config{CreateSlot: true}.WithDefaults(),
 		Pump:      pump.Config{}.WithDefaults(),
 		Kafka:     publish.Config{}.WithDefaults(),
+		Delivery:  DeliveryAtLeastOnce,
+		Txn:       publish.TxnConfig{}.WithDefaults(),
 		Monitor:   slot.MonitorConfig{}.WithDefaults(),
 		Table:     "public.outbox",
 		LogLevel:  "info",
@@ -86,6 +96,7 @@ const (
 	GroupStream                   // the replication stream's timings
 	GroupPump                     // in-flight window, dead-letter topic
 	GroupKafka                    // brokers, record size, TLS, SASL
+	GroupDelivery                 // --delivery and the exactly-once options
 	GroupOps                      // metrics, WAL checks, heartbeat
 	GroupLog                      // --log-level, --log-format
 )

@@ -158,6 +158,40 @@ func flags() []flagSpec {
 		{name: "kafka-sasl-password", group: GroupKafka, usage: "SASL password (prefer the environment variable: flags show in ps)",
 			bind: str(func(c *Config) *string { return &c.KafkaSASLPassword }), show: secret},
 
+		{name: "delivery", group: GroupDelivery,
+			usage: "at-least-once: each record is acknowledged on its own and a crash sends the unconfirmed tail again (consumers dedupe on the id header). " +
+				"exactly-once: records go in Kafka transactions with a progress record, and a restart or takeover resumes exactly after the last committed one; " +
+				"consumers must read with isolation.level=read_committed (a read_uncommitted consumer also sees aborted records), and needs Kafka transactions allowed for the transactional id",
+			bind: str(func(c *Config) *string { return &c.Delivery }),
+			check: func(c *Config) string {
+				if c.Delivery != DeliveryAtLeastOnce && c.Delivery != DeliveryExactlyOnce {
+					return "\"" + c.Delivery + "\" is not at-least-once or exactly-once"
+				}
+				return ""
+			}},
+		{name: "transactional-id", group: GroupDelivery,
+			usage: "exactly-once: Kafka transactional id; every process publishing the slot must share it, and a standby taking over fences the one it replaces (empty: outboxd-<slot>-<the server's system identifier>)",
+			bind:  str(func(c *Config) *string { return &c.Txn.TransactionalID })},
+		{name: "progress-topic", group: GroupDelivery,
+			usage: "exactly-once: compacted topic holding each slot's last committed position, written in the same transactions; created (1 partition, cleanup.policy=compact) when missing",
+			bind:  str(func(c *Config) *string { return &c.Txn.ProgressTopic }),
+			check: func(c *Config) string { return nonEmpty(c.Txn.ProgressTopic) }},
+		{name: "transaction-interval", group: GroupDelivery,
+			usage: "exactly-once: longest a Kafka transaction stays open, holding many PostgreSQL transactions; longer means fewer commits but later visibility to read_committed consumers",
+			bind:  duration(func(c *Config) *time.Duration { return &c.Txn.Interval }), check: positive(func(c *Config) time.Duration { return c.Txn.Interval })},
+		{name: "transaction-max-records", group: GroupDelivery,
+			usage: "exactly-once: a Kafka transaction commits early once it holds this many records (keep below --max-in-flight-records)",
+			bind:  integer(func(c *Config) *int { return &c.Txn.MaxRecords }), check: positiveInt(func(c *Config) int { return c.Txn.MaxRecords })},
+		{name: "transaction-timeout", group: GroupDelivery,
+			usage: "exactly-once: Kafka aborts a transaction open longer (a stalled publisher); must not exceed the brokers' transaction.max.timeout.ms (Kafka's default 15m) and must exceed --transaction-interval",
+			bind:  duration(func(c *Config) *time.Duration { return &c.Txn.Timeout }),
+			check: func(c *Config) string {
+				if c.Txn.Timeout <= c.Txn.Interval {
+					return "must be longer than --transaction-interval"
+				}
+				return ""
+			}},
+
 		{name: "metrics-addr", group: GroupOps, usage: "serve Prometheus /metrics, /healthz and /readyz on this address, e.g. :9187 (empty: off)",
 			bind: str(func(c *Config) *string { return &c.MetricsAddr }),
 			check: func(c *Config) string {

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/internal/testkit/testenv"
+)
+
+// The exactly-once mode against the real broker: a read_committed consumer
+// must see every committed outbox row once, in commit order per key,
+// whatever the publisher went through.
+
+// eosArgs are run's flags for exactly-once with this test's own progress
+// topic and transactional id.
+func eosArgs(t *testing.T, w *world, extra ...string) []string {
+	t.Helper()
+	return append([]string{"--delivery", "exactly-once", "--progress-topic", w.topic + ".progress",
+		"--transaction-interval", "50ms"}, extra...)
+}
+
+var readCommitted = kgo.FetchIsolationLevel(kgo.ReadCommitted())
+
+// requireExactlyOnce reads the topic with read_committed isolation until
+// every id in want arrived and checks each arrived once and, per key, in
+// id order (the writers commit each key's rows in id order).
+func requireExactlyOnce(t *testing.T, w *world, want []int64) txnLog {
+	t.Helper()
+	count, _ := w.consumeAll(t, want, 2*time.Minute, readCommitted)
+	dups := 0
+	for id, n := range count {
+		if n != 1 {
+			dups++
+			t.Errorf("outbox id %d seen %d times by a read_committed consumer", id, n)
+		}
+	}
+	if len(count) != len(want) {
+		t.Errorf("read_committed consumer saw %d distinct ids, want %d", len(count), len(want))
+	}
+	log := w.committedLog(t)
+	for key, ids := range log.byKey {
+		if !slices.IsSorted(ids) {
+			t.Errorf("key %s: ids out of commit order for a read_committed consumer: %v", key, ids)
+		}
+	}
+	t.Logf("measured: %d rows, %d duplicates for read_committed; read_uncommitted also saw %d records of aborted transactions, %d committed, %d in no finished transaction",
+		len(want), dups, log.aborted, log.committed, log.open)
+	if log.committed != len(want) {
+		t.Errorf("read_uncommitted consumer: %d records in committed transactions, want %d", log.committed, len(want))
+	}
+	if log.open != 0 || log.nonTransactional != 0 {
+		t.Errorf("read_uncommitted consumer: %d records in no finished transaction, %d outside any: each must end committed or aborted", log.open, log.nonTransactional)
+	}
+	return log
+}
+
+// txnLog is the topic as a read_uncommitted consumer sees it, with each
+// record placed in its transaction by the control records that end them.
+type txnLog struct {
+	committed, aborted, open, nonTransactional int
+	byKey                                      map[string][]int64 // ids of committed records, in offset order
+}
+
+// committedLog reads the topic to its end with read_uncommitted isolation
+// and the control records kept.
+func (w *world) committedLog(t *testing.T) txnLog {
+	t.Helper()
+	brokers := strings.Split(w.brokers, ",")
+	ends, err := testenv.Admin(t, brokers).ListEndOffsets(t.Context(), w.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(w.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	type pending struct {
+		key string
+		id  int64
+	}
+	l := txnLog{byKey: map[string][]int64{}}
+	open := map[int32]map[int64][]pending{} // partition, producer id: records of its open transaction
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for len(want) > 0 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+			if open[r.Partition] == nil {
+				open[r.Partition] = map[int64][]pending{}
+			}
+			txn := open[r.Partition]
+			switch {
+			case r.Attrs.IsControl():
+				// The key of a control record: version, then type (0 abort,
+				// 1 commit), each a big-endian int16.
+				if len(r.Key) < 4 {
+					t.Errorf("control record with a %d-byte key", len(r.Key))
+					return
+				}
+				recs := txn[r.ProducerID]
+				delete(txn, r.ProducerID)
+				if binary.BigEndian.Uint16(r.Key[2:4]) == 1 {
+					l.committed += len(recs)
+					for _, p := range recs {
+						l.byKey[p.key] = append(l.byKey[p.key], p.id)
+					}
+				} else {
+					l.aborted += len(recs)
+				}
+			case !r.Attrs.IsTransactional():
+				l.nonTransactional++
+			default:
+				var id int64
+				for _, h := range r.Headers {
+					if h.Key == "id" {
+						id, _ = strconv.ParseInt(string(h.Value), 10, 64)
+					}
+				}
+				txn[r.ProducerID] = append(txn[r.ProducerID], pending{key: string(r.Key), id: id})
+			}
+		})
+	}
+	if len(want) > 0 {
+		t.Fatalf("read_uncommitted consumer did not reach the end of partitions %v", want)
+	}
+	for _, txns := range open {
+		for _, recs := range txns {
+			l.open += len(recs)
+		}
+	}
+	return l
+}
+
+// TestExactlyOnceUnderKill9SIGTERMAndWalsenderKills: kill -9 mid-stream,
+// a walsender terminated, SIGTERM; a read_committed consumer sees every row
+// once, and every extra record a read_uncommitted one sees is in an aborted
+// transaction.
+func TestExactlyOnceUnderKill9SIGTERMAndWalsenderKills(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	var want []int64
+	for round, fault := range []string{"kill9", "walsender+sigterm", "kill9", "kill9-streaming"} {
+		// Killed with a transaction open for a second: its records are in
+		// Kafka, and must show as aborted.
+		args := eosArgs(t, w, "--transaction-interval", "1s")
+		if fault == "kill9-streaming" {
+			// Killed while committing every 50 ms: the last transactions
+			// committed are not confirmed to the slot yet, so the next
+			// process gets them again and must skip them.
+			args = eosArgs(t, w)
+		}
+		p := w.start(t, args...)
+		waitFor(t, 30*time.Second, "streaming", func() bool { return strings.Contains(p.log(), "msg=streaming") })
+		var ids []int64
+		var werr error
+		written := make(chan struct{})
+		n := 200
+		if fault == "kill9-streaming" {
+			n = 3000 // still writing when killed
+		}
+		go func() { defer close(written); ids, werr = w.tryWrite(t.Context(), n, round*10000) }()
+		if fault == "kill9-streaming" {
+			// Past the producer's start (fencing, reading the progress
+			// topic), into steady commits.
+			time.Sleep(time.Second)
+			waitFor(t, 30*time.Second, "producer ready", func() bool { return strings.Contains(p.log(), "exactly-once producer ready") })
+		}
+		time.Sleep(time.Duration(300+round*100) * time.Millisecond)
+		switch fault {
+		case "kill9", "kill9-streaming":
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			p.wait(t, time.Minute)
+			<-written
+		default:
+			w.terminateWalsender(t)
+			<-written
+			waitFor(t, 30*time.Second, "reconnect", func() bool { return strings.Count(p.log(), "msg=streaming") >= 2 })
+			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if code := p.wait(t, time.Minute); code != 0 {
+				t.Fatalf("exit code %d after SIGTERM; log:\n%s", code, p.log())
+			}
+		}
+		if werr != nil {
+			t.Fatal(werr)
+		}
+		want = append(want, ids...)
+	}
+	p := w.start(t, eosArgs(t, w)...)
+	if log := requireExactlyOnce(t, w, want); log.aborted == 0 {
+		t.Errorf("no record of an aborted transaction after two kill -9 with a transaction open: the test did not test it")
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Errorf("exit code %d after SIGTERM; log:\n%s", code, p.log())
+	}
+}
+
+// TestExactlyOnceZombieIsFenced: the active publisher is stopped (SIGSTOP)
+// with a Kafka transaction open, its walsender goes, the standby takes the
+// slot over; when the old one wakes (SIGCONT), it exits non-zero saying it
+// was fenced, and nothing it held is visible twice.
+func TestExactlyOnceZombieIsFenced(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	// A long interval keeps the zombie's transaction open while it writes.
+	zombie := w.start(t, eosArgs(t, w, "--transaction-interval", "2s")...)
+	want := w.write(t, 2, 0)
+	w.consumeAll(t, want, time.Minute, readCommitted)
+	standby := w.start(t, eosArgs(t, w, "--slot-retry-interval", "100ms")...)
+	waitFor(t, 30*time.Second, "standby logs the busy slot", func() bool { return strings.Contains(standby.log(), "in use by another process") })
+
+	want = append(want, w.write(t, 20, 100)...) // into the zombie's open transaction
+	time.Sleep(300 * time.Millisecond)
+	if err := zombie.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	w.terminateWalsender(t) // as wal_sender_timeout would
+	want = append(want, w.write(t, 20, 200)...)
+	waitFor(t, time.Minute, "standby takes over", func() bool { return strings.Contains(standby.log(), "exactly-once producer ready") })
+	if err := zombie.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if code := zombie.wait(t, time.Minute); code == 0 {
+		t.Errorf("the fenced publisher exited 0; log:\n%s", zombie.log())
+	}
+	if !strings.Contains(zombie.log(), "fenced by another outboxd process") {
+		t.Errorf("the fenced publisher does not say it was fenced; log:\n%s", zombie.log())
+	}
+	want = append(want, w.write(t, 5, 300)...)
+	requireExactlyOnce(t, w, want)
+	_ = standby.cmd.Process.Signal(syscall.SIGTERM)
+	if code := standby.wait(t, time.Minute); code != 0 {
+		t.Errorf("standby exit code %d after SIGTERM; log:\n%s", code, standby.log())
+	}
+}
+
+// terminateWalsender ends the slot's walsender from the server side.
+func (w *world) terminateWalsender(t *testing.T) {
+	t.Helper()
+	var n int
+	err := w.pool.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(active_pid)) FROM pg_replication_slots
+		WHERE slot_name = $1 AND database = current_database() AND active_pid IS NOT NULL`, w.slot).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("terminated %d walsenders, want 1", n)
+	}
+}

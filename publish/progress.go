@@ -1,0 +1,44 @@
+package publish
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// DefaultProgressTopic is where the exactly-once sink keeps its progress.
+const DefaultProgressTopic = "outboxd.progress"
+
+// progressKey is the key of a slot's progress records: the slot and the
+// server's system identifier, so that two databases (or a restored copy
+// with another identifier) never share a progress record.
+func progressKey(slot, systemID string) []byte { return []byte(slot + "@" + systemID) }
+
+// progressValue is a progress record's value: the last event a committed
+// Kafka transaction holds. Where a large PostgreSQL transaction spans
+// several Kafka transactions, Index says how far into it the last one got.
+type progressValue struct {
+	CommitLSN string `json:"commit_lsn"`
+	Index     int    `json:"index"`
+}
+
+func encodeProgress(p outbox.Position) []byte {
+	b, _ := json.Marshal(progressValue{CommitLSN: p.CommitLSN.String(), Index: p.Index}) // cannot fail
+	return b
+}
+
+func decodeProgress(b []byte) (outbox.Position, error) {
+	var v progressValue
+	if err := json.Unmarshal(b, &v); err != nil {
+		return outbox.Position{}, fmt.Errorf("reading a progress record %q: %w", b, err)
+	}
+	lsn, err := outbox.ParseLSN(v.CommitLSN)
+	if err != nil {
+		return outbox.Position{}, fmt.Errorf("reading a progress record %q: %w", b, err)
+	}
+	if v.Index < 0 {
+		return outbox.Position{}, fmt.Errorf("reading a progress record %q: negative index", b)
+	}
+	return outbox.Position{CommitLSN: lsn, Index: v.Index}, nil
+}

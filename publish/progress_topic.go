@@ -1,0 +1,157 @@
+package publish
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// ensureProgressTopic creates the progress topic (one partition, compacted,
+// the broker's replication factor) or checks that the existing one is
+// compacted: the sink keeps one live record per slot there, and a topic
+// that deletes by age would forget it.
+func ensureProgressTopic(ctx context.Context, adm *kadm.Client, topic string) (created bool, err error) {
+	compact := "compact"
+	_, err = adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &compact}, topic)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, kerr.TopicAlreadyExists):
+	default:
+		return false, fmt.Errorf("creating the progress topic %s (1 partition, cleanup.policy=compact): %w; create it yourself, or allow outboxd to create topics", topic, err)
+	}
+	cfgs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return false, fmt.Errorf("reading the configuration of the progress topic %s: %w", topic, err)
+	}
+	rc, err := cfgs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the configuration of the progress topic %s: %w", topic, err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && c.Value != nil && !strings.Contains(*c.Value, "compact") {
+			return false, fmt.Errorf("%w: %s has cleanup.policy=%s, so Kafka would delete outboxd's progress by age (alter the topic, or choose another with --progress-topic)", errNotCompacted, topic, *c.Value)
+		}
+	}
+	return false, nil
+}
+
+// errNotCompacted is ensureProgressTopic's answer for a topic that is not
+// compacted.
+var errNotCompacted = errors.New("the progress topic must have cleanup.policy=compact")
+
+// readProgress reads the progress topic to its end with read_committed
+// isolation and returns the last position recorded under key (the zero
+// Position when there is none). Call it after the producer fenced every
+// earlier one: no transaction of this key is open then, and no later one
+// can commit.
+//
+// It reads up to the high watermark seen first, waiting while other keys'
+// open transactions hold the last stable offset below it: a progress record
+// committed after another slot's transaction began is still read.
+func readProgress(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic string, key []byte) (outbox.Position, error) {
+	hwm, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = hwm.Error()
+	}
+	if err != nil {
+		return outbox.Position{}, fmt.Errorf("listing the end offsets of the progress topic %s: %w", topic, err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return outbox.Position{}, fmt.Errorf("listing the start offsets of the progress topic %s: %w", topic, err)
+	}
+	want := map[int32]int64{} // partition: the offset to read up to
+	from := map[int32]kgo.Offset{}
+	hwm.Each(func(o kadm.ListedOffset) {
+		if s, ok := starts.Lookup(topic, o.Partition); ok && o.Offset > s.Offset {
+			want[o.Partition] = o.Offset
+			from[o.Partition] = kgo.NewOffset().AtStart()
+		}
+	})
+	if len(want) == 0 {
+		return outbox.Position{}, nil
+	}
+	if err := awaitStable(ctx, adm, topic, want); err != nil {
+		return outbox.Position{}, err
+	}
+	cl, err := kgo.NewClient(append(opts,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// The commit marker is the last offset of a committed transaction:
+		// kept, it shows where the topic ends.
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(250*time.Millisecond),
+	)...)
+	if err != nil {
+		return outbox.Position{}, fmt.Errorf("reading the progress topic %s: %w", topic, err)
+	}
+	defer cl.Close()
+	var pos outbox.Position
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return outbox.Position{}, fmt.Errorf("reading the progress topic %s: %w", topic, err)
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			return outbox.Position{}, fmt.Errorf("reading the progress topic %s: %w", topic, errs[0].Err)
+		}
+		var derr error
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+			if r.Attrs.IsControl() || !bytes.Equal(r.Key, key) || derr != nil {
+				return
+			}
+			pos, derr = decodeProgress(r.Value)
+		})
+		if derr != nil {
+			return outbox.Position{}, fmt.Errorf("progress topic %s: %w", topic, derr)
+		}
+	}
+	return pos, nil
+}
+
+// awaitStable waits until the last stable offset of every partition in
+// want reached it.
+func awaitStable(ctx context.Context, adm *kadm.Client, topic string, want map[int32]int64) error {
+	for {
+		lso, err := adm.ListCommittedOffsets(ctx, topic)
+		if err == nil {
+			err = lso.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("listing the last stable offsets of the progress topic %s: %w", topic, err)
+		}
+		stable := true
+		for p, end := range want {
+			if o, ok := lso.Lookup(topic, p); !ok || o.Offset < end {
+				stable = false
+			}
+		}
+		if stable {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for open transactions on the progress topic %s to end: %w", topic, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

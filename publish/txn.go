@@ -1,0 +1,530 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// TxnProducer is the exactly-once sink of package pump: it groups
+// PostgreSQL transactions into Kafka transactions and writes, in each, a
+// progress record naming the last event it holds.
+//
+// Guarantees, for consumers reading with isolation.level=read_committed:
+//   - An event's done callback gets nil only once the Kafka transaction
+//     holding it committed, so the slot is confirmed only behind the
+//     progress topic, never ahead of it.
+//   - After any restart or takeover, the producer first fences every
+//     earlier holder of its transactional id (their open transactions are
+//     aborted and they cannot commit again), then reads the progress topic
+//     to its end, then skips every event at or before the position it
+//     holds: each event is in exactly one committed transaction.
+//   - A record Kafka refuses for good aborts its whole transaction: none of
+//     its records is visible, and they all fail with an error matching
+//     outbox.ErrTransactionAborted (so the pump stops rather than
+//     dead-lettering records that did nothing wrong).
+//
+// Publish is safe from any goroutine and never blocks; Run owns the Kafka
+// client and must run for as long as records are published.
+type TxnProducer struct {
+	cfg            TxnConfig
+	kafka          Config
+	slot           string
+	systemID       func(context.Context) (string, error)
+	log            *slog.Logger
+	admin          *kgo.Client // not transactional: topic, progress, ping
+	maxRecordBytes int
+
+	mu      sync.Mutex
+	queue   []txnItem
+	failErr error // once set, Publish fails at once
+	wake    chan struct{}
+	abort   chan struct{}
+	stopped chan struct{}
+
+	// Only Run's goroutine touches these.
+	cl        *kgo.Client // transactional; nil until init
+	key       []byte
+	committed outbox.Position // the last position of a committed transaction
+	last      outbox.Position // the last position handed to Kafka
+	inTxn     bool
+	open      []txnItem // the records of the open transaction
+	openBytes int
+	openSince time.Time
+
+	recMu  sync.Mutex
+	recErr error // the first record of the open transaction that failed
+
+	dataLoss, commits, retried, skipped atomic.Uint64
+}
+
+type txnItem struct {
+	ev   *outbox.Event
+	done func(error)
+	// dup: an event sent again (a new stream started before the open
+	// transaction committed) that is already in the open transaction: it is
+	// done when that transaction is, without being written twice.
+	dup bool
+}
+
+// NewTxn creates the exactly-once sink for slot. systemID returns the
+// PostgreSQL server's system identifier; it is called once Run has work,
+// with the default transactional id and the progress key derived from it.
+// Nothing contacts Kafka before Run.
+func NewTxn(cfg TxnConfig, kafka Config, slot string, systemID func(context.Context) (string, error), log *slog.Logger) (*TxnProducer, error) {
+	cfg, kafka = cfg.WithDefaults(), kafka.WithDefaults()
+	if err := kafka.validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("creating the transactional Kafka producer: %w", err)
+	}
+	t := &TxnProducer{cfg: cfg, kafka: kafka, slot: slot, systemID: systemID, log: log, maxRecordBytes: kafka.MaxRecordBytes,
+		wake: make(chan struct{}, 1), abort: make(chan struct{}, 1), stopped: make(chan struct{})}
+	admin, err := kgo.NewClient(clientOpts(kafka, log, t.dataLossDetected)...)
+	if err != nil {
+		return nil, fmt.Errorf("creating Kafka client: %w", err)
+	}
+	t.admin = admin
+	return t, nil
+}
+
+// Publish queues ev for the next Kafka transaction. A record too large for
+// --max-record-bytes is refused before Publish returns, as in Producer.
+func (t *TxnProducer) Publish(ev *outbox.Event, done func(error)) {
+	if err := tooLarge(ev, t.maxRecordBytes); err != nil {
+		done(err)
+		return
+	}
+	t.mu.Lock()
+	if err := t.failErr; err != nil {
+		t.mu.Unlock()
+		done(err)
+		return
+	}
+	first := len(t.queue) == 0
+	t.queue = append(t.queue, txnItem{ev: ev, done: done})
+	t.mu.Unlock()
+	if first {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// EndTxn does nothing: Kafka transactions end by age and size, at any
+// record boundary (the progress record's index covers a split).
+func (t *TxnProducer) EndTxn(context.Context, outbox.Commit) error { return nil }
+
+// Abort aborts the open Kafka transaction, fails every record not yet
+// committed, and returns once Run has stopped or ctx ends.
+func (t *TxnProducer) Abort(ctx context.Context) error {
+	select {
+	case t.abort <- struct{}{}:
+	default:
+	}
+	select {
+	case <-t.stopped:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run produces until ctx ends (it then aborts what is still open: call it
+// after the stream drained) or a permanent error: fenced by another
+// process, a record refused, a transaction that can neither commit nor
+// abort. Records not committed then fail.
+func (t *TxnProducer) Run(ctx context.Context) (err error) {
+	defer close(t.stopped)
+	defer func() {
+		t.shutdown(err)
+		if t.cl != nil {
+			t.cl.Close()
+		}
+	}()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.abort:
+			return errAbortRequested
+		case <-t.wake:
+		case <-timer.C:
+		}
+		if err := t.step(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		timer.Stop()
+		if t.inTxn {
+			timer.Reset(time.Until(t.openSince.Add(t.cfg.Interval)))
+		}
+	}
+}
+
+var errAbortRequested = errors.New("abort requested")
+
+// step takes the queued records into the open transaction and commits it
+// when it is due.
+func (t *TxnProducer) step(ctx context.Context) error {
+	if t.cl == nil {
+		if !t.hasQueued() {
+			return nil
+		}
+		if err := t.init(ctx); err != nil {
+			return err
+		}
+	}
+	for _, it := range t.take() {
+		if err := t.add(it); err != nil {
+			return err
+		}
+	}
+	if t.inTxn && (time.Since(t.openSince) >= t.cfg.Interval || len(t.open) >= t.cfg.MaxRecords || t.openBytes >= t.cfg.MaxBytes) {
+		return t.commit(ctx)
+	}
+	return nil
+}
+
+func (t *TxnProducer) hasQueued() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.queue) > 0
+}
+
+func (t *TxnProducer) take() []txnItem {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	q := t.queue
+	t.queue = nil
+	return q
+}
+
+// add puts one record into the open transaction (beginning one if needed),
+// or skips it when a committed transaction already holds it.
+func (t *TxnProducer) add(it txnItem) error {
+	pos := it.ev.Position()
+	atLeastOnce := t.cfg.DeadLetterTopic != "" && it.ev.Topic == t.cfg.DeadLetterTopic
+	if !atLeastOnce {
+		if !t.committed.Before(pos) {
+			t.skipped.Add(1)
+			it.done(nil)
+			return nil
+		}
+		if !t.last.Before(pos) {
+			it.dup = true
+			t.open = append(t.open, it)
+			return nil
+		}
+	}
+	if !t.inTxn {
+		if err := t.cl.BeginTransaction(); err != nil {
+			return t.classify("beginning a Kafka transaction", err)
+		}
+		t.inTxn, t.openSince = true, time.Now()
+	}
+	t.cl.Produce(context.Background(), toRecord(it.ev), t.produced)
+	t.open = append(t.open, it)
+	t.openBytes += it.ev.Size()
+	if !atLeastOnce {
+		t.last = pos
+	}
+	return nil
+}
+
+// produced is franz-go's callback for every record of a transaction.
+func (t *TxnProducer) produced(r *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	t.recMu.Lock()
+	defer t.recMu.Unlock()
+	if t.recErr == nil {
+		id, _ := strconv.ParseInt(headerValue(r, "id"), 10, 64)
+		t.recErr = &Error{ID: id, Topic: r.Topic, Err: err}
+	}
+}
+
+func (t *TxnProducer) takeRecErr() error {
+	t.recMu.Lock()
+	defer t.recMu.Unlock()
+	err := t.recErr
+	t.recErr = nil
+	return err
+}
+
+func headerValue(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// commit writes the progress record and commits the open transaction. A
+// commit whose outcome Kafka did not confirm is aborted (which fences
+// anything of it still pending), and the progress topic then says whether
+// it had committed after all; if not, its records go into a new one.
+func (t *TxnProducer) commit(ctx context.Context) error {
+	prog := t.last
+	t.cl.Produce(ctx, &kgo.Record{Topic: t.cfg.ProgressTopic, Key: t.key, Value: encodeProgress(prog)}, t.produced)
+	if err := t.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("waiting for Kafka to acknowledge the transaction's records: %w", err)
+	}
+	if err := t.takeRecErr(); err != nil {
+		return t.abortOpen(ctx, err)
+	}
+	err := t.cl.EndTransaction(ctx, kgo.TryCommit)
+	if err == nil {
+		t.committed = prog
+		t.commits.Add(1)
+		t.finishOpen(nil)
+		return nil
+	}
+	if fenced(err) {
+		return t.classify("committing a Kafka transaction", err)
+	}
+	if aerr := t.cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
+		return t.classify("committing a Kafka transaction ("+err.Error()+"), then aborting it", aerr)
+	}
+	pos, rerr := readProgress(ctx, t.readOpts(), kadm.NewClient(t.admin), t.cfg.ProgressTopic, t.key)
+	if rerr != nil {
+		return fmt.Errorf("committing a Kafka transaction (%v): its outcome is unknown and %w", err, rerr)
+	}
+	t.retried.Add(1)
+	if !pos.Before(prog) {
+		t.log.Warn("Kafka reported an error committing a transaction, but its progress record is in Kafka: it did commit", "err", err, "progress", pos)
+		t.committed = pos
+		t.finishOpen(nil)
+		return nil
+	}
+	t.log.Warn("Kafka transaction not committed; it was aborted and its records go into a new one", "err", err, "records", len(t.open), "progress", pos)
+	items := t.open
+	t.open, t.openBytes, t.inTxn = nil, 0, false
+	t.committed, t.last = pos, pos
+	for _, it := range items {
+		it.dup = false
+		if err := t.add(it); err != nil {
+			t.open = append(t.open, items...) // failed by shutdown
+			return err
+		}
+	}
+	return nil
+}
+
+// abortOpen aborts the open transaction because a record of it failed for
+// good.
+func (t *TxnProducer) abortOpen(ctx context.Context, cause error) error {
+	if fenced(cause) {
+		return t.classify("producing a record", cause)
+	}
+	err := fmt.Errorf("%w, because a record failed for good: %w", outbox.ErrTransactionAborted, cause)
+	if aerr := t.cl.AbortBufferedRecords(ctx); aerr != nil {
+		return fmt.Errorf("%w; and aborting its buffered records: %v", err, aerr)
+	}
+	if aerr := t.cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
+		return fmt.Errorf("%w; and ending it: %v", err, aerr)
+	}
+	t.inTxn = false
+	return err
+}
+
+// finishOpen reports every record of the open transaction done.
+func (t *TxnProducer) finishOpen(err error) {
+	items := t.open
+	t.open, t.openBytes, t.inTxn = nil, 0, false
+	for _, it := range items {
+		it.done(err)
+	}
+}
+
+// shutdown aborts a transaction still open and fails every record not
+// committed, queued or not, and every later Publish.
+func (t *TxnProducer) shutdown(cause error) {
+	if cause == nil || errors.Is(cause, errAbortRequested) {
+		cause = errTxnProducerStopped
+	}
+	if !errors.Is(cause, outbox.ErrTransactionAborted) {
+		cause = fmt.Errorf("%w: %w", outbox.ErrTransactionAborted, cause)
+	}
+	if t.inTxn && t.cl != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = t.cl.AbortBufferedRecords(ctx)
+		if err := t.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+			t.log.Warn("could not abort the open Kafka transaction; the coordinator aborts it after the transaction timeout, or the next producer does", "err", err)
+		}
+		cancel()
+		t.inTxn = false
+	}
+	t.finishOpen(cause)
+	t.mu.Lock()
+	t.failErr = cause
+	q := t.queue
+	t.queue = nil
+	t.mu.Unlock()
+	for _, it := range q {
+		it.done(cause)
+	}
+}
+
+var errTxnProducerStopped = errors.New("the exactly-once producer stopped")
+
+// init fences earlier producers of the transactional id, makes sure the
+// progress topic exists, and reads the last committed position. Kafka or
+// PostgreSQL being unreachable is retried until ctx ends.
+func (t *TxnProducer) init(ctx context.Context) error {
+	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(250*time.Millisecond),
+		backoff.WithMaxInterval(10*time.Second), backoff.WithMaxElapsedTime(0))
+	for {
+		err := t.tryInit(ctx)
+		if err == nil || ctx.Err() != nil || permanentInit(err) {
+			return err
+		}
+		wait := bo.NextBackOff()
+		t.log.Warn("preparing the exactly-once producer; retrying", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (t *TxnProducer) tryInit(ctx context.Context) error {
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sys, err := t.systemID(actx)
+	if err != nil {
+		return err
+	}
+	id := t.cfg.TransactionalID
+	if id == "" {
+		id = "outboxd-" + t.slot + "-" + sys
+	}
+	adm := kadm.NewClient(t.admin)
+	created, err := ensureProgressTopic(actx, adm, t.cfg.ProgressTopic)
+	if err != nil {
+		return err
+	}
+	if created {
+		t.log.Info("created the progress topic", "topic", t.cfg.ProgressTopic)
+	}
+	cl, err := kgo.NewClient(append(clientOpts(t.kafka, t.log, t.dataLossDetected),
+		kgo.TransactionalID(id), kgo.TransactionTimeout(t.cfg.Timeout))...)
+	if err != nil {
+		return &permanentError{fmt.Errorf("creating the transactional Kafka producer: %w", err)}
+	}
+	// Initializing the producer id bumps the epoch: every earlier producer
+	// of this id is fenced and its open transaction aborted, before the
+	// progress is read.
+	if _, _, err := cl.ProducerID(actx); err != nil {
+		cl.Close()
+		return fmt.Errorf("initializing transactional id %s: %w", id, err)
+	}
+	key := progressKey(t.slot, sys)
+	pos, err := readProgress(actx, t.readOpts(), adm, t.cfg.ProgressTopic, key)
+	if err != nil {
+		cl.Close()
+		return err
+	}
+	t.cl, t.key, t.committed, t.last = cl, key, pos, pos
+	t.log.Info("exactly-once producer ready", "transactional_id", id, "progress_topic", t.cfg.ProgressTopic, "resume_after", pos)
+	return nil
+}
+
+// readOpts are the options of the client that reads the progress topic.
+func (t *TxnProducer) readOpts() []kgo.Opt {
+	return clientOpts(t.kafka, t.log, func(string, int32) {})
+}
+
+type permanentError struct{ error }
+
+func (e *permanentError) Unwrap() error { return e.error }
+
+func permanentInit(err error) bool {
+	var pe *permanentError
+	if errors.As(err, &pe) || fenced(err) || errors.Is(err, errNotCompacted) {
+		return true
+	}
+	for _, denied := range []error{kerr.TransactionalIDAuthorizationFailed, kerr.ClusterAuthorizationFailed,
+		kerr.TopicAuthorizationFailed, kerr.InvalidTransactionTimeout, kerr.PolicyViolation} {
+		if errors.Is(err, denied) {
+			return true
+		}
+	}
+	return false
+}
+
+// fenced reports an error saying another producer took the transactional
+// id over (under KIP-890, an invalid producer epoch says the same).
+func fenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+}
+
+// ErrFenced is matched by the error of a producer fenced by another one.
+var ErrFenced = errors.New("fenced by another outboxd process with the same transactional id")
+
+// classify wraps a transaction-level error, naming fencing as such.
+func (t *TxnProducer) classify(what string, err error) error {
+	if fenced(err) {
+		return fmt.Errorf("%s: %w (a standby took the slot over, or --transactional-id is shared); this process stops and writes nothing more: %w", what, ErrFenced, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// Ping checks that a broker answers.
+func (t *TxnProducer) Ping(ctx context.Context) error {
+	if err := t.admin.Ping(ctx); err != nil {
+		return fmt.Errorf("reaching Kafka: %w", err)
+	}
+	return nil
+}
+
+// CheckTopic is Producer.CheckTopic.
+func (t *TxnProducer) CheckTopic(ctx context.Context, topic string) error {
+	return checkTopic(ctx, t.admin, topic)
+}
+
+// TxnStats counts the sink's transactions.
+type TxnStats struct {
+	Committed uint64 // Kafka transactions committed
+	Retried   uint64 // commits whose outcome Kafka did not confirm, resolved from the progress topic
+	Skipped   uint64 // events skipped because a committed transaction held them already
+}
+
+// Stats returns the counters; safe from any goroutine.
+func (t *TxnProducer) Stats() TxnStats {
+	return TxnStats{Committed: t.commits.Load(), Retried: t.retried.Load(), Skipped: t.skipped.Load()}
+}
+
+// DataLossEvents counts the times Kafka reported lost records (see
+// Producer.DataLossEvents).
+func (t *TxnProducer) DataLossEvents() uint64 { return t.dataLoss.Load() }
+
+func (t *TxnProducer) dataLossDetected(topic string, partition int32) {
+	t.dataLoss.Add(1)
+	t.log.Error("Kafka reported data loss: records it had acknowledged on this partition are gone (an unclean leader election?)",
+		"topic", topic, "partition", partition)
+}
+
+// Close closes the client Run does not own. Call after Run returned.
+func (t *TxnProducer) Close() { t.admin.Close() }
