@@ -39,6 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Writers, "writers", 4, "concurrent writers")
 	fs.IntVar(&o.Aggregates, "aggregates", 50, "aggregates per writer")
 	fs.IntVar(&o.MaxInFlight, "max-in-flight-records", 10000, "outboxd --max-in-flight-records (bounds the duplicates)")
+	fs.BoolVar(&o.ExactlyOnce, "exactly-once", false, "run outboxd with --delivery exactly-once and read back with read_committed: no duplicate is allowed")
 	seed := fs.Uint64("seed", 1, "seed of the writers and the fault order")
 	counts := map[chaos.Fault]*int{}
 	defaults := map[chaos.Fault]int{chaos.FaultKill9: 20, chaos.FaultSIGTERM: 5, chaos.FaultBroker: 3, chaos.FaultPostgres: 3, chaos.FaultWalsender: 10, chaos.FaultTakeover: 5}
@@ -90,6 +91,7 @@ func envOr(name, def string) string {
 
 func printTable(w io.Writer, r chaos.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "delivery\t%s\n", r.Delivery)
 	fmt.Fprintf(tw, "committed\t%d\n", r.Committed)
 	fmt.Fprintf(tw, "published records\t%d\n", r.Published)
 	fmt.Fprintf(tw, "unique\t%d\n", r.Unique)

@@ -50,6 +50,7 @@ type Options struct {
 	Faults       map[Fault]int // how many of each to inject while writing
 	Seed         uint64        // for the writers and the fault order
 	MaxInFlight  int           // outboxd --max-in-flight-records
+	ExactlyOnce  bool          // outboxd --delivery exactly-once; read back with read_committed, no duplicate allowed
 	Log          *slog.Logger  // the run's own progress
 	PublisherLog io.Writer     // outboxd's logs, prefixed; nil: dropped
 }
@@ -57,6 +58,7 @@ type Options struct {
 // Report is the outcome of a run.
 type Report struct {
 	Result
+	Delivery               string        `json:"delivery"`
 	RolledBackTransactions int           `json:"rolled_back_transactions"`
 	FaultsInjected         map[Fault]int `json:"faults_injected"`
 	TakeoverMS             []float64     `json:"standby_takeover_ms"`
@@ -93,8 +95,12 @@ const (
 //     times 2 x 100 ms), and the open transaction;
 //   - a walsender termination or a PostgreSQL restart: the transaction
 //     that was open (at most maxTxnRows rows);
-//   - SIGTERM and a broker restart: none.
-func faultBound(f Fault, maxInFlight, per100ms int) int {
+//   - SIGTERM and a broker restart: none;
+//   - in exactly-once mode, none for any fault.
+func faultBound(f Fault, exactlyOnce bool, maxInFlight, per100ms int) int {
+	if exactlyOnce {
+		return 0
+	}
 	switch f {
 	case FaultKill9, FaultTakeover:
 		return maxInFlight + confirmPeriods*per100ms + maxTxnRows
@@ -150,10 +156,22 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		return rep, err
 	}
 
+	rep.Delivery = "at-least-once"
+	if o.ExactlyOnce {
+		rep.Delivery = "exactly-once"
+	}
 	f := &fleet{binary: o.Outboxd, url: pg.URL, logOut: o.PublisherLog,
 		args: []string{"--slot", slotName, "--status-interval", "500ms", "--slot-retry-interval", "200ms",
-			"--reconnect-max-interval", "2s", "--max-in-flight-records", strconv.Itoa(o.MaxInFlight), "--log-level", "info"},
+			"--reconnect-max-interval", "2s", "--max-in-flight-records", strconv.Itoa(o.MaxInFlight), "--log-level", "info",
+			"--delivery", rep.Delivery},
 		env: []string{"OUTBOXD_BROKERS=" + kafka.Addr}}
+	if o.ExactlyOnce {
+		// Committing more often than the slot is confirmed (every 100 ms),
+		// a kill finds transactions committed to Kafka that the slot does
+		// not have yet: the next process gets them again from the slot and
+		// must skip them by the progress topic.
+		f.args = append(f.args, "--transaction-interval", "25ms")
+	}
 	active, err := f.start()
 	if err != nil {
 		return rep, err
@@ -263,7 +281,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	}
 	rep.Problems = append(rep.Problems, inj.problems...)
 
-	delivered, err := readAll(ctx, kafka.Addr, topic)
+	delivered, err := readAll(ctx, kafka.Addr, topic, o.ExactlyOnce)
 	if err != nil {
 		return rep, err
 	}
@@ -281,7 +299,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	rep.DuplicatesByFault = rep.Result.DuplicatesByFault(marks)
 	rep.DuplicateBoundByFault = map[Fault]int{}
 	for fault, n := range rep.FaultsInjected {
-		b := n * faultBound(fault, o.MaxInFlight, rep.MaxEventsPer100ms)
+		b := n * faultBound(fault, o.ExactlyOnce, o.MaxInFlight, rep.MaxEventsPer100ms)
 		rep.DuplicateBoundByFault[fault] = b
 		rep.DuplicateBound += b
 	}
@@ -364,9 +382,15 @@ func waitConfirmed(ctx context.Context, url string, d time.Duration) error {
 }
 
 // readAll reads the topic from the beginning up to its end offsets with a
-// fresh consumer.
-func readAll(ctx context.Context, broker, topic string) ([]Delivered, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+// fresh consumer; with readCommitted, as a read_committed consumer (the
+// control records are kept to see where a partition ends: a commit marker
+// is its last offset).
+func readAll(ctx context.Context, broker, topic string, readCommitted bool) ([]Delivered, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords()}
+	if readCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -392,14 +416,17 @@ func readAll(ctx context.Context, broker, topic string) ([]Delivered, error) {
 		cancel()
 		var perr error
 		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := remaining[r.Partition]; ok && r.Offset+1 >= end {
+				delete(remaining, r.Partition)
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
 			d, err := parseRecord(r)
 			if err != nil && perr == nil {
 				perr = err
 			}
 			out = append(out, d)
-			if end, ok := remaining[r.Partition]; ok && r.Offset+1 >= end {
-				delete(remaining, r.Partition)
-			}
 		})
 		if perr != nil {
 			return nil, perr
