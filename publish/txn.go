@@ -286,6 +286,7 @@ func headerValue(r *kgo.Record, key string) string {
 // it had committed after all; if not, its records go into a new one.
 func (t *TxnProducer) commit(ctx context.Context) error {
 	prog := t.last
+	start := time.Now()
 	t.cl.Produce(ctx, &kgo.Record{Topic: t.cfg.ProgressTopic, Key: t.key, Value: encodeProgress(prog)}, t.produced)
 	if err := t.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("waiting for Kafka to acknowledge the transaction's records: %w", err)
@@ -293,10 +294,13 @@ func (t *TxnProducer) commit(ctx context.Context) error {
 	if err := t.takeRecErr(); err != nil {
 		return t.abortOpen(ctx, err)
 	}
+	flushed := time.Now()
 	err := t.cl.EndTransaction(ctx, kgo.TryCommit)
 	if err == nil {
 		t.committed = prog
 		t.commits.Add(1)
+		t.log.Debug("committed a Kafka transaction", "records", len(t.open), "progress", prog,
+			"open_for", start.Sub(t.openSince), "flush", flushed.Sub(start), "end_txn", time.Since(flushed))
 		t.finishOpen(nil)
 		return nil
 	}

@@ -118,6 +118,10 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 		if hb != nil {
 			counts.Heartbeats = hb.Written
 		}
+		if txn != nil {
+			counts.KafkaTransactions = func() uint64 { return txn.Stats().Committed }
+			counts.SkippedRecords = func() uint64 { return txn.Stats().Skipped }
+		}
 		m := ops.NewMetrics(st, wal, counts)
 		p.Observe(m)
 		srv := &ops.Server{Addr: cfg.MetricsAddr, Metrics: m, Stats: st, Kafka: snk, Log: log, Pprof: cfg.Pprof}

@@ -206,9 +206,17 @@ func TestExactlyOnceUnderKill9SIGTERMAndWalsenderKills(t *testing.T) {
 		}
 		want = append(want, ids...)
 	}
-	p := w.start(t, eosArgs(t, w)...)
+	addr := freeAddr(t)
+	p := w.start(t, eosArgs(t, w, "--metrics-addr", addr)...)
 	if log := requireExactlyOnce(t, w, want); log.aborted == 0 {
 		t.Errorf("no record of an aborted transaction after two kill -9 with a transaction open: the test did not test it")
+	}
+	_, body := get(addr, "/metrics")
+	if n := metric(body, "outboxd_kafka_transactions_total"); n < 1 {
+		t.Errorf("outboxd_kafka_transactions_total = %v after publishing, want at least 1", n)
+	}
+	if n := metric(body, "outboxd_skipped_records_total"); n < 0 {
+		t.Errorf("outboxd_skipped_records_total missing from /metrics")
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	if code := p.wait(t, time.Minute); code != 0 {

@@ -70,6 +70,10 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		{"client cert needs key", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--kafka-tls-cert-file", "/nonexistent.pem"}, []string{"no such file", "--kafka-tls-key-file"}},
 		{"key=value connection string", []string{"--database-url", "host=db dbname=app", "--brokers", "a:1"}, nil},
 		{"negative max-procs", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--max-procs", "-1"}, []string{"--max-procs (OUTBOXD_MAX_PROCS): must not be negative"}},
+		{"exactly-once", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--delivery", "exactly-once", "--transactional-id", "orders"}, nil},
+		{"delivery modes", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--delivery", "exactly_once", "--transaction-timeout", "50ms", "--progress-topic", ""},
+			[]string{`--delivery (OUTBOXD_DELIVERY): "exactly_once" is not at-least-once or exactly-once`,
+				"--transaction-timeout (OUTBOXD_TRANSACTION_TIMEOUT): must be longer than --transaction-interval", "--progress-topic (OUTBOXD_PROGRESS_TOPIC): must not be empty"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,7 +82,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			fs := flag.NewFlagSet("run", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
 			// Every flag, so a flag without a valid default fails "valid".
-			c.Register(fs, GroupDatabase, GroupTable, GroupPublication, GroupSlot, GroupCreateSlot, GroupStream, GroupPump, GroupKafka, GroupOps, GroupLog)
+			c.Register(fs, GroupDatabase, GroupTable, GroupPublication, GroupSlot, GroupCreateSlot, GroupStream, GroupPump, GroupKafka, GroupDelivery, GroupOps, GroupLog)
 			if err := Parse(fs, tt.args, func(string) string { return "" }); err != nil {
 				t.Fatal(err)
 			}

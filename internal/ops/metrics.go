@@ -20,10 +20,16 @@ type RetainedWAL interface {
 }
 
 // Counts are the counters kept outside the pipeline: Kafka's data-loss
-// reports and the heartbeats written (nil: not running).
+// reports, the heartbeats written, the exactly-once sink's transactions
+// (nil: not running).
 type Counts struct {
 	DataLoss   func() uint64
 	Heartbeats func() uint64
+	// KafkaTransactions counts committed Kafka transactions and
+	// SkippedRecords the records a committed one already held
+	// (--delivery exactly-once).
+	KafkaTransactions func() uint64
+	SkippedRecords    func() uint64
 }
 
 // Metrics holds outboxd's Prometheus collectors. It implements
@@ -85,6 +91,8 @@ func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
 	reg.MustRegister(m.records, m.bytes, m.deadLettered, m.produceLatency, m.commitToAck, m.commitToRecv,
 		optional("outboxd_kafka_data_loss_total", "Times Kafka reported losing records it had acknowledged (see the Error log).", counts.DataLoss),
 		optional("outboxd_heartbeats_total", "Heartbeat messages written (--heartbeat-interval).", counts.Heartbeats),
+		optional("outboxd_kafka_transactions_total", "Kafka transactions committed (--delivery exactly-once).", counts.KafkaTransactions),
+		optional("outboxd_skipped_records_total", "Records not sent again because a committed Kafka transaction holds them (--delivery exactly-once, after a restart or takeover).", counts.SkippedRecords),
 		counter("outboxd_transactions_total", "Committed transactions received from the slot.", func(s cdc.Stats) float64 { return float64(s.Transactions) }),
 		counter("outboxd_reconnects_total", "Replication sessions that ended in a lost connection and were retried.", func(s cdc.Stats) float64 { return float64(s.Reconnects) }),
 		gauge("outboxd_in_flight_records", "Records handed to Kafka and not yet acknowledged.", func(s cdc.Stats) float64 { return float64(s.InFlightRecords) }),
