@@ -8,8 +8,9 @@
 #   make build   build bin/outboxd
 #   make bench   outboxd beside pg_recvlogical, Debezium and the polling relay
 #                (docs/bench/); BENCH_FLAGS adds flags, e.g. -events 100000
-#   make chaos   the long fault-injection run (1,000,000 events, every fault
-#                kind many times); CHAOS_FLAGS adds flags, e.g. -v or -events
+#   make chaos   the long fault-injection runs (1,000,000 events, every fault
+#                kind many times), at-least-once then exactly-once
+#                (docs/chaos-report*.json); CHAOS_FLAGS adds flags, e.g. -v or -events
 
 SHELL := /bin/bash
 GO ?= go
@@ -40,7 +41,9 @@ build:
 
 CHAOS_FLAGS ?=
 chaos: build
-	$(GO) run ./cmd/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -json docs/chaos-report.json $(CHAOS_FLAGS)
+	$(GO) build -o bin/outboxd-chaos ./cmd/outboxd-chaos
+	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -json docs/chaos-report.json $(CHAOS_FLAGS)
+	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -exactly-once -json docs/chaos-report-exactly-once.json $(CHAOS_FLAGS)
 
 BENCH_FLAGS ?=
 bench: build

@@ -42,7 +42,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.ExactlyOnce, "exactly-once", false, "run outboxd with --delivery exactly-once and read back with read_committed: no duplicate is allowed")
 	seed := fs.Uint64("seed", 1, "seed of the writers and the fault order")
 	counts := map[chaos.Fault]*int{}
-	defaults := map[chaos.Fault]int{chaos.FaultKill9: 20, chaos.FaultSIGTERM: 5, chaos.FaultBroker: 3, chaos.FaultPostgres: 3, chaos.FaultWalsender: 10, chaos.FaultTakeover: 5}
+	defaults := map[chaos.Fault]int{chaos.FaultKill9: 20, chaos.FaultSIGTERM: 5, chaos.FaultBroker: 5, chaos.FaultPostgres: 3, chaos.FaultWalsender: 10, chaos.FaultTakeover: 5}
 	for _, f := range chaos.AllFaults {
 		counts[f] = fs.Int(string(f), defaults[f], fmt.Sprintf("%s faults to inject", f))
 	}
