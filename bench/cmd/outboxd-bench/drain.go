@@ -65,7 +65,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 	}
 	var backlog, table string
 	switch sys {
-	case "pg_recvlogical", "outboxd", "outboxd-baseline":
+	case "pg_recvlogical", "outboxd", "outboxd-baseline", "outboxd-eos":
 		table = "outbox"
 		if err := e.migrate(ctx, db); err != nil {
 			return d, "", err
@@ -137,8 +137,8 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 	switch sys {
 	case "pg_recvlogical":
 		u, err = e.runRecvlogical(ctx, db, slot, target)
-	case "outboxd", "outboxd-baseline":
-		u, prof, err = e.runOutboxd(ctx, e.outboxdBinary(sys), db, slot, target, profile)
+	case "outboxd", "outboxd-baseline", "outboxd-eos":
+		u, prof, err = e.runOutboxd(ctx, sys, db, slot, target, profile && sys == "outboxd")
 	case "relay":
 		u, err = e.runRelay(ctx, db)
 	case "debezium":
@@ -281,13 +281,23 @@ func (e *env) outboxdBinary(sys string) string {
 	return e.o.outboxd
 }
 
-func (e *env) runOutboxd(ctx context.Context, bin, db, slot string, target int64, profile bool) (usage, string, error) {
+// outboxdArgs are the flags that make sys what it is: "outboxd-eos" is the
+// same binary as "outboxd" with --delivery exactly-once (defaults
+// otherwise: a Kafka transaction every 100 ms).
+func outboxdArgs(sys string) []string {
+	if sys == "outboxd-eos" {
+		return []string{"--delivery", "exactly-once"}
+	}
+	return nil
+}
+
+func (e *env) runOutboxd(ctx context.Context, sys, db, slot string, target int64, profile bool) (usage, string, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return usage{}, "", err
 	}
-	cmd := exec.Command(bin, "run", "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--slot", slot,
-		"--metrics-addr", addr, "--pprof", "--log-level", "warn")
+	cmd := exec.Command(e.outboxdBinary(sys), append([]string{"run", "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--slot", slot,
+		"--metrics-addr", addr, "--pprof", "--log-level", "warn"}, outboxdArgs(sys)...)...)
 	cmd.Stderr = os.Stderr
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

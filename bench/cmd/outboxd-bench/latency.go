@@ -140,7 +140,7 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 	probe := cpuProbe{db: db, slot: slot}
 	pprofAddr := "" // outboxd's --metrics-addr, for profiling steady runs
 	switch sys {
-	case "outboxd", "outboxd-baseline":
+	case "outboxd", "outboxd-baseline", "outboxd-eos":
 		if err := e.migrate(ctx, db); err != nil {
 			return nil, err
 		}
@@ -152,8 +152,8 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 		if sys == "outboxd" {
 			pprofAddr = addr
 		}
-		cmd := exec.Command(e.outboxdBinary(sys), "run", "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--slot", slot, "--log-level", "warn",
-			"--metrics-addr", addr, "--pprof")
+		cmd := exec.Command(e.outboxdBinary(sys), append([]string{"run", "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--slot", slot, "--log-level", "warn",
+			"--metrics-addr", addr, "--pprof"}, outboxdArgs(sys)...)...)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			return nil, err
@@ -258,7 +258,11 @@ func (e *env) steady(ctx context.Context, db, topic, insert string, probe cpuPro
 	committed := map[string]time.Time{}
 	received := map[string]time.Time{}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.kafka.Addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.FetchMaxWait(10*time.Millisecond))
+	// read_committed, as consumers of the exactly-once mode must read; for
+	// the other systems, which do not write in transactions, it changes
+	// nothing.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.kafka.Addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+		kgo.FetchMaxWait(10*time.Millisecond), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		return res, err
 	}
