@@ -25,6 +25,11 @@
 #                       connector if missing, else used from its confirmed LSN
 #   CONNECT_HEAP_OPTS   JVM heap (default -Xms1g -Xmx1g: sized once, not resized
 #                       during a drain)
+#   DBZ_EXACTLY_ONCE    1: a distributed worker with exactly-once source
+#                       support (KIP-618) instead of standalone, the connector
+#                       submitted through the REST API with
+#                       exactly.once.support=required and
+#                       transaction.boundary=poll
 #   DBZ_PROFILE         drain (default: poll.interval.ms=50, producer linger
 #                       20 ms, for throughput) or latency (poll.interval.ms=5,
 #                       linger 0, as outboxd: the queue is polled every 5 ms
@@ -104,23 +109,65 @@ start() {
 	latency) poll_ms=5 linger_ms=0 ;;
 	*) die "DBZ_PROFILE must be drain or latency, not ${DBZ_PROFILE}" ;;
 	esac
-	render "$here/connect-standalone.properties.in" "$dir/connect-standalone.properties" \
-		"KAFKA_BOOTSTRAP=$brokers" "PLUGIN_PATH=$plugin_path" "REST_PORT=$port" "WORKDIR=$dir" "LINGER_MS=$linger_ms"
 	render "$here/outbox-connector.properties.in" "$dir/outbox-connector.properties" \
 		"PGHOST=$pghost" "PGPORT=$pgport" "PGDATABASE=$pgdb" "PGUSER=${PGUSER:-postgres}" \
 		"PGPASSWORD=${PGPASSWORD:-}" "TOPIC_PREFIX=$prefix" "SLOT_NAME=${DBZ_SLOT_NAME:-debezium}" "POLL_INTERVAL_MS=$poll_ms"
+	local main args
+	if [ "${DBZ_EXACTLY_ONCE:-}" = 1 ]; then
+		render "$here/connect-distributed.properties.in" "$dir/connect-distributed.properties" \
+			"KAFKA_BOOTSTRAP=$brokers" "PLUGIN_PATH=$plugin_path" "REST_PORT=$port" "LINGER_MS=$linger_ms" \
+			"GROUP=dbz-$(basename "$dir")"
+		main=org.apache.kafka.connect.cli.ConnectDistributed
+		args=("$dir/connect-distributed.properties")
+	else
+		render "$here/connect-standalone.properties.in" "$dir/connect-standalone.properties" \
+			"KAFKA_BOOTSTRAP=$brokers" "PLUGIN_PATH=$plugin_path" "REST_PORT=$port" "WORKDIR=$dir" "LINGER_MS=$linger_ms"
+		main=org.apache.kafka.connect.cli.ConnectStandalone
+		args=("$dir/connect-standalone.properties" "$dir/outbox-connector.properties")
+	fi
 	# JVM flags as Kafka's own scripts use (kafka-run-class.sh).
 	# shellcheck disable=SC2206
 	local cmd=(java ${CONNECT_HEAP_OPTS:--Xms1g -Xmx1g} -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20
 		-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
 		-Dlog4j2.configurationFile="$here/log4j2.properties"
-		-cp "$worker_libs/*" org.apache.kafka.connect.cli.ConnectStandalone
-		"$dir/connect-standalone.properties" "$dir/outbox-connector.properties")
+		-cp "$worker_libs/*" "$main" "${args[@]}")
 	# Its own session, so that a Ctrl-C in the caller's terminal does not reach it.
 	setsid "${cmd[@]}" >>"$dir/connect.log" 2>&1 </dev/null &
 	echo $! >"$dir/connect.pid"
 	log "Kafka Connect started (pid $!, log $dir/connect.log, REST http://127.0.0.1:$port)"
-	echo $!
+	if [ "${DBZ_EXACTLY_ONCE:-}" = 1 ]; then
+		submit "$dir" "$port"
+	fi
+	echo "$(cat "$dir/connect.pid")"
+}
+
+# submit DIR PORT: wait for the distributed worker's REST API and submit the
+# connector of DIR/outbox-connector.properties with exactly-once support
+# required, one transaction per poll.
+submit() {
+	local dir=$1 port=$2 i
+	for ((i = 0; i < 600; i++)); do
+		running "$dir" || { tail -n 40 "$dir/connect.log" >&2 || true; die "Connect in $dir has exited"; }
+		curl -fsS "http://127.0.0.1:$port/" >/dev/null 2>&1 && break
+		sleep 0.2
+	done
+	python3 - "$dir/outbox-connector.properties" >"$dir/connector.json" <<'PY'
+import json, sys
+props = {}
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line or line.startswith("#"):
+        continue
+    k, v = line.split("=", 1)
+    props[k] = v.replace("\\\\", "\\")  # properties escaping: \\ is one backslash
+name = props.pop("name")
+props["exactly.once.support"] = "required"
+props["transaction.boundary"] = "poll"
+print(json.dumps({"name": name, "config": props}))
+PY
+	curl -fsS -X POST -H 'Content-Type: application/json' --data "@$dir/connector.json" \
+		"http://127.0.0.1:$port/connectors" >/dev/null || die "submitting the connector to Connect failed (see $dir/connect.log)"
+	log "connector submitted with exactly.once.support=required"
 }
 
 # connector_status DIR: the connector's status JSON, empty if not reachable.

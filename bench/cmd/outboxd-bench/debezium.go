@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/outboxd/outboxd/internal/testkit/procstat"
 )
 
@@ -21,7 +23,9 @@ func debeziumTopic(prefix string) string { return prefix + ".events" }
 // bench/debezium/run.sh with its settings for profile ("drain" or
 // "latency"); it returns the JVM's pid, its working directory and the stop
 // function.
-func (e *env) startDebezium(ctx context.Context, db, slot, prefix, profile string) (pid int, work string, stop func(), err error) {
+// With exactlyOnce, Connect runs distributed with exactly-once source
+// support (KIP-618, run.sh's DBZ_EXACTLY_ONCE).
+func (e *env) startDebezium(ctx context.Context, db, slot, prefix, profile string, exactlyOnce bool) (pid int, work string, stop func(), err error) {
 	work, err = os.MkdirTemp("", "outboxd-bench-dbz-")
 	if err != nil {
 		return 0, "", nil, err
@@ -33,6 +37,9 @@ func (e *env) startDebezium(ctx context.Context, db, slot, prefix, profile strin
 	}
 	cmd := exec.CommandContext(ctx, e.o.debezium, "start", work, host, port, db, e.kafka.Addr, prefix)
 	cmd.Env = append(os.Environ(), "DBZ_PROFILE="+profile, "DBZ_SLOT_NAME="+slot)
+	if exactlyOnce {
+		cmd.Env = append(cmd.Env, "DBZ_EXACTLY_ONCE=1")
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		os.RemoveAll(work)
@@ -46,8 +53,11 @@ func (e *env) startDebezium(ctx context.Context, db, slot, prefix, profile strin
 }
 
 // runDebezium times the drain until every event is in the routed topic;
-// memory and CPU come from /proc (the JVM is not our child).
-func (e *env) runDebezium(ctx context.Context, db, topic, slot string) (usage, error) {
+// memory and CPU come from /proc (the JVM is not our child). With
+// exactlyOnce, the end offsets also count the transactions' commit markers:
+// once they reach the backlog, a read_committed consumer counts the records
+// themselves and the drain ends when it has them all.
+func (e *env) runDebezium(ctx context.Context, db, topic, slot string, exactlyOnce bool) (usage, error) {
 	prefix := topic
 	routed := debeziumTopic(prefix)
 	if err := e.createTopic(ctx, routed); err != nil {
@@ -59,7 +69,7 @@ func (e *env) runDebezium(ctx context.Context, db, topic, slot string) (usage, e
 		_, _ = adm.DeleteTopics(context.WithoutCancel(ctx), routed)
 	}()
 	start := time.Now()
-	pid, work, stop, err := e.startDebezium(ctx, db, slot, prefix, "drain")
+	pid, work, stop, err := e.startDebezium(ctx, db, slot, prefix, "drain", exactlyOnce)
 	if err != nil {
 		return usage{}, err
 	}
@@ -79,6 +89,11 @@ func (e *env) runDebezium(ctx context.Context, db, topic, slot string) (usage, e
 			return usage{}, fmt.Errorf("the connector delivered %d of %d records within 15 minutes; log tail:\n%s", n, e.o.events, tail(string(log), 30))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if exactlyOnce {
+		if err := e.awaitCommitted(ctx, routed, int64(e.o.events), deadline); err != nil {
+			return usage{}, err
+		}
 	}
 	wall := time.Since(start)
 	rss, err := procstat.PeakRSS(pid)
@@ -109,4 +124,25 @@ func hostPort(dbURL string) (string, string, error) {
 		return "", "", err
 	}
 	return u.Hostname(), u.Port(), nil
+}
+
+// awaitCommitted reads topic with read_committed isolation until it has
+// read want records (control records are not returned), or the deadline.
+func (e *env) awaitCommitted(ctx context.Context, topic string, want int64, deadline time.Time) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.kafka.Addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var n int64
+	for n < want {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("a read_committed consumer read %d of %d records", n, want)
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		n += int64(cl.PollFetches(pctx).NumRecords())
+		cancel()
+	}
+	return nil
 }

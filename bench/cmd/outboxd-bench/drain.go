@@ -82,7 +82,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 			return d, "", err
 		}
 		backlog = backlogSQL("outbox_relay", "aggregate_id, topic, payload", fmt.Sprintf("md5(((i*10+g) %% 1000)::text)::uuid, '%s', %s", topic, payloadSQL), e.o.events)
-	case "debezium":
+	case "debezium", "debezium-eos":
 		if e.o.debezium == "" {
 			return d, "", errSkipped
 		}
@@ -141,8 +141,8 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 		u, prof, err = e.runOutboxd(ctx, sys, db, slot, target, profile && sys == "outboxd")
 	case "relay":
 		u, err = e.runRelay(ctx, db)
-	case "debezium":
-		u, err = e.runDebezium(ctx, db, topic, slot)
+	case "debezium", "debezium-eos":
+		u, err = e.runDebezium(ctx, db, topic, slot, sys == "debezium-eos")
 	}
 	if err != nil {
 		return d, "", err

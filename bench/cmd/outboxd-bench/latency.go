@@ -171,7 +171,7 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 		}
 		probe.pid, probe.slot = cmd.Process.Pid, ""
 		stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
-	case "debezium":
+	case "debezium", "debezium-eos":
 		schema, err := os.ReadFile(filepath.Join(filepath.Dir(e.o.debezium), "schema.sql"))
 		if err != nil {
 			return nil, err
@@ -182,7 +182,7 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 		// $1 (the topic) goes into the type column: routing is by aggregatetype.
 		insert = `INSERT INTO outbox_debezium (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), 'events', md5(g::text), $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
 		topic = debeziumTopic(topic)
-		pid, work, s, err := e.startDebezium(ctx, db, slot, strings.TrimSuffix(topic, ".events"), "latency")
+		pid, work, s, err := e.startDebezium(ctx, db, slot, strings.TrimSuffix(topic, ".events"), "latency", sys == "debezium-eos")
 		if err != nil {
 			return nil, err
 		}

@@ -59,6 +59,12 @@ func targets(r Results) map[string]string {
 	if x, ok := ratio("outboxd-eos", "outboxd"); ok {
 		t["exactly-once cost: drain events/s of outboxd-eos over outboxd"] = fmt.Sprintf("%.2f x", x)
 	}
+	if x, ok := ratio("debezium-eos", "debezium"); ok {
+		t["exactly-once cost: drain events/s of debezium-eos (KIP-618) over debezium"] = fmt.Sprintf("%.2f x", x)
+	}
+	if x, ok := ratio("outboxd-eos", "debezium-eos"); ok {
+		t["exactly-once: drain events/s of outboxd-eos over debezium-eos"] = fmt.Sprintf("%.2f x", x)
+	}
 	if x, ok := ratio("outboxd", "relay"); ok {
 		t["drain >= 5 x polling relay"] = fmt.Sprintf("%s: %.2f x", verdict(x >= 5), x)
 	}
@@ -142,7 +148,7 @@ type row struct {
 
 func view(r Results) map[string]any {
 	var rows []row
-	order := []string{"pg_recvlogical", "outboxd", "outboxd-eos", "outboxd-baseline", "debezium", "relay"}
+	order := []string{"pg_recvlogical", "outboxd", "outboxd-eos", "outboxd-baseline", "debezium", "debezium-eos", "relay"}
 	for _, sys := range order {
 		s, ok := r.Summary[sys]
 		if !ok || s.Reps == 0 {
@@ -387,8 +393,9 @@ func chart(r Results) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="900" height="420" font-family="sans-serif" font-size="12">`+"\n")
 	fmt.Fprintf(&b, `<text x="20" y="24" font-size="15">Backlog drain, events/s (median)</text>`+"\n")
-	order := []string{"pg_recvlogical", "outboxd", "outboxd-eos", "outboxd-baseline", "debezium", "relay"}
-	colors := map[string]string{"pg_recvlogical": "#888", "outboxd": "#2a7", "outboxd-baseline": "#9c9", "debezium": "#c63", "relay": "#36c"}
+	order := []string{"pg_recvlogical", "outboxd", "outboxd-eos", "outboxd-baseline", "debezium", "debezium-eos", "relay"}
+	colors := map[string]string{"pg_recvlogical": "#888", "outboxd": "#2a7", "outboxd-eos": "#175", "outboxd-baseline": "#9c9",
+		"debezium": "#c63", "debezium-eos": "#933", "relay": "#36c"}
 	maxRate := 1.0
 	for _, s := range r.Summary {
 		maxRate = max(maxRate, s.EventsPerSec)
