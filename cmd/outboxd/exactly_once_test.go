@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxd/outboxd/internal/testkit/procstat"
 	"github.com/outboxd/outboxd/internal/testkit/testenv"
 )
 
@@ -274,5 +275,60 @@ func (w *world) terminateWalsender(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("terminated %d walsenders, want 1", n)
+	}
+}
+
+// TestExactlyOnceLargeTransactionResumesInsideIt: one PostgreSQL
+// transaction of 200,000 rows spans many Kafka transactions; kill -9 after
+// a few of them committed, restart: the slot gives the whole transaction
+// again (it was never confirmed), and the new publisher must skip exactly
+// the records up to the committed (commit LSN, index), since every record
+// of it shares one commit LSN. Memory stays bounded.
+func TestExactlyOnceLargeTransactionResumesInsideIt(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	addr := freeAddr(t)
+	p := w.start(t, eosArgs(t, w, "--metrics-addr", addr)...)
+	waitFor(t, 30*time.Second, "streaming", func() bool { return strings.Contains(p.log(), "msg=streaming") })
+	const n = 200_000
+	var lo, hi int64
+	if err := w.pool.QueryRow(t.Context(), `WITH ins AS (INSERT INTO outbox (aggregate_id, topic, payload)
+		SELECT ('00000000-0000-4000-8000-' || lpad((g % 100)::text, 12, '0'))::uuid, $1, jsonb_build_object('n', g, 'pad', repeat('x', 180))
+		FROM generate_series(1, $2::int) g RETURNING id) SELECT min(id), max(id) FROM ins`, w.topic, n).Scan(&lo, &hi); err != nil {
+		t.Fatal(err)
+	}
+	if hi-lo+1 != n {
+		t.Fatalf("ids %d..%d are not %d consecutive ids", lo, hi, n)
+	}
+	waitFor(t, 2*time.Minute, "a few Kafka transactions of the large one committed", func() bool {
+		_, body := get(addr, "/metrics")
+		return metric(body, "outboxd_kafka_transactions_total") >= 3
+	})
+	peak, err := procstat.PeakRSS(p.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peak > 200<<20 {
+		t.Errorf("publisher peak RSS %d MiB: the transaction is being held in memory", peak>>20)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t, time.Minute)
+
+	addr2 := freeAddr(t)
+	p2 := w.start(t, eosArgs(t, w, "--metrics-addr", addr2)...)
+	want := make([]int64, 0, n)
+	for id := lo; id <= hi; id++ {
+		want = append(want, id)
+	}
+	requireExactlyOnce(t, w, want)
+	_, body := get(addr2, "/metrics")
+	skipped := metric(body, "outboxd_skipped_records_total")
+	t.Logf("measured: 200,000-row transaction, kill -9 inside it: the restarted publisher skipped %.0f records a committed Kafka transaction held", skipped)
+	if skipped < 1 {
+		t.Errorf("outboxd_skipped_records_total = %v: the restart skipped nothing, so the test did not resume inside the transaction", skipped)
+	}
+	_ = p2.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p2.wait(t, time.Minute); code != 0 {
+		t.Errorf("exit code %d after SIGTERM; log:\n%s", code, p2.log())
 	}
 }
