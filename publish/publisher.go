@@ -69,7 +69,7 @@ type Producer struct {
 	cl             *kgo.Client
 	log            *slog.Logger
 	maxRecordBytes int
-	dataLoss       atomic.Uint64
+	dataLoss       dataLossCounter
 	explain        errgroup.Group // goroutines looking up a broker's limit for an error
 }
 
@@ -81,7 +81,8 @@ func New(cfg Config, log *slog.Logger) (*Producer, error) {
 		return nil, err
 	}
 	p := &Producer{log: log, maxRecordBytes: cfg.MaxRecordBytes}
-	cl, err := kgo.NewClient(clientOpts(cfg, log, p.dataLossDetected)...)
+	p.dataLoss.log = log
+	cl, err := kgo.NewClient(clientOpts(cfg, log, p.dataLoss.detected)...)
 	if err != nil {
 		return nil, fmt.Errorf("creating Kafka producer: %w", err)
 	}
@@ -224,17 +225,22 @@ func checkTopic(ctx context.Context, cl *kgo.Client, topic string) error {
 var ErrTopicMissing = errors.New("Kafka topic does not exist")
 
 // DataLossEvents counts the times Kafka reported lost records (see
-// dataLossDetected).
-func (p *Producer) DataLossEvents() uint64 { return p.dataLoss.Load() }
+// dataLossCounter).
+func (p *Producer) DataLossEvents() uint64 { return p.dataLoss.n.Load() }
 
-// dataLossDetected is franz-go's report that the broker lost records it had
-// acknowledged (OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID after a
-// write, e.g. an unclean leader election): franz-go itself logs it only at
-// debug level. Those records were confirmed to PostgreSQL already and are
-// not sent again: an operator must know.
-func (p *Producer) dataLossDetected(topic string, partition int32) {
-	p.dataLoss.Add(1)
-	p.log.Error("Kafka reported data loss: records it had acknowledged on this partition are gone (an unclean leader election?); outboxd cannot re-send them, reconcile from the outbox table",
+// dataLossCounter takes franz-go's report that the broker lost records it
+// had acknowledged (OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID
+// after a write, e.g. an unclean leader election): franz-go itself logs it
+// only at debug level. Those records were confirmed to PostgreSQL already
+// and are not sent again: an operator must know.
+type dataLossCounter struct {
+	log *slog.Logger
+	n   atomic.Uint64
+}
+
+func (d *dataLossCounter) detected(topic string, partition int32) {
+	d.n.Add(1)
+	d.log.Error("Kafka reported data loss: records it had acknowledged on this partition are gone (an unclean leader election?); outboxd cannot re-send them, reconcile from the outbox table",
 		"topic", topic, "partition", partition)
 }
 

@@ -67,7 +67,8 @@ type TxnProducer struct {
 	recMu  sync.Mutex
 	recErr error // the first record of the open transaction that failed
 
-	dataLoss, commits, retried, skipped atomic.Uint64
+	dataLoss                  dataLossCounter
+	commits, retried, skipped atomic.Uint64
 }
 
 type txnItem struct {
@@ -93,7 +94,8 @@ func NewTxn(cfg TxnConfig, kafka Config, slot string, systemID func(context.Cont
 	}
 	t := &TxnProducer{cfg: cfg, kafka: kafka, slot: slot, systemID: systemID, log: log, maxRecordBytes: kafka.MaxRecordBytes,
 		wake: make(chan struct{}, 1), abort: make(chan struct{}, 1), stopped: make(chan struct{})}
-	admin, err := kgo.NewClient(clientOpts(kafka, log, t.dataLossDetected)...)
+	t.dataLoss.log = log
+	admin, err := kgo.NewClient(clientOpts(kafka, log, t.dataLoss.detected)...)
 	if err != nil {
 		return nil, fmt.Errorf("creating Kafka client: %w", err)
 	}
@@ -432,7 +434,7 @@ func (t *TxnProducer) tryInit(ctx context.Context) error {
 	if created {
 		t.log.Info("created the progress topic", "topic", t.cfg.ProgressTopic)
 	}
-	cl, err := kgo.NewClient(append(clientOpts(t.kafka, t.log, t.dataLossDetected),
+	cl, err := kgo.NewClient(append(clientOpts(t.kafka, t.log, t.dataLoss.detected),
 		kgo.TransactionalID(id), kgo.TransactionTimeout(t.cfg.Timeout))...)
 	if err != nil {
 		return &permanentError{fmt.Errorf("creating the transactional Kafka producer: %w", err)}
@@ -522,13 +524,7 @@ func (t *TxnProducer) Stats() TxnStats {
 
 // DataLossEvents counts the times Kafka reported lost records (see
 // Producer.DataLossEvents).
-func (t *TxnProducer) DataLossEvents() uint64 { return t.dataLoss.Load() }
-
-func (t *TxnProducer) dataLossDetected(topic string, partition int32) {
-	t.dataLoss.Add(1)
-	t.log.Error("Kafka reported data loss: records it had acknowledged on this partition are gone (an unclean leader election?)",
-		"topic", topic, "partition", partition)
-}
+func (t *TxnProducer) DataLossEvents() uint64 { return t.dataLoss.n.Load() }
 
 // Close closes the client Run does not own. Call after Run returned.
 func (t *TxnProducer) Close() { t.admin.Close() }
