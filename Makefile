@@ -6,7 +6,8 @@
 #                run `go test ./...` as often as you like
 #   make down    stop them
 #   make build   build bin/outboxd
-#   make bench   outboxd beside pg_recvlogical, Debezium and the polling relay
+#   make bench   outboxd beside pg_recvlogical, Debezium and the polling relay,
+#                and both exactly-once (outboxd-eos, debezium-eos: KIP-618)
 #                (docs/bench/); BENCH_FLAGS adds flags, e.g. -events 100000
 #   make chaos   the long fault-injection runs (1,000,000 events, every fault
 #                kind many times), at-least-once then exactly-once

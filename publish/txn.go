@@ -442,10 +442,12 @@ func (t *TxnProducer) tryInit(ctx context.Context) error {
 	// Initializing the producer id bumps the epoch: every earlier producer
 	// of this id is fenced and its open transaction aborted, before the
 	// progress is read.
+	start := time.Now()
 	if _, _, err := cl.ProducerID(actx); err != nil {
 		cl.Close()
 		return fmt.Errorf("initializing transactional id %s: %w", id, err)
 	}
+	fenced := time.Now()
 	key := progressKey(t.slot, sys)
 	pos, err := readProgress(actx, t.readOpts(), adm, t.cfg.ProgressTopic, key)
 	if err != nil {
@@ -453,7 +455,8 @@ func (t *TxnProducer) tryInit(ctx context.Context) error {
 		return err
 	}
 	t.cl, t.key, t.committed, t.last = cl, key, pos, pos
-	t.log.Info("exactly-once producer ready", "transactional_id", id, "progress_topic", t.cfg.ProgressTopic, "resume_after", pos)
+	t.log.Info("exactly-once producer ready", "transactional_id", id, "progress_topic", t.cfg.ProgressTopic, "resume_after", pos,
+		"init_producer", fenced.Sub(start).Round(time.Millisecond), "read_progress", time.Since(fenced).Round(time.Millisecond))
 	return nil
 }
 
