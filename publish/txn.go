@@ -195,10 +195,8 @@ func (t *TxnProducer) step(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, it := range t.take() {
-		if err := t.add(it); err != nil {
-			return err
-		}
+	if err := t.addAll(t.take()); err != nil {
+		return err
 	}
 	if t.inTxn && (time.Since(t.openSince) >= t.cfg.Interval || len(t.open) >= t.cfg.MaxRecords || t.openBytes >= t.cfg.MaxBytes) {
 		return t.commit(ctx)
@@ -220,8 +218,24 @@ func (t *TxnProducer) take() []txnItem {
 	return q
 }
 
+// addAll adds items in order. When one cannot be added, it and the rest go
+// back to the front of the queue, so that shutdown fails them (done is
+// called once for every record, on every path).
+func (t *TxnProducer) addAll(items []txnItem) error {
+	for i, it := range items {
+		if err := t.add(it); err != nil {
+			t.mu.Lock()
+			t.queue = append(items[i:len(items):len(items)], t.queue...)
+			t.mu.Unlock()
+			return err
+		}
+	}
+	return nil
+}
+
 // add puts one record into the open transaction (beginning one if needed),
-// or skips it when a committed transaction already holds it.
+// or skips it when a committed transaction already holds it. On an error
+// it has taken nothing.
 func (t *TxnProducer) add(it txnItem) error {
 	pos := it.ev.Position()
 	atLeastOnce := t.cfg.DeadLetterTopic != "" && it.ev.Topic == t.cfg.DeadLetterTopic
@@ -327,14 +341,10 @@ func (t *TxnProducer) commit(ctx context.Context) error {
 	items := t.open
 	t.open, t.openBytes, t.inTxn = nil, 0, false
 	t.committed, t.last = pos, pos
-	for _, it := range items {
-		it.dup = false
-		if err := t.add(it); err != nil {
-			t.open = append(t.open, items...) // failed by shutdown
-			return err
-		}
+	for i := range items {
+		items[i].dup = false
 	}
-	return nil
+	return t.addAll(items)
 }
 
 // abortOpen aborts the open transaction because a record of it failed for

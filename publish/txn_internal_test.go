@@ -1,0 +1,51 @@
+package publish
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// Regression: when a record could not be added to a Kafka transaction
+// (BeginTransaction failed), the records taken from the queue after it
+// were dropped without their done callback, so the pump waited for them
+// until its shutdown timeout.
+func TestRecordsNotAddedAreFailedOnce(t *testing.T) {
+	t.Parallel()
+	// Not transactional: BeginTransaction fails at once, without a broker.
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	p := &TxnProducer{cl: cl, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	calls := make([]int, 3)
+	var items []txnItem
+	for i := range calls {
+		ev := &outbox.Event{ID: int64(i + 1), Topic: "t", CommitLSN: 0x100, Index: i}
+		items = append(items, txnItem{ev: ev, done: func(err error) {
+			calls[i]++
+			if !errors.Is(err, outbox.ErrTransactionAborted) {
+				t.Errorf("record %d failed with %v, want an aborted transaction", i+1, err)
+			}
+		}})
+	}
+	p.queue = []txnItem{{ev: &outbox.Event{ID: 9, Topic: "t", CommitLSN: 0x200}, done: func(error) { calls = append(calls, 1) }}}
+	if err := p.addAll(items); err == nil {
+		t.Fatal("addAll succeeded on a client that cannot begin a transaction")
+	}
+	if len(p.queue) != 4 || p.queue[0].ev.ID != 1 || p.queue[3].ev.ID != 9 {
+		t.Fatalf("queue after the failure holds %d records; want the 3 not added, in order, before the one queued", len(p.queue))
+	}
+	p.shutdown(errors.New("stopping"))
+	for i, n := range calls[:3] {
+		if n != 1 {
+			t.Errorf("record %d: done called %d times, want once", i+1, n)
+		}
+	}
+}
