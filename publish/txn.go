@@ -505,7 +505,7 @@ var ErrFenced = errors.New("fenced by another outboxd process with the same tran
 // classify wraps a transaction-level error, naming fencing as such.
 func (t *TxnProducer) classify(what string, err error) error {
 	if fenced(err) {
-		return fmt.Errorf("%s: %w (a standby took the slot over, or --transactional-id is shared); this process stops and writes nothing more: %w", what, ErrFenced, err)
+		return fmt.Errorf("%s: %w (a standby took the slot over, or --transactional-id is shared; Kafka 4 also says so when it aborted a transaction open longer than --transaction-timeout); this process stops and writes nothing more, and a restart resumes from the progress topic: %w", what, ErrFenced, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
