@@ -273,7 +273,11 @@ func (t *TxnProducer) produced(r *kgo.Record, err error) {
 	}
 	t.recMu.Lock()
 	defer t.recMu.Unlock()
-	if t.recErr == nil {
+	switch {
+	case t.recErr != nil:
+	case r.Topic == t.cfg.ProgressTopic:
+		t.recErr = fmt.Errorf("writing the progress record to topic %s: %w", r.Topic, err)
+	default:
 		id, _ := strconv.ParseInt(headerValue(r, "id"), 10, 64)
 		t.recErr = &Error{ID: id, Topic: r.Topic, Err: err}
 	}

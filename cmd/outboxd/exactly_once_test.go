@@ -332,3 +332,40 @@ func TestExactlyOnceLargeTransactionResumesInsideIt(t *testing.T) {
 		t.Errorf("exit code %d after SIGTERM; log:\n%s", code, p2.log())
 	}
 }
+
+// TestExactlyOnceTransactionTimeout: a publisher stopped (SIGSTOP) with a
+// Kafka transaction open for longer than --transaction-timeout finds it
+// aborted by the coordinator when it wakes: it must stop with exit 1 and
+// say so, and the next start must resume exactly.
+func TestExactlyOnceTransactionTimeout(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.start(t, eosArgs(t, w, "--transaction-interval", "1s", "--transaction-timeout", "2s")...)
+	want := w.write(t, 2, 0)
+	w.consumeAll(t, want, time.Minute, readCommitted)
+	want = append(want, w.write(t, 10, 100)...) // into an open transaction
+	time.Sleep(200 * time.Millisecond)
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// The coordinator looks for timed-out transactions every 10 s
+	// (transaction.abort.timed.out.transaction.cleanup.interval.ms).
+	time.Sleep(15 * time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	code := p.wait(t, time.Minute)
+	t.Logf("measured: after its transaction timed out, the publisher exited %d: %s", code, lastLine(p.log()))
+	if code == 0 {
+		t.Errorf("the publisher whose transaction Kafka aborted exited 0; log:\n%s", p.log())
+	}
+	if !strings.Contains(p.log(), "--transaction-timeout") {
+		t.Errorf("the publisher does not say its transaction may have timed out; log:\n%s", p.log())
+	}
+	p2 := w.start(t, eosArgs(t, w)...)
+	requireExactlyOnce(t, w, want)
+	_ = p2.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p2.wait(t, time.Minute); code != 0 {
+		t.Errorf("exit code %d after SIGTERM; log:\n%s", code, p2.log())
+	}
+}
