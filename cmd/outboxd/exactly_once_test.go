@@ -219,10 +219,7 @@ func TestExactlyOnceUnderKill9SIGTERMAndWalsenderKills(t *testing.T) {
 	if n := metric(body, "outboxd_skipped_records_total"); n < 0 {
 		t.Errorf("outboxd_skipped_records_total missing from /metrics")
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.wait(t, time.Minute); code != 0 {
-		t.Errorf("exit code %d after SIGTERM; log:\n%s", code, p.log())
-	}
+	p.stop(t)
 }
 
 // TestExactlyOnceZombieIsFenced: the active publisher is stopped (SIGSTOP)
@@ -258,10 +255,7 @@ func TestExactlyOnceZombieIsFenced(t *testing.T) {
 	}
 	want = append(want, w.write(t, 5, 300)...)
 	requireExactlyOnce(t, w, want)
-	_ = standby.cmd.Process.Signal(syscall.SIGTERM)
-	if code := standby.wait(t, time.Minute); code != 0 {
-		t.Errorf("standby exit code %d after SIGTERM; log:\n%s", code, standby.log())
-	}
+	standby.stop(t)
 }
 
 // terminateWalsender ends the slot's walsender from the server side.
@@ -327,10 +321,7 @@ func TestExactlyOnceLargeTransactionResumesInsideIt(t *testing.T) {
 	if skipped < 1 {
 		t.Errorf("outboxd_skipped_records_total = %v: the restart skipped nothing, so the test did not resume inside the transaction", skipped)
 	}
-	_ = p2.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p2.wait(t, time.Minute); code != 0 {
-		t.Errorf("exit code %d after SIGTERM; log:\n%s", code, p2.log())
-	}
+	p2.stop(t)
 }
 
 // TestExactlyOnceTransactionTimeout: a publisher stopped (SIGSTOP) with a
@@ -364,8 +355,14 @@ func TestExactlyOnceTransactionTimeout(t *testing.T) {
 	}
 	p2 := w.start(t, eosArgs(t, w)...)
 	requireExactlyOnce(t, w, want)
-	_ = p2.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p2.wait(t, time.Minute); code != 0 {
-		t.Errorf("exit code %d after SIGTERM; log:\n%s", code, p2.log())
+	p2.stop(t)
+}
+
+// stop sends SIGTERM and expects exit code 0.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Errorf("exit code %d after SIGTERM; log:\n%s", code, p.log())
 	}
 }
