@@ -28,6 +28,12 @@ type Config struct {
 	// lacks usable outbox columns (its rows are then rejected one by one:
 	// set it only with a dead-letter topic). Default false: refuse to start.
 	TolerateUnusableTables bool
+	// StopOnServerChange makes a session on a server other than the last
+	// one (another system identifier or timeline: a failover, a restore) a
+	// permanent error instead of a fresh start from the slot. The
+	// exactly-once sink sets it: its progress belongs to one timeline, and
+	// a new process reads the new one's. Default false.
+	StopOnServerChange bool
 	// StatusInterval is the longest time between two standby status
 	// updates. Default DefaultStatusInterval. It must stay well below the
 	// server's wal_sender_timeout (default 60s).

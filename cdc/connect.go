@@ -33,19 +33,20 @@ func connectReplication(ctx context.Context, url string) (*pgconn.PgConn, error)
 	return conn, nil
 }
 
-// SystemIdentifier returns the server's system identifier (IDENTIFY_SYSTEM
-// on a replication connection, which a slot's user can always open).
-func SystemIdentifier(ctx context.Context, url string) (string, error) {
+// IdentifyServer returns the server's system identifier and timeline
+// (IDENTIFY_SYSTEM on a replication connection, which a slot's user can
+// always open).
+func IdentifyServer(ctx context.Context, url string) (systemID string, timeline int32, err error) {
 	conn, err := connectReplication(ctx, url)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	sys, err := pglogrepl.IdentifySystem(ctx, conn)
 	if err != nil {
-		return "", fmt.Errorf("identifying the server: %w", err)
+		return "", 0, fmt.Errorf("identifying the server: %w", err)
 	}
-	return sys.SystemID, nil
+	return sys.SystemID, sys.Timeline, nil
 }
 
 // serverID tells servers and their histories apart: a promoted standby or
@@ -65,6 +66,10 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn) error {
 		return fmt.Errorf("identifying the server: %w", err)
 	}
 	now := serverID{systemID: sys.SystemID, timeline: sys.Timeline}
+	if s.server != (serverID{}) && s.server != now && s.cfg.StopOnServerChange {
+		return permanent(fmt.Errorf("the server changed (system identifier %s timeline %d, was %s timeline %d: a failover, a restore or another cluster): exactly-once mode stops here, and the next start reads the progress of the new timeline (the slot's unconfirmed tail is sent again: duplicates, no loss)",
+			now.systemID, now.timeline, s.server.systemID, s.server.timeline))
+	}
 	if s.server != (serverID{}) && s.server != now {
 		s.log.Warn("the server changed (failover, restore or another cluster): starting from the slot's own confirmed position, not from what this process confirmed before",
 			"slot", s.cfg.Slot, "system_id", now.systemID, "timeline", now.timeline,

@@ -197,6 +197,39 @@ func TestDeadLetterTopicTakesWhatCannotBePublished(t *testing.T) {
 // session starts from the slot's own confirmed position.
 func TestServerChangeDoesNotSkipCommits(t *testing.T) {
 	t.Parallel()
+	b, r, c := switchServer(t, cdc.Config{ReconnectMaxInterval: 200 * time.Millisecond})
+	defer r.stop()
+	if _, err := b.pool.Exec(t.Context(), `SELECT setval('outbox_id_seq', 1000)`); err != nil { // ids apart from the first server's
+		t.Fatal(err)
+	}
+	ids2, err := b.insert(t.Context(), []row{{agg: uuidFor(2), topic: b.topic, payload: `{"server": 2}`}}, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.untilIDs(t, ids2, 2*time.Minute)
+	if confirmed, cur := r.st.Stats().ConfirmedLSN, b.currentLSN(t); confirmed > cur {
+		t.Errorf("confirmed %s on the second server, above its WAL end %s: the old position was carried over", confirmed, cur)
+	}
+}
+
+// TestServerChangeStopsWhenAsked: with StopOnServerChange (the
+// exactly-once mode, whose progress belongs to one timeline), a session on
+// another server is a permanent error that names both servers.
+func TestServerChangeStopsWhenAsked(t *testing.T) {
+	t.Parallel()
+	_, r, _ := switchServer(t, cdc.Config{ReconnectMaxInterval: 200 * time.Millisecond, StopOnServerChange: true})
+	defer r.cancel()
+	if err := r.wait(2 * time.Minute); !cdc.IsPermanent(err) || !strings.Contains(err.Error(), "the server changed") {
+		t.Errorf("Run = %v, want a permanent error saying the server changed", err)
+	}
+}
+
+// switchServer streams one row from a first cluster, then puts a second
+// cluster (same database, table and slot names, LSNs far below) behind the
+// same address and returns once the bed points at it, with the streamer
+// still running.
+func switchServer(t *testing.T, cfg cdc.Config) (*bed, *runner, *consumer) {
+	t.Helper()
 	port := freePort(t)
 	// The second cluster is removed last: the bed's cleanup drops its
 	// database through the shared address first.
@@ -212,8 +245,8 @@ func TestServerChangeDoesNotSkipCommits(t *testing.T) {
 	if _, err := b.pool.Exec(t.Context(), `INSERT INTO other (note) SELECT repeat('x', 400) FROM generate_series(1, 300000)`); err != nil {
 		t.Fatal(err)
 	}
-	r := b.start(cdc.Config{ReconnectMaxInterval: 200 * time.Millisecond})
-	defer r.stop()
+	r := b.start(cfg)
+	t.Cleanup(r.cancel)
 	ids, err := b.insert(t.Context(), []row{{agg: uuidFor(1), topic: b.topic, payload: `{"server": 1}`}}, true, false)
 	if err != nil {
 		t.Fatal(err)
@@ -236,17 +269,7 @@ func TestServerChangeDoesNotSkipCommits(t *testing.T) {
 	if cur := b.currentLSN(t); cur+64<<20 >= high {
 		t.Fatalf("the second cluster's WAL (%s) is not well below the first's (%s): the test would not test anything", cur, high)
 	}
-	if _, err := b.pool.Exec(t.Context(), `SELECT setval('outbox_id_seq', 1000)`); err != nil { // ids apart from the first server's
-		t.Fatal(err)
-	}
-	ids2, err := b.insert(t.Context(), []row{{agg: uuidFor(2), topic: b.topic, payload: `{"server": 2}`}}, true, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.untilIDs(t, ids2, 2*time.Minute)
-	if confirmed, cur := r.st.Stats().ConfirmedLSN, b.currentLSN(t); confirmed > cur {
-		t.Errorf("confirmed %s on the second server, above its WAL end %s: the old position was carried over", confirmed, cur)
-	}
+	return b, r, c
 }
 
 func freePort(t *testing.T) int {

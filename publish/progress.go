@@ -3,6 +3,7 @@ package publish
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/outboxd/outboxd/outbox"
 )
@@ -10,10 +11,14 @@ import (
 // DefaultProgressTopic is where the exactly-once sink keeps its progress.
 const DefaultProgressTopic = "outboxd.progress"
 
-// progressKey is the key of a slot's progress records: the slot and the
-// server's system identifier, so that two databases (or a restored copy
-// with another identifier) never share a progress record.
-func progressKey(slot, systemID string) []byte { return []byte(slot + "@" + systemID) }
+// progressKey is the key of a slot's progress records: the slot, the
+// server's system identifier and its timeline. Two databases never share a
+// progress record, and neither do two histories of one: a promoted standby
+// or a restored backup keeps the system identifier but starts a new
+// timeline, whose LSNs can be below a position the old one recorded.
+func progressKey(slot, systemID string, timeline int32) []byte {
+	return []byte(slot + "@" + systemID + "/" + strconv.Itoa(int(timeline)))
+}
 
 // progressValue is a progress record's value: the last event a committed
 // Kafka transaction holds. Where a large PostgreSQL transaction spans

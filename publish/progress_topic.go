@@ -41,7 +41,7 @@ func ensureProgressTopic(ctx context.Context, adm *kadm.Client, topic string) (c
 		return false, fmt.Errorf("reading the configuration of the progress topic %s: %w", topic, err)
 	}
 	for _, c := range rc.Configs {
-		if c.Key == "cleanup.policy" && c.Value != nil && !strings.Contains(*c.Value, "compact") {
+		if c.Key == "cleanup.policy" && c.Value != nil && (!strings.Contains(*c.Value, "compact") || strings.Contains(*c.Value, "delete")) {
 			return false, fmt.Errorf("%w: %s has cleanup.policy=%s, so Kafka would delete outboxd's progress by age (alter the topic, or choose another with --progress-topic)", errNotCompacted, topic, *c.Value)
 		}
 	}
@@ -50,7 +50,7 @@ func ensureProgressTopic(ctx context.Context, adm *kadm.Client, topic string) (c
 
 // errNotCompacted is ensureProgressTopic's answer for a topic that is not
 // compacted.
-var errNotCompacted = errors.New("the progress topic must have cleanup.policy=compact")
+var errNotCompacted = errors.New("the progress topic must have cleanup.policy=compact (and not delete)")
 
 // readProgress reads the progress topic to its end with read_committed
 // isolation and returns the last position recorded under key (the zero

@@ -42,7 +42,7 @@ type TxnProducer struct {
 	cfg            TxnConfig
 	kafka          Config
 	slot           string
-	systemID       func(context.Context) (string, error)
+	identify       func(context.Context) (systemID string, timeline int32, err error)
 	log            *slog.Logger
 	admin          *kgo.Client // not transactional: topic, progress, ping
 	maxRecordBytes int
@@ -74,17 +74,14 @@ type TxnProducer struct {
 type txnItem struct {
 	ev   *outbox.Event
 	done func(error)
-	// dup: an event sent again (a new stream started before the open
-	// transaction committed) that is already in the open transaction: it is
-	// done when that transaction is, without being written twice.
-	dup bool
 }
 
-// NewTxn creates the exactly-once sink for slot. systemID returns the
-// PostgreSQL server's system identifier; it is called once Run has work,
-// with the default transactional id and the progress key derived from it.
-// Nothing contacts Kafka before Run.
-func NewTxn(cfg TxnConfig, kafka Config, slot string, systemID func(context.Context) (string, error), log *slog.Logger) (*TxnProducer, error) {
+// NewTxn creates the exactly-once sink for slot. identify returns the
+// PostgreSQL server's system identifier and timeline; it is called once
+// Run has work, and the default transactional id (system identifier) and
+// the progress key (both) are derived from it. Nothing contacts Kafka
+// before Run.
+func NewTxn(cfg TxnConfig, kafka Config, slot string, identify func(context.Context) (systemID string, timeline int32, err error), log *slog.Logger) (*TxnProducer, error) {
 	cfg, kafka = cfg.WithDefaults(), kafka.WithDefaults()
 	if err := kafka.validate(); err != nil {
 		return nil, err
@@ -92,7 +89,7 @@ func NewTxn(cfg TxnConfig, kafka Config, slot string, systemID func(context.Cont
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("creating the transactional Kafka producer: %w", err)
 	}
-	t := &TxnProducer{cfg: cfg, kafka: kafka, slot: slot, systemID: systemID, log: log, maxRecordBytes: kafka.MaxRecordBytes,
+	t := &TxnProducer{cfg: cfg, kafka: kafka, slot: slot, identify: identify, log: log, maxRecordBytes: kafka.MaxRecordBytes,
 		wake: make(chan struct{}, 1), abort: make(chan struct{}, 1), stopped: make(chan struct{})}
 	t.dataLoss.log = log
 	admin, err := kgo.NewClient(clientOpts(kafka, log, t.dataLoss.detected)...)
@@ -165,7 +162,8 @@ func (t *TxnProducer) Run(ctx context.Context) (err error) {
 		case <-ctx.Done():
 			return nil
 		case <-t.abort:
-			return errAbortRequested
+			// The pump asked: its error is the cause, and it reports it.
+			return nil
 		case <-t.wake:
 		case <-timer.C:
 		}
@@ -181,8 +179,6 @@ func (t *TxnProducer) Run(ctx context.Context) (err error) {
 		}
 	}
 }
-
-var errAbortRequested = errors.New("abort requested")
 
 // step takes the queued records into the open transaction and commits it
 // when it is due.
@@ -238,18 +234,16 @@ func (t *TxnProducer) addAll(items []txnItem) error {
 // it has taken nothing.
 func (t *TxnProducer) add(it txnItem) error {
 	pos := it.ev.Position()
-	atLeastOnce := t.cfg.DeadLetterTopic != "" && it.ev.Topic == t.cfg.DeadLetterTopic
-	if !atLeastOnce {
-		if !t.committed.Before(pos) {
-			t.skipped.Add(1)
-			it.done(nil)
-			return nil
-		}
-		if !t.last.Before(pos) {
-			it.dup = true
-			t.open = append(t.open, it)
-			return nil
-		}
+	if !t.committed.Before(pos) {
+		t.skipped.Add(1)
+		it.done(nil)
+		return nil
+	}
+	if !t.last.Before(pos) {
+		// Sent again by a new stream while its first copy is in the open
+		// transaction: done with that one, not written twice.
+		t.open = append(t.open, it)
+		return nil
 	}
 	if !t.inTxn {
 		if err := t.cl.BeginTransaction(); err != nil {
@@ -260,9 +254,7 @@ func (t *TxnProducer) add(it txnItem) error {
 	t.cl.Produce(context.Background(), toRecord(it.ev), t.produced)
 	t.open = append(t.open, it)
 	t.openBytes += it.ev.Size()
-	if !atLeastOnce {
-		t.last = pos
-	}
+	t.last = pos
 	return nil
 }
 
@@ -345,9 +337,6 @@ func (t *TxnProducer) commit(ctx context.Context) error {
 	items := t.open
 	t.open, t.openBytes, t.inTxn = nil, 0, false
 	t.committed, t.last = pos, pos
-	for i := range items {
-		items[i].dup = false
-	}
 	return t.addAll(items)
 }
 
@@ -380,7 +369,7 @@ func (t *TxnProducer) finishOpen(err error) {
 // shutdown aborts a transaction still open and fails every record not
 // committed, queued or not, and every later Publish.
 func (t *TxnProducer) shutdown(cause error) {
-	if cause == nil || errors.Is(cause, errAbortRequested) {
+	if cause == nil {
 		cause = errTxnProducerStopped
 	}
 	if !errors.Is(cause, outbox.ErrTransactionAborted) {
@@ -432,7 +421,7 @@ func (t *TxnProducer) init(ctx context.Context) error {
 func (t *TxnProducer) tryInit(ctx context.Context) error {
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	sys, err := t.systemID(actx)
+	sys, timeline, err := t.identify(actx)
 	if err != nil {
 		return err
 	}
@@ -462,7 +451,7 @@ func (t *TxnProducer) tryInit(ctx context.Context) error {
 		return fmt.Errorf("initializing transactional id %s: %w", id, err)
 	}
 	fenced := time.Now()
-	key := progressKey(t.slot, sys)
+	key := progressKey(t.slot, sys, timeline)
 	pos, err := readProgress(actx, t.readOpts(), adm, t.cfg.ProgressTopic, key)
 	if err != nil {
 		cl.Close()

@@ -44,10 +44,6 @@ type TxnConfig struct {
 	// the brokers' transaction.max.timeout.ms (Kafka's default 15 min), or
 	// initializing the producer fails. Default DefaultTransactionTimeout.
 	Timeout time.Duration
-	// DeadLetterTopic is the pump's dead-letter topic, if any. Its records
-	// are delivered at least once, not exactly once: a rejected row is
-	// dead-lettered again after a restart from an earlier position.
-	DeadLetterTopic string
 }
 
 // Defaults of TxnConfig.

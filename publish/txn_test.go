@@ -30,13 +30,19 @@ func fakeCluster(t *testing.T, topics ...string) []string {
 	return c.ListenAddrs()
 }
 
-// runTxn starts a TxnProducer for slot "s" on system "sys" and returns it
-// with Run's result channel; it is stopped when the test ends.
+// runTxn starts a TxnProducer for slot "s" on system "sys", timeline 1,
+// and returns it with Run's result channel; it is stopped when the test
+// ends.
 func runTxn(t *testing.T, brokers []string, cfg publish.TxnConfig) (*publish.TxnProducer, <-chan error) {
+	t.Helper()
+	return runTxnOn(t, brokers, cfg, 1)
+}
+
+func runTxnOn(t *testing.T, brokers []string, cfg publish.TxnConfig, timeline int32) (*publish.TxnProducer, <-chan error) {
 	t.Helper()
 	cfg.Interval = 20 * time.Millisecond
 	p, err := publish.NewTxn(cfg, publish.Config{Brokers: brokers}, "s",
-		func(context.Context) (string, error) { return "sys", nil }, quiet())
+		func(context.Context) (string, int32, error) { return "sys", timeline, nil }, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +131,32 @@ func TestTxnProducerResumesAfterTheLastCommittedPosition(t *testing.T) {
 	got := committedIDs(t, brokers, "t", 4)
 	if want := []string{"v1", "v2", "v3", "v4"}; !equal(got, want) {
 		t.Errorf("read_committed consumer saw %v, want %v: each event exactly once", got, want)
+	}
+}
+
+// Regression: progress was keyed by slot and system identifier only. A
+// promoted standby or a restored backup keeps the identifier but starts a
+// new timeline whose LSNs can be at or below the old timeline's progress:
+// its new rows were skipped as already published, and lost.
+func TestTxnProducerNewTimelineSkipsNothing(t *testing.T) {
+	t.Parallel()
+	brokers := fakeCluster(t, "t")
+	p1, _ := runTxnOn(t, brokers, publish.TxnConfig{ProgressTopic: "progress"}, 1)
+	if err := publishAll(t, p1, txnEvent(1, "t", 0x500, 0))[0]; err != nil {
+		t.Fatal(err)
+	}
+	// Timeline 2 forked at 0/480: its own commits come at lower LSNs.
+	p2, _ := runTxnOn(t, brokers, publish.TxnConfig{ProgressTopic: "progress"}, 2)
+	for i, err := range publishAll(t, p2, txnEvent(2, "t", 0x490, 0), txnEvent(3, "t", 0x500, 0)) {
+		if err != nil {
+			t.Fatalf("event %d: %v", i+2, err)
+		}
+	}
+	if st := p2.Stats(); st.Skipped != 0 {
+		t.Errorf("the new timeline's producer skipped %d events: rows committed after a failover would be lost", st.Skipped)
+	}
+	if got, want := committedIDs(t, brokers, "t", 3), []string{"v1", "v2", "v3"}; !equal(got, want) {
+		t.Errorf("read_committed consumer saw %v, want %v", got, want)
 	}
 }
 

@@ -66,11 +66,10 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 		snk sink
 	)
 	if cfg.Delivery == config.DeliveryExactlyOnce {
-		tc := cfg.Txn
-		tc.DeadLetterTopic = cfg.Pump.DeadLetterTopic
 		url := cfg.Stream.DatabaseURL
-		txn, err = publish.NewTxn(tc, kafka, cfg.Stream.Slot, func(ctx context.Context) (string, error) { return cdc.SystemIdentifier(ctx, url) }, log)
+		txn, err = publish.NewTxn(cfg.Txn, kafka, cfg.Stream.Slot, func(ctx context.Context) (string, int32, error) { return cdc.IdentifyServer(ctx, url) }, log)
 		snk = txn
+		cfg.Stream.StopOnServerChange = true
 	} else {
 		pub, err = publish.New(kafka, log)
 		snk = pub

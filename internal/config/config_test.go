@@ -71,6 +71,8 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		{"key=value connection string", []string{"--database-url", "host=db dbname=app", "--brokers", "a:1"}, nil},
 		{"negative max-procs", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--max-procs", "-1"}, []string{"--max-procs (OUTBOXD_MAX_PROCS): must not be negative"}},
 		{"exactly-once", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--delivery", "exactly-once", "--transactional-id", "orders"}, nil},
+		{"exactly-once without dead letters", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--delivery", "exactly-once", "--dead-letter-topic", "dlq"},
+			[]string{"exactly-once does not support --dead-letter-topic yet"}},
 		{"delivery modes", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--delivery", "exactly_once", "--transaction-timeout", "50ms", "--progress-topic", ""},
 			[]string{`--delivery (OUTBOXD_DELIVERY): "exactly_once" is not at-least-once or exactly-once`,
 				"--transaction-timeout (OUTBOXD_TRANSACTION_TIMEOUT): must be longer than --transaction-interval", "--progress-topic (OUTBOXD_PROGRESS_TOPIC): must not be empty"}},

@@ -167,6 +167,12 @@ func flags() []flagSpec {
 				if c.Delivery != DeliveryAtLeastOnce && c.Delivery != DeliveryExactlyOnce {
 					return "\"" + c.Delivery + "\" is not at-least-once or exactly-once"
 				}
+				if c.Delivery == DeliveryExactlyOnce && c.Pump.DeadLetterTopic != "" {
+					// A dead letter is written after the records behind it,
+					// so the progress could pass a record whose dead letter
+					// a crash then loses: not offered until that is solved.
+					return "exactly-once does not support --dead-letter-topic yet: a record that cannot be published stops the run"
+				}
 				return ""
 			}},
 		{name: "transactional-id", group: GroupDelivery,
