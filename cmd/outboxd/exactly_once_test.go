@@ -366,3 +366,42 @@ func (p *proc) stop(t *testing.T) {
 		t.Errorf("exit code %d after SIGTERM; log:\n%s", code, p.log())
 	}
 }
+
+// TestExactlyOnceRefusedRecordStopsNamingIt: a record refused for good
+// (by Kafka: its topic does not exist; by outboxd: over --max-record-bytes)
+// stops the run with exit 1, and the error names the record, not just that
+// the sink was told to abort (the first version reported "abort requested"
+// when outboxd refused the record itself).
+func TestExactlyOnceRefusedRecordStopsNamingIt(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, topic, payload string
+		say                  string
+	}{
+		{"unknown topic", "-missing", `{}`, "Kafka transaction aborted"},
+		{"too large", "", `{"pad": "` + strings.Repeat("x", 2000) + `"}`, "record too large"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			p := w.start(t, eosArgs(t, w, "--max-record-bytes", "1024")...)
+			want := w.write(t, 2, 0)
+			w.consumeAll(t, want, time.Minute, readCommitted)
+			topic := w.topic + tt.topic
+			var id int64
+			if err := w.pool.QueryRow(t.Context(), `INSERT INTO outbox (aggregate_id, topic, payload)
+				VALUES ('00000000-0000-4000-8000-000000000001', $1, $2::jsonb) RETURNING id`, topic, tt.payload).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			if code := p.wait(t, 2*time.Minute); code != exitError {
+				t.Fatalf("exit code %d, want %d; log:\n%s", code, exitError, p.log())
+			}
+			last := lastLine(p.log())
+			for _, s := range []string{"outbox id " + strconv.FormatInt(id, 10), topic, tt.say} {
+				if !strings.Contains(last, s) {
+					t.Errorf("the final error does not name %q:\n%s", s, last)
+				}
+			}
+		})
+	}
+}
