@@ -82,7 +82,7 @@ func flags() []flagSpec {
 		{name: "max-in-flight-bytes", group: GroupPump, usage: "key, value and header bytes of those records, at most: with large payloads this bounds memory (a single larger record is still sent, alone)",
 			bind: integer(func(c *Config) *int { return &c.Pump.MaxInFlightBytes }), check: positiveInt(func(c *Config) int { return c.Pump.MaxInFlightBytes })},
 		{name: "dead-letter-topic", group: GroupPump,
-			usage: "send a record Kafka refuses for good (too large, invalid or deleted topic, denied) or a row that cannot become a record to this existing topic, with headers saying why, and move on (empty: stop at it, the default: nothing is ever skipped)",
+			usage: "send a record Kafka refuses for good (too large, invalid or deleted topic, denied) or a row that cannot become a record to this existing topic, with headers saying why, and move on (empty: stop at it, the default: nothing is ever skipped; not with --delivery exactly-once)",
 			bind:  str(func(c *Config) *string { return &c.Pump.DeadLetterTopic })},
 
 		{name: "brokers", group: GroupKafka, usage: "Kafka bootstrap brokers, HOST:PORT[,HOST:PORT...] (required)",
@@ -161,7 +161,7 @@ func flags() []flagSpec {
 		{name: "delivery", group: GroupDelivery,
 			usage: "at-least-once: each record is acknowledged on its own and a crash sends the unconfirmed tail again (consumers dedupe on the id header). " +
 				"exactly-once: records go in Kafka transactions with a progress record, and a restart or takeover resumes exactly after the last committed one; " +
-				"consumers must read with isolation.level=read_committed (a read_uncommitted consumer also sees aborted records), and needs Kafka transactions allowed for the transactional id",
+				"consumers must read with isolation.level=read_committed (a read_uncommitted consumer also sees aborted records); needs Kafka transactions allowed for the transactional id, and no --dead-letter-topic",
 			bind: str(func(c *Config) *string { return &c.Delivery }),
 			check: func(c *Config) string {
 				if c.Delivery != DeliveryAtLeastOnce && c.Delivery != DeliveryExactlyOnce {
