@@ -67,7 +67,6 @@ func (c Config) WithDefaults() Config {
 // package pump. Safe for concurrent use.
 type Producer struct {
 	cl             *kgo.Client
-	log            *slog.Logger
 	maxRecordBytes int
 	dataLoss       dataLossCounter
 	explain        errgroup.Group // goroutines looking up a broker's limit for an error
@@ -80,7 +79,7 @@ func New(cfg Config, log *slog.Logger) (*Producer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &Producer{log: log, maxRecordBytes: cfg.MaxRecordBytes}
+	p := &Producer{maxRecordBytes: cfg.MaxRecordBytes}
 	p.dataLoss.log = log
 	cl, err := kgo.NewClient(clientOpts(cfg, log, p.dataLoss.detected)...)
 	if err != nil {
@@ -191,8 +190,10 @@ func (p *Producer) Abort(ctx context.Context) error {
 }
 
 // Ping checks that a broker answers.
-func (p *Producer) Ping(ctx context.Context) error {
-	if err := p.cl.Ping(ctx); err != nil {
+func (p *Producer) Ping(ctx context.Context) error { return ping(ctx, p.cl) }
+
+func ping(ctx context.Context, cl *kgo.Client) error {
+	if err := cl.Ping(ctx); err != nil {
 		return fmt.Errorf("reaching Kafka: %w", err)
 	}
 	return nil

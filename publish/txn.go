@@ -39,13 +39,12 @@ import (
 // Publish is safe from any goroutine and never blocks; Run owns the Kafka
 // client and must run for as long as records are published.
 type TxnProducer struct {
-	cfg            TxnConfig
-	kafka          Config
-	slot           string
-	identify       func(context.Context) (systemID string, timeline int32, err error)
-	log            *slog.Logger
-	admin          *kgo.Client // not transactional: topic, progress, ping
-	maxRecordBytes int
+	cfg      TxnConfig
+	kafka    Config
+	slot     string
+	identify func(context.Context) (systemID string, timeline int32, err error)
+	log      *slog.Logger
+	admin    *kgo.Client // not transactional: topic, progress, ping
 
 	mu      sync.Mutex
 	queue   []txnItem
@@ -89,7 +88,7 @@ func NewTxn(cfg TxnConfig, kafka Config, slot string, identify func(context.Cont
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("creating the transactional Kafka producer: %w", err)
 	}
-	t := &TxnProducer{cfg: cfg, kafka: kafka, slot: slot, identify: identify, log: log, maxRecordBytes: kafka.MaxRecordBytes,
+	t := &TxnProducer{cfg: cfg, kafka: kafka, slot: slot, identify: identify, log: log,
 		wake: make(chan struct{}, 1), abort: make(chan struct{}, 1), stopped: make(chan struct{})}
 	t.dataLoss.log = log
 	admin, err := kgo.NewClient(clientOpts(kafka, log, t.dataLoss.detected)...)
@@ -103,7 +102,7 @@ func NewTxn(cfg TxnConfig, kafka Config, slot string, identify func(context.Cont
 // Publish queues ev for the next Kafka transaction. A record too large for
 // --max-record-bytes is refused before Publish returns, as in Producer.
 func (t *TxnProducer) Publish(ev *outbox.Event, done func(error)) {
-	if err := tooLarge(ev, t.maxRecordBytes); err != nil {
+	if err := tooLarge(ev, t.kafka.MaxRecordBytes); err != nil {
 		done(err)
 		return
 	}
@@ -504,12 +503,7 @@ func (t *TxnProducer) classify(what string, err error) error {
 }
 
 // Ping checks that a broker answers.
-func (t *TxnProducer) Ping(ctx context.Context) error {
-	if err := t.admin.Ping(ctx); err != nil {
-		return fmt.Errorf("reaching Kafka: %w", err)
-	}
-	return nil
-}
+func (t *TxnProducer) Ping(ctx context.Context) error { return ping(ctx, t.admin) }
 
 // CheckTopic is Producer.CheckTopic.
 func (t *TxnProducer) CheckTopic(ctx context.Context, topic string) error {

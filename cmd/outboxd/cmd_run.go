@@ -61,7 +61,6 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 	kafka := cfg.Kafka
 	kafka.Opts = append(kafka.Opts, kopts...)
 	var (
-		pub *publish.Producer
 		txn *publish.TxnProducer
 		snk sink
 	)
@@ -71,8 +70,7 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 		snk = txn
 		cfg.Stream.StopOnServerChange = true
 	} else {
-		pub, err = publish.New(kafka, log)
-		snk = pub
+		snk, err = publish.New(kafka, log)
 	}
 	if err != nil {
 		return err
