@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -215,18 +216,31 @@ func TestTxnProducerRecordRefusedAbortsItsTransaction(t *testing.T) {
 
 func TestTxnProducerRefusesAnUncompactedProgressTopic(t *testing.T) {
 	t.Parallel()
-	brokers := fakeCluster(t, "t", "plain")
-	p, res := runTxn(t, brokers, publish.TxnConfig{ProgressTopic: "plain"})
-	if err := publishAll(t, p, txnEvent(1, "t", 0x100, 0))[0]; err == nil {
-		t.Fatal("published with a progress topic that deletes by age")
-	}
-	select {
-	case err := <-res:
-		if err == nil || !strings.Contains(err.Error(), "cleanup.policy=delete") {
-			t.Errorf("Run = %v, want an error naming the topic's cleanup.policy", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run went on with a progress topic that is not compacted")
+	for _, policy := range []string{"delete", "compact,delete"} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			brokers := fakeCluster(t, "t")
+			adm, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer adm.Close()
+			if _, err := kadm.NewClient(adm).CreateTopic(t.Context(), 1, 1, map[string]*string{"cleanup.policy": &policy}, "progress"); err != nil {
+				t.Fatal(err)
+			}
+			p, res := runTxn(t, brokers, publish.TxnConfig{ProgressTopic: "progress"})
+			if err := publishAll(t, p, txnEvent(1, "t", 0x100, 0))[0]; err == nil {
+				t.Fatal("published with a progress topic that deletes by age")
+			}
+			select {
+			case err := <-res:
+				if err == nil || !strings.Contains(err.Error(), "cleanup.policy="+policy) {
+					t.Errorf("Run = %v, want an error naming the topic's cleanup.policy", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run went on with a progress topic that deletes by age")
+			}
+		})
 	}
 }
 
