@@ -16,9 +16,22 @@ type Config struct {
 	DatabaseURL string
 	// Slot is the logical replication slot (plugin pgoutput). Default DefaultSlot.
 	Slot string
-	// CreateSlot creates the slot when it is missing (with a warning: rows
-	// committed before it existed are not published).
+	// CreateSlot creates the slot when it is missing. Without
+	// BackfillWhere, rows committed before it existed are not published
+	// (logged as a warning). Default false: a missing slot is a permanent
+	// error that names the slot and the recovery command (see
+	// slot.LostError), never a silent new start.
 	CreateSlot bool
+	// BackfillWhere, with CreateSlot, creates the slot with an exported
+	// snapshot and first publishes the rows of the publication's tables
+	// that match this SQL predicate as of that snapshot (in id order, read
+	// in a read-only transaction), waits for Kafka to acknowledge them,
+	// and only then streams from the slot's consistent point: every row
+	// committed before the slot is in the snapshot, every later one in the
+	// slot. A backfill interrupted before Kafka acknowledged all of it is
+	// run again whole on the next start (the slot is dropped and created
+	// again: duplicates, no loss). Default "": no backfill.
+	BackfillWhere string
 	// Publication is the publication over the outbox table(s). Default
 	// DefaultPublication.
 	Publication string
@@ -92,6 +105,9 @@ func (c Config) WithDefaults() Config {
 func (c Config) validate() error {
 	if c.DatabaseURL == "" {
 		return errors.New("cdc: no database URL given")
+	}
+	if c.BackfillWhere != "" && !c.CreateSlot {
+		return errors.New("cdc: a backfill goes with creating the slot (CreateSlot)")
 	}
 	return nil
 }

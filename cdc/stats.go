@@ -44,6 +44,10 @@ type Stats struct {
 	PermanentErrors uint64 // permanent errors (Run returned with one)
 	ConfirmedLSN    outbox.LSN
 	ServerWALEnd    outbox.LSN // the server's WAL end as last reported to us
+	// BackfillRows and BackfillTotal count the rows of the backfill this
+	// process ran (--backfill-where) handed to Kafka so far, and all that
+	// it matched; both 0 when there was none.
+	BackfillRows, BackfillTotal int64
 }
 
 // LagBytes is the WAL not yet confirmed: server WAL end minus confirmed.
@@ -71,6 +75,8 @@ type counters struct {
 	permanentErrors atomic.Uint64
 	confirmed       atomic.Uint64
 	serverWALEnd    atomic.Uint64
+	backfillDone    atomic.Int64
+	backfillTotal   atomic.Int64
 }
 
 // Stats returns a snapshot; safe to call from any goroutine.
@@ -83,5 +89,7 @@ func (s *Streamer) Stats() Stats {
 		PermanentErrors: c.permanentErrors.Load(),
 		ConfirmedLSN:    outbox.LSN(c.confirmed.Load()),
 		ServerWALEnd:    outbox.LSN(c.serverWALEnd.Load()),
+		BackfillRows:    c.backfillDone.Load(),
+		BackfillTotal:   c.backfillTotal.Load(),
 	}
 }

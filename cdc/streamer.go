@@ -66,7 +66,16 @@ func (s *Streamer) Run(ctx context.Context) error {
 		}
 		pumped <- err
 	}()
-	err := s.loop(sessions)
+	err := s.setUpSlot(sessions)
+	switch {
+	case err == nil:
+		err = s.loop(sessions)
+	case ctx.Err() != nil:
+		s.log.Warn("stopped before the slot was set up; the next start does it again (an unfinished backfill runs again whole)", "slot", s.cfg.Slot, "err", err)
+		err = nil
+	default:
+		err = permanent(err) // not retried here: the next start runs the setup again
+	}
 	stopPump()
 	if perr := <-pumped; perr != nil {
 		s.counters.permanentErrors.Add(1)
@@ -203,15 +212,12 @@ func prepare(ctx context.Context, cfg Config, log *slog.Logger) (slot.Status, er
 	case len(tables) == 0:
 		log.Warn("publication covers no tables: nothing will be published", "publication", cfg.Publication)
 	}
-	info, created, err := slot.Ensure(ctx, conn, cfg.Slot, cfg.CreateSlot)
-	if err != nil {
-		return slot.Status{}, err
+	info, err := slot.Ensure(ctx, conn, cfg.Slot)
+	if errors.Is(err, slot.ErrMissing) {
+		// Dropped while this process ran, or gone in a failover.
+		return slot.Status{}, lostSlot(ctx, conn, cfg)
 	}
-	if created {
-		log.Warn("created replication slot: outbox rows committed before now are not published; run `outboxd migrate` ahead of the application to avoid this gap",
-			"slot", cfg.Slot, "lsn", info.ConfirmedFlushLSN)
-	}
-	return info, nil
+	return info, err
 }
 
 // slotHolder reads who holds the slot (0 when nobody does any more).

@@ -6,54 +6,48 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
+	
 	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // Ensure checks that the slot exists, is a pgoutput slot of this database
-// and has not been invalidated; with create, a missing slot is created. It
-// returns the slot's state and whether it created it. Its errors wrap
+// and has not been invalidated, and returns its state. Its errors wrap
 // ErrMissing, ErrUnusable or ErrInvalidated when the slot cannot be used.
-func Ensure(ctx context.Context, conn *pgx.Conn, slot string, create bool) (Status, bool, error) {
+// It never creates a slot: see Create.
+func Ensure(ctx context.Context, conn *pgx.Conn, slot string) (Status, error) {
 	info, err := Read(ctx, conn, slot)
 	if err != nil {
-		return Status{}, false, err
+		return Status{}, err
 	}
-	created := false
 	if !info.Exists {
-		if !create {
-			return Status{}, false, missingError(slot)
-		}
-		_, err := conn.Exec(ctx, `SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
-		var pgErr *pgconn.PgError
-		switch {
-		case errors.As(err, &pgErr) && pgErr.Code == "42710":
-			// Another process created it first: fine.
-		case err != nil:
-			return Status{}, false, fmt.Errorf("creating replication slot %s: %w", slot, err)
-		default:
-			created = true
-		}
-		if info, err = Read(ctx, conn, slot); err != nil {
-			return Status{}, false, err
-		} else if !info.Exists {
-			return Status{}, false, fmt.Errorf("replication slot %s vanished right after its creation", slot)
-		}
+		return Status{}, fmt.Errorf("%w: %s", ErrMissing, slot)
 	}
 	var db string
 	if err := conn.QueryRow(ctx, `SELECT pg_catalog.current_database()`).Scan(&db); err != nil {
-		return Status{}, false, fmt.Errorf("reading the current database: %w", err)
+		return Status{}, fmt.Errorf("reading the current database: %w", err)
 	}
 	switch {
 	case info.Plugin != "pgoutput":
-		return info, created, fmt.Errorf("%w: %s uses plugin %q, not pgoutput: drop it or choose another --slot", ErrUnusable, slot, info.Plugin)
+		return info, fmt.Errorf("%w: %s uses plugin %q, not pgoutput: drop it or choose another --slot", ErrUnusable, slot, info.Plugin)
 	case info.Database != db:
-		return info, created, fmt.Errorf("%w: %s belongs to database %q, not %q: choose another --slot", ErrUnusable, slot, info.Database, db)
+		return info, fmt.Errorf("%w: %s belongs to database %q, not %q: choose another --slot", ErrUnusable, slot, info.Database, db)
 	case info.Lost():
-		return info, created, invalidatedError(slot)
+		return info, invalidatedError(slot)
 	}
-	return info, created, nil
+	return info, nil
+}
+
+// Create creates the slot (plugin pgoutput) at the server's current
+// position and returns that position, its consistent point. A slot of that
+// name that another process created first is an error too: the caller
+// holds Lock, so only a process that does not is racing it.
+func Create(ctx context.Context, conn *pgx.Conn, slot string) (outbox.LSN, error) {
+	var lsn string
+	if err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')`, slot).Scan(&lsn); err != nil {
+		return 0, fmt.Errorf("creating replication slot %s: %w", slot, err)
+	}
+	return outbox.ParseLSN(lsn)
 }
 
 // CheckPublication checks that the publication exists and that every table

@@ -29,10 +29,6 @@ func Permanent(err error) bool {
 	return false
 }
 
-func missingError(slot string) error {
-	return fmt.Errorf("%w: %s: run `outboxd migrate` to create it", ErrMissing, slot)
-}
-
 func invalidatedError(slot string) error {
 	return fmt.Errorf("%w: %s (wal_status lost): PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), "+
 		"so outbox rows may be missing from Kafka; reconcile from the outbox table, then drop and recreate the slot deliberately", ErrInvalidated, slot)

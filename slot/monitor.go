@@ -20,6 +20,11 @@ type MonitorConfig struct {
 	// WarnBytes is the retained WAL that triggers a warning. Default
 	// DefaultWarnBytes.
 	WarnBytes int64
+	// AcknowledgedCommit, when set, returns the commit time of the newest
+	// record Kafka acknowledged; each check records it in outboxd_slots,
+	// where a lost slot's recovery command takes its suggested predicate
+	// from. Nil: nothing is recorded.
+	AcknowledgedCommit func() time.Time
 }
 
 // Defaults of MonitorConfig.
@@ -37,6 +42,7 @@ type Monitor struct {
 	log      *slog.Logger
 	retained atomic.Int64 // retained WAL bytes + 1; 0 before the first check
 	warned   bool
+	recorded time.Time // the acknowledged commit time last recorded
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -97,6 +103,7 @@ func (m *Monitor) check(ctx context.Context) error {
 		return invalidatedError(m.cfg.Slot)
 	}
 	m.retained.Store(st.RetainedWALBytes + 1)
+	m.recordAcknowledged(cctx, conn)
 	switch {
 	case st.RetainedWALBytes >= m.cfg.WarnBytes && !m.warned:
 		m.warned = true
@@ -110,4 +117,22 @@ func (m *Monitor) check(ctx context.Context) error {
 		m.log.Info("replication slot WAL retention back to normal", "slot", m.cfg.Slot, "retained_wal_bytes", st.RetainedWALBytes)
 	}
 	return nil
+}
+
+// recordAcknowledged keeps outboxd_slots' acknowledged commit time current.
+// Failing is not worth stopping for (a role without UPDATE on the table,
+// a schema older than migration 0005): only the recovery hint is staler.
+func (m *Monitor) recordAcknowledged(ctx context.Context, conn *pgx.Conn) {
+	if m.cfg.AcknowledgedCommit == nil {
+		return
+	}
+	t := m.cfg.AcknowledgedCommit()
+	if t.IsZero() || !t.After(m.recorded) {
+		return
+	}
+	if err := RecordAcknowledged(ctx, conn, m.cfg.Slot, t); err != nil {
+		m.log.Debug("could not record the newest acknowledged commit", "slot", m.cfg.Slot, "err", err)
+		return
+	}
+	m.recorded = t
 }

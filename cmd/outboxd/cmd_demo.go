@@ -33,6 +33,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		c.Kafka.Brokers = srv.Brokers
 		c.Stream.StatusInterval = time.Second
 		c.Stream.ShutdownTimeout = 10 * time.Second
+		c.Stream.CreateSlot = true // migrate creates it in the fresh cluster
 		return c
 	}
 	err := demo.Run(ctx, o, stdout,

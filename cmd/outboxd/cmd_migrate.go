@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/internal/config"
 	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/migrations"
@@ -20,7 +21,8 @@ var migrateGroups = []config.Group{config.GroupDatabase, config.GroupTable, conf
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
-	fs := newFlagSet("migrate", "Creates the outbox table and the insert-only publication over it (idempotently,\nrecording versions in outboxd_migrations), then the pgoutput replication slot, so\nthat every outbox row committed from now on is published even if `run` starts\nlater. Note: a slot nobody reads retains WAL on the server until outboxd runs.", stderr)
+	cfg.Stream.CreateSlot = true // on a fresh install only: see migrateSlot
+	fs := newFlagSet("migrate", "Creates the outbox table and the insert-only publication over it (idempotently,\nrecording versions in outboxd_migrations), then, on a fresh install, the pgoutput\nreplication slot (recorded in outboxd_slots), so that every outbox row committed from\nnow on is published even if `run` starts later. It refuses to create a slot that\noutboxd_slots says was lost, or one over a table that already holds rows: see\n--create-slot. Note: a slot nobody reads retains WAL on the server until outboxd runs.", stderr)
 	cfg.Register(fs, migrateGroups...)
 	printSQL := fs.Bool("print-sql", false, "print the SQL migrate would run (for a DBA to apply by hand) and exit; needs no database")
 	if code, ok := parseFlags("migrate", fs, args, stderr, getenv); !ok {
@@ -60,15 +62,66 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if !cfg.Stream.CreateSlot {
 		return nil
 	}
-	info, created, err := slot.Ensure(ctx, conn, cfg.Stream.Slot, true)
+	return migrateSlot(ctx, conn, cfg, log)
+}
+
+// migrateSlot creates the slot on a fresh install only: never where
+// outboxd_slots says a slot existed and is gone (events committed since
+// are in no slot: recovery is run --create-slot --backfill-where), and
+// never over an outbox table that already holds rows (they would never be
+// published).
+func migrateSlot(ctx context.Context, conn *pgx.Conn, cfg config.Config, log *slog.Logger) error {
+	name := cfg.Stream.Slot
+	unlock, err := slot.Lock(ctx, conn, name)
 	if err != nil {
 		return err
 	}
-	if created {
-		log.Info("created replication slot; it retains WAL until `outboxd run` confirms it", "slot", cfg.Stream.Slot, "lsn", info.ConfirmedFlushLSN)
-	} else {
-		log.Info("replication slot exists", "slot", cfg.Stream.Slot, "confirmed_lsn", info.ConfirmedFlushLSN)
+	defer unlock()
+	systemID, timeline, err := cdc.IdentifyServer(ctx, cfg.Stream.DatabaseURL)
+	if err != nil {
+		return err
 	}
+	st, err := slot.Read(ctx, conn, name)
+	if err != nil {
+		return err
+	}
+	rec, found, err := slot.ReadRecord(ctx, conn, name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.Exists:
+		if !found {
+			if err := slot.SaveRecord(ctx, conn, slot.Record{Slot: name, SystemID: systemID, Timeline: timeline, CreatedBy: slot.CreatedByAdopted}); err != nil {
+				return err
+			}
+		}
+		log.Info("replication slot exists", "slot", name, "confirmed_lsn", st.ConfirmedFlushLSN)
+		return nil
+	case found:
+		return slot.LostError(name, rec, found, systemID, timeline)
+	}
+	table, err := sqlquote.ParseQualified(cfg.Table)
+	if err != nil {
+		return err
+	}
+	var hasRows bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+table.Sanitize()+")").Scan(&hasRows); err != nil {
+		return fmt.Errorf("checking whether %s holds rows: %w", cfg.Table, err)
+	}
+	if hasRows {
+		return fmt.Errorf("%s already holds rows, which a slot created now would never publish: to publish them, run `outboxd migrate --create-slot=false` "+
+			"and then `outboxd run --create-slot --backfill-where \"<predicate>\"` (e.g. \"published_at IS NULL\" after a polling relay); "+
+			"to leave them unpublished, run `outboxd migrate --create-slot=false` and then `outboxd run --create-slot`", cfg.Table)
+	}
+	lsn, err := slot.Create(ctx, conn, name)
+	if err != nil {
+		return err
+	}
+	if err := slot.SaveRecord(ctx, conn, slot.Record{Slot: name, SystemID: systemID, Timeline: timeline, CreatedBy: slot.CreatedByMigrate, ConsistentPoint: lsn}); err != nil {
+		return err
+	}
+	log.Info("created replication slot; it retains WAL until `outboxd run` confirms it", "slot", name, "lsn", lsn)
 	return nil
 }
 
@@ -87,6 +140,7 @@ func printMigrationSQL(w io.Writer, cfg config.Config) error {
 	}
 	if cfg.Stream.CreateSlot {
 		fmt.Fprintf(w, "\n-- the replication slot: from now on every committed outbox row is kept for outboxd\n")
+		fmt.Fprintf(w, "-- (outboxd run records it in outboxd_slots when it first starts)\n")
 		fmt.Fprintf(w, "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')\nWHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = %s);\n", sqlquote.Literal(cfg.Stream.Slot), sqlquote.Literal(cfg.Stream.Slot))
 	}
 	return nil

@@ -24,7 +24,7 @@ import (
 func envName(flagName string) string { return config.EnvName(flagName) }
 
 var runGroups = []config.Group{
-	config.GroupDatabase, config.GroupSlot, config.GroupPublication, config.GroupCreateSlot,
+	config.GroupDatabase, config.GroupSlot, config.GroupPublication, config.GroupCreateSlot, config.GroupBackfill,
 	config.GroupPump, config.GroupKafka, config.GroupDelivery, config.GroupStream, config.GroupOps, config.GroupLog,
 }
 
@@ -98,6 +98,7 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 	}
 	mon := cfg.Monitor
 	mon.DatabaseURL, mon.Slot, mon.Publication = cfg.Stream.DatabaseURL, cfg.Stream.Slot, cfg.Stream.Publication
+	mon.AcknowledgedCommit = func() time.Time { return p.Stats().NewestAckedCommit }
 	wal, err := slot.NewMonitor(mon, log)
 	if err != nil {
 		return err

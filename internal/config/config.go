@@ -70,7 +70,7 @@ const (
 // Default returns the defaults of every option: the components' own.
 func Default() Config {
 	return Config{
-		Stream:    cdc.Config{CreateSlot: true}.WithDefaults(),
+		Stream:    cdc.Config{}.WithDefaults(),
 		Pump:      pump.Config{}.WithDefaults(),
 		Kafka:     publish.Config{}.WithDefaults(),
 		Delivery:  DeliveryAtLeastOnce,
@@ -93,6 +93,7 @@ const (
 	GroupPublication              // --publication
 	GroupSlot                     // --slot
 	GroupCreateSlot               // --create-slot
+	GroupBackfill                 // --backfill-where (run)
 	GroupStream                   // the replication stream's timings
 	GroupPump                     // in-flight window, dead-letter topic
 	GroupKafka                    // brokers, record size, TLS, SASL

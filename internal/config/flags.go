@@ -65,8 +65,27 @@ func flags() []flagSpec {
 				}
 				return ""
 			}},
-		{name: "create-slot", group: GroupCreateSlot, usage: "create the slot when missing (rows committed before it existed are not published)",
+		{name: "create-slot", group: GroupCreateSlot,
+			usage: "create the replication slot when it is missing. migrate (default true) creates it only on a fresh install: never where outboxd_slots records a slot that is gone, nor over an outbox table that already holds rows. " +
+				"run (default false) otherwise stops on a missing slot, saying whether it was lost and how to recover; with this flag it creates it, and rows committed before then are published only with --backfill-where",
 			bind: boolean(func(c *Config) *bool { return &c.Stream.CreateSlot })},
+		{name: "backfill-where", group: GroupBackfill,
+			usage: "with --create-slot, when run creates the slot: an SQL predicate over the outbox table (e.g. \"published_at IS NULL\" after a polling relay, or \"id > 123456\" after a lost slot). " +
+				"The slot is created with an exported snapshot, the rows matching the predicate in that snapshot are published first (in id order, read in a read-only transaction), " +
+				"and streaming starts once Kafka acknowledged them all: no gap and no overlap. Ignored when the slot exists; a backfill interrupted by a crash runs again whole on the next start (duplicates, no loss)",
+			bind: str(func(c *Config) *string { return &c.Stream.BackfillWhere }),
+			check: func(c *Config) string {
+				switch {
+				case c.Stream.BackfillWhere == "":
+				case !c.Stream.CreateSlot:
+					return "needs --create-slot: a backfill goes with creating the slot"
+				case c.Delivery == DeliveryExactlyOnce:
+					return "not supported with --delivery exactly-once yet: run the backfill with at-least-once, then switch"
+				case strings.TrimSpace(c.Stream.BackfillWhere) == "":
+					return "must not be blank (use \"true\" for every row)"
+				}
+				return ""
+			}},
 
 		{name: "status-interval", group: GroupStream, usage: "longest time between standby status updates; keep well below the server's wal_sender_timeout",
 			bind: duration(func(c *Config) *time.Duration { return &c.Stream.StatusInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.StatusInterval })},

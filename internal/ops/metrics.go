@@ -93,6 +93,8 @@ func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
 		optional("outboxd_heartbeats_total", "Heartbeat messages written (--heartbeat-interval).", counts.Heartbeats),
 		optional("outboxd_kafka_transactions_total", "Kafka transactions committed (--delivery exactly-once).", counts.KafkaTransactions),
 		optional("outboxd_skipped_records_total", "Records not sent again because a committed Kafka transaction holds them (--delivery exactly-once, after a restart or takeover).", counts.SkippedRecords),
+		gauge("outboxd_backfill_rows", "Rows of the backfill (--backfill-where) this process handed to Kafka so far; 0 when none ran.", func(s cdc.Stats) float64 { return float64(s.BackfillRows) }),
+		gauge("outboxd_backfill_rows_total", "Rows the backfill's predicate matched in the snapshot; 0 when none ran.", func(s cdc.Stats) float64 { return float64(s.BackfillTotal) }),
 		counter("outboxd_transactions_total", "Committed transactions received from the slot.", func(s cdc.Stats) float64 { return float64(s.Transactions) }),
 		counter("outboxd_reconnects_total", "Replication sessions that ended in a lost connection and were retried.", func(s cdc.Stats) float64 { return float64(s.Reconnects) }),
 		gauge("outboxd_in_flight_records", "Records handed to Kafka and not yet acknowledged.", func(s cdc.Stats) float64 { return float64(s.InFlightRecords) }),

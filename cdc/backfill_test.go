@@ -1,0 +1,225 @@
+package cdc_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/slot"
+)
+
+// dropSlot drops the bed's slot (inactive) as an operator or a failover would lose it.
+func (b *bed) dropSlot(t *testing.T) {
+	t.Helper()
+	if _, err := b.pool.Exec(t.Context(), `SELECT pg_drop_replication_slot($1)`, b.slot); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *bed) slotExists(t *testing.T) bool {
+	t.Helper()
+	var ok bool
+	if err := b.pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, b.slot).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// Regression test for the lost slot of issue 14: run created a new slot at
+// the current position with only a warning, and the rows committed while
+// the slot was gone never reached Kafka.
+func TestMissingSlotStopsWithTheRecoveryCommand(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		recorded bool
+		want     []string
+	}{
+		{"never created", false, []string{"outboxd migrate", "--create-slot --backfill-where"}},
+		{"lost", true, []string{"is gone", "in no slot", "outboxd run --create-slot --backfill-where \"created_at >= '", "Kafka acknowledged commits up to 2026-11-30T10:00:00Z"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBed(t, "", nil)
+			b.dropSlot(t)
+			if tt.recorded {
+				rec := slot.Record{Slot: b.slot, SystemID: "1", Timeline: 1, CreatedBy: slot.CreatedByMigrate}
+				if err := slot.SaveRecord(t.Context(), b.pool, rec); err != nil {
+					t.Fatal(err)
+				}
+				if err := slot.RecordAcknowledged(t.Context(), b.pool, b.slot, time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := b.insert(t.Context(), []row{{agg: uuidFor(1), topic: b.topic, payload: `{}`}}, true, false); err != nil {
+				t.Fatal(err)
+			}
+			err := b.start(cdc.Config{}).wait(time.Minute)
+			if !errors.Is(err, slot.ErrMissing) || !cdc.IsPermanent(err) {
+				t.Fatalf("Run = %v, want a permanent error wrapping slot.ErrMissing", err)
+			}
+			for _, w := range append(tt.want, b.slot) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+			if b.slotExists(t) {
+				t.Error("the slot was created without --create-slot")
+			}
+		})
+	}
+}
+
+// writer inserts 10-row transactions with its own aggregate id until
+// stopped, and returns the ids it committed.
+func (b *bed) writer(ctx context.Context, t *testing.T, agg int, wg *sync.WaitGroup, out *[]int64) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			rows := make([]row, 10)
+			for i := range rows {
+				rows[i] = row{agg: uuidFor(agg), topic: b.topic, payload: `{}`}
+			}
+			ids, err := b.insert(context.Background(), rows, true, false)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			*out = append(*out, ids...)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+}
+
+// The backfill and the slot meet with no gap and no overlap: rows
+// committed before the slot's snapshot come from the backfill, later ones
+// from the stream, each once, while writers commit throughout.
+func TestBackfillThenStreamHasNoGapAndNoOverlap(t *testing.T) {
+	t.Parallel()
+	b := newBed(t, "", nil)
+	b.dropSlot(t)
+	var before []int64
+	for range 30 {
+		rows := make([]row, 10)
+		for i := range rows {
+			rows[i] = row{agg: uuidFor(99), topic: b.topic, payload: `{"before": true}`}
+		}
+		ids, err := b.insert(t.Context(), rows, true, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = append(before, ids...)
+	}
+	excluded := before[:5] // the predicate leaves these out
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	written := make([][]int64, 3)
+	for w := range written {
+		b.writer(ctx, t, w, &wg, &written[w])
+	}
+	time.Sleep(200 * time.Millisecond)
+	r := b.start(cdc.Config{CreateSlot: true, BackfillWhere: "id > " + strconv.FormatInt(excluded[len(excluded)-1], 10)})
+	c := b.consume()
+	c.untilIDs(t, before[5:], 2*time.Minute)
+	time.Sleep(500 * time.Millisecond) // the stream's share
+	stop()
+	wg.Wait()
+	want := append([]int64(nil), before[5:]...)
+	for _, ids := range written {
+		want = append(want, ids...)
+	}
+	c.untilIDs(t, want, 2*time.Minute)
+	recs := c.settle(t, 2*time.Second)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	assertOncePerIDInOrder(t, recs, want, excluded)
+	st := r.st.Stats()
+	if st.BackfillTotal < int64(len(before)-5) || st.BackfillRows != st.BackfillTotal {
+		t.Errorf("backfill rows %d of %d, want all of at least %d", st.BackfillRows, st.BackfillTotal, len(before)-5)
+	}
+	rec, found, err := slot.ReadRecord(t.Context(), b.pool, b.slot)
+	if err != nil || !found || !rec.BackfillDone || rec.BackfillRows != st.BackfillTotal || rec.ConsistentPoint == 0 || rec.CreatedBy != slot.CreatedByRun {
+		t.Errorf("outboxd_slots = %+v (found %v, %v), want a done backfill of %d rows with its consistent point", rec, found, err, st.BackfillTotal)
+	}
+}
+
+// A backfill that failed before Kafka acknowledged all of it is recorded
+// as pending; the next start, even without --create-slot, drops the slot
+// (never streamed from) and backfills again whole from a new snapshot.
+func TestInterruptedBackfillRunsAgainWhole(t *testing.T) {
+	t.Parallel()
+	b := newBed(t, "", nil)
+	b.dropSlot(t)
+	var want []int64
+	for i := range 20 {
+		topic := b.topic
+		if i == 10 {
+			topic = b.topic + "_missing" // Kafka refuses it for good: the backfill stops here
+		}
+		ids, err := b.insert(t.Context(), []row{{agg: uuidFor(1), topic: topic, payload: `{}`}, {agg: uuidFor(1), topic: topic, payload: `{}`}}, true, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ids...)
+	}
+	err := b.start(cdc.Config{CreateSlot: true, BackfillWhere: "true"}).wait(2 * time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "backfill") {
+		t.Fatalf("Run = %v, want the backfill's failure", err)
+	}
+	rec, found, err := slot.ReadRecord(t.Context(), b.pool, b.slot)
+	if err != nil || !found || !rec.BackfillPending() || rec.BackfillWhere != "true" {
+		t.Fatalf("outboxd_slots = %+v (found %v, %v), want a pending backfill", rec, found, err)
+	}
+	if _, err := b.pool.Exec(t.Context(), `UPDATE outbox SET topic = $1`, b.topic); err != nil { // the operator fixes the rows
+		t.Fatal(err)
+	}
+	r := b.start(cdc.Config{})
+	c := b.consume()
+	recs := c.untilIDs(t, want, 2*time.Minute)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, _ := slot.ReadRecord(t.Context(), b.pool, b.slot); !rec.BackfillDone || rec.BackfillRows != int64(len(want)) {
+		t.Errorf("outboxd_slots after the second start = %+v, want the backfill of %d rows done", rec, len(want))
+	}
+	_ = recs
+}
+
+// assertOncePerIDInOrder checks that recs hold each id of want exactly
+// once, none of absent, and, per key, ids in increasing order.
+func assertOncePerIDInOrder(t *testing.T, recs []*kgo.Record, want, absent []int64) {
+	t.Helper()
+	seen := map[int64]int{}
+	last := map[string]int64{}
+	for _, r := range recs {
+		id := recordID(t, r)
+		seen[id]++
+		if prev, ok := last[string(r.Key)]; ok && id <= prev {
+			t.Errorf("key %s: id %d after %d", r.Key, id, prev)
+		}
+		last[string(r.Key)] = id
+	}
+	for _, id := range want {
+		if seen[id] != 1 {
+			t.Errorf("id %d published %d times, want once", id, seen[id])
+		}
+	}
+	for _, id := range absent {
+		if seen[id] != 0 {
+			t.Errorf("id %d is outside the predicate and was published", id)
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("%d distinct ids published, want %d", len(seen), len(want))
+	}
+}

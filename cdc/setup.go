@@ -1,0 +1,177 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/outbox"
+	"github.com/outboxd/outboxd/slot"
+)
+
+// setUpSlot runs once before the first session. It never creates a slot
+// unless asked (CreateSlot): a slot that is missing is a permanent error
+// saying whether it was lost (outboxd_slots records it) and how to
+// recover. Asked, it creates the slot and runs the backfill that goes with
+// it; a backfill recorded as unfinished (a crash, a lost connection) is run
+// again whole from a new slot. All of it happens under slot.Lock, so a
+// second outboxd (a standby) waits instead of creating or backfilling too.
+func (s *Streamer) setUpSlot(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("connecting to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	unlock, err := slot.Lock(ctx, conn, s.cfg.Slot)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	systemID, timeline, err := IdentifyServer(ctx, s.cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	st, err := slot.Read(ctx, conn, s.cfg.Slot)
+	if err != nil {
+		return err
+	}
+	rec, found, err := slot.ReadRecord(ctx, conn, s.cfg.Slot)
+	if err != nil {
+		return err
+	}
+	where := s.cfg.BackfillWhere
+	switch {
+	case st.Exists && found && rec.BackfillPending() && !st.Active:
+		// Streaming starts only once the backfill is recorded done, so
+		// nothing was ever confirmed from this slot: drop it and start over.
+		if where == "" {
+			where = rec.BackfillWhere
+		}
+		s.log.Warn("the backfill that goes with the slot did not finish (the process stopped before Kafka acknowledged all of it): dropping the slot, which was never streamed from, and backfilling again from a new snapshot; rows published by the first attempt are sent again",
+			"slot", s.cfg.Slot, "backfill_where", where, "created_at", rec.CreatedAt)
+		if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_drop_replication_slot($1)`, s.cfg.Slot); err != nil {
+			return fmt.Errorf("dropping slot %s to restart its backfill: %w", s.cfg.Slot, err)
+		}
+	case st.Exists:
+		s.adoptSlot(ctx, conn, rec, found, systemID, timeline)
+		if s.cfg.BackfillWhere != "" {
+			s.log.Info("the slot exists: no backfill (--backfill-where applies only when the slot is created)", "slot", s.cfg.Slot)
+		}
+		return nil
+	case !s.cfg.CreateSlot:
+		return permanent(slot.LostError(s.cfg.Slot, rec, found, systemID, timeline))
+	case found:
+		s.log.Warn("the slot was lost: creating it again", "slot", s.cfg.Slot, "created_by", rec.CreatedBy, "created_at", rec.CreatedAt,
+			"system_id", rec.SystemID, "timeline", rec.Timeline, "current_system_id", systemID, "current_timeline", timeline)
+	}
+	newRec := slot.Record{Slot: s.cfg.Slot, SystemID: systemID, Timeline: timeline, CreatedBy: slot.CreatedByRun, BackfillWhere: where}
+	if where == "" {
+		return s.createSlot(ctx, conn, newRec)
+	}
+	return s.createSlotWithBackfill(ctx, conn, newRec)
+}
+
+// adoptSlot records an existing slot that outboxd_slots does not know yet,
+// and logs a slot that is now on another server (a failover to a standby
+// that has it, a restore).
+func (s *Streamer) adoptSlot(ctx context.Context, conn *pgx.Conn, rec slot.Record, found bool, systemID string, timeline int32) {
+	var err error
+	switch {
+	case !found:
+		err = slot.SaveRecord(ctx, conn, slot.Record{Slot: s.cfg.Slot, SystemID: systemID, Timeline: timeline, CreatedBy: slot.CreatedByAdopted})
+	case rec.SystemID != systemID || rec.Timeline != timeline:
+		s.log.Warn("the slot is on another server than when it was recorded (a failover to a standby that has the slot, or a restore)",
+			"slot", s.cfg.Slot, "system_id", systemID, "timeline", timeline, "recorded_system_id", rec.SystemID, "recorded_timeline", rec.Timeline)
+		err = slot.MoveRecord(ctx, conn, s.cfg.Slot, systemID, timeline)
+	}
+	if err != nil {
+		s.log.Warn("could not record the slot in outboxd_slots; a lost slot will not be recognized as lost", "slot", s.cfg.Slot, "err", err)
+	}
+}
+
+// createSlot creates the slot at the current position, without a backfill.
+func (s *Streamer) createSlot(ctx context.Context, conn *pgx.Conn, rec slot.Record) error {
+	lsn, err := slot.Create(ctx, conn, s.cfg.Slot)
+	if err != nil {
+		return err
+	}
+	s.log.Warn("created the replication slot: outbox rows committed before now are not published (use --backfill-where to publish them)",
+		"slot", s.cfg.Slot, "lsn", lsn)
+	rec.ConsistentPoint = lsn
+	if err := slot.SaveRecord(ctx, conn, rec); err != nil {
+		s.log.Warn("could not record the slot in outboxd_slots; a lost slot will not be recognized as lost", "slot", s.cfg.Slot, "err", err)
+	}
+	return nil
+}
+
+// createSlotWithBackfill records the backfill as pending, creates the slot
+// with an exported snapshot, publishes the matching rows as of that
+// snapshot, waits for Kafka, and records the backfill as done. The next
+// session starts at the slot's consistent point.
+func (s *Streamer) createSlotWithBackfill(ctx context.Context, conn *pgx.Conn, rec slot.Record) error {
+	// Pending before the slot exists: a crash at any point after this is
+	// recognized on the next start, which backfills again.
+	if err := slot.SaveRecord(ctx, conn, rec); err != nil {
+		return fmt.Errorf("a backfill needs outboxd_slots to survive a crash: %w", err)
+	}
+	repl, err := connectReplication(ctx, s.cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer repl.Close(context.WithoutCancel(ctx))
+	created, err := pglogrepl.CreateReplicationSlot(ctx, repl, s.cfg.Slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
+	if err != nil {
+		return fmt.Errorf("creating replication slot %s with an exported snapshot: %w", s.cfg.Slot, err)
+	}
+	cp, err := outbox.ParseLSN(created.ConsistentPoint)
+	if err != nil {
+		return fmt.Errorf("creating replication slot %s: consistent point %q: %w", s.cfg.Slot, created.ConsistentPoint, err)
+	}
+	// The exported snapshot lives until the replication connection runs
+	// another command: import it first.
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("starting the backfill transaction: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only; committed below when all went well
+	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+created.SnapshotName+"'"); err != nil {
+		return fmt.Errorf("importing the snapshot of slot %s: %w", s.cfg.Slot, err)
+	}
+	_ = repl.Close(ctx)
+	s.log.Info("created the replication slot with an exported snapshot; backfilling the rows that match the predicate as of that snapshot",
+		"slot", s.cfg.Slot, "consistent_point", cp, "backfill_where", rec.BackfillWhere)
+	rows, err := s.backfill(ctx, tx, rec.BackfillWhere, cp)
+	if err != nil {
+		return fmt.Errorf("backfilling slot %s (the next start backfills again from a new slot): %w", s.cfg.Slot, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("ending the backfill transaction: %w", err)
+	}
+	if err := slot.MarkBackfilled(ctx, conn, s.cfg.Slot, cp, rows); err != nil {
+		return fmt.Errorf("backfill of slot %s acknowledged but not recorded (the next start backfills again): %w", s.cfg.Slot, err)
+	}
+	s.confirmed = cp
+	s.log.Info("backfill acknowledged by Kafka; streaming from the slot's consistent point", "slot", s.cfg.Slot, "rows", rows, "consistent_point", cp)
+	return nil
+}
+
+// errBackfillUnacknowledged: the pump drained without failing, yet its
+// watermark did not reach the consistent point.
+var errBackfillUnacknowledged = errors.New("not every backfilled record was acknowledged")
+
+// lostSlot is the permanent error for a slot found missing by a session.
+func lostSlot(ctx context.Context, conn *pgx.Conn, cfg Config) error {
+	rec, found, err := slot.ReadRecord(ctx, conn, cfg.Slot)
+	if err != nil {
+		return fmt.Errorf("%w: %s (and %w)", slot.ErrMissing, cfg.Slot, err)
+	}
+	systemID, timeline, err := IdentifyServer(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("%w: %s (and %w)", slot.ErrMissing, cfg.Slot, err)
+	}
+	return permanent(slot.LostError(cfg.Slot, rec, found, systemID, timeline))
+}

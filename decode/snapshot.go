@@ -1,0 +1,100 @@
+package decode
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// Snapshot turns rows read from an outbox table with SELECT into the
+// Messages the replication stream gives for inserts of the same rows: one
+// Begin, an event (or a *RowError) per row, one Commit. It frames each row
+// as the pgoutput message (protocol version 1) the walsender would have
+// sent, with every column in text form as pgoutput sends it, and decodes
+// it with a Decoder of its own. So a backfilled row and a streamed row
+// follow one record contract, byte for byte, by construction.
+//
+// The rows form one transaction that commits at commitLSN at commitTime
+// and ends at endLSN: the position of the slot the backfill precedes.
+type Snapshot struct {
+	d          *Decoder
+	relID      uint32
+	commitLSN  outbox.LSN
+	endLSN     outbox.LSN
+	commitTime time.Time
+	buf        []byte
+}
+
+// snapshotRelID is the relation id of the table in the Snapshot's own
+// stream (the value is arbitrary: the stream holds one table).
+const snapshotRelID = 1
+
+// NewSnapshot returns a Snapshot of rows of table schema.name whose
+// columns are cols (every column, in table order, as the SELECT returns
+// them), decoded with the outbox columns names, and the Begin message of
+// its transaction.
+func NewSnapshot(names Columns, schema, name string, cols []Column, commitLSN, endLSN outbox.LSN, commitTime time.Time) (*Snapshot, Message, error) {
+	s := &Snapshot{d: NewDecoder(names), relID: snapshotRelID, commitLSN: commitLSN, endLSN: endLSN, commitTime: commitTime}
+	// Relation: id, namespace, name, replica identity, columns.
+	b := append(s.buf[:0], 'R')
+	b = binary.BigEndian.AppendUint32(b, s.relID)
+	b = append(append(b, schema...), 0)
+	b = append(append(b, name...), 0)
+	b = append(b, 'd')
+	b = binary.BigEndian.AppendUint16(b, uint16(len(cols)))
+	for _, c := range cols {
+		b = append(b, 0)
+		b = append(append(b, c.Name...), 0)
+		b = binary.BigEndian.AppendUint32(b, c.TypeOID)
+		b = binary.BigEndian.AppendUint32(b, 0xffffffff)
+	}
+	if _, err := s.d.Decode(b); err != nil {
+		return nil, Message{}, fmt.Errorf("describing %s.%s: %w", schema, name, err)
+	}
+	// Begin: final LSN, commit time, xid (none: the snapshot is no transaction).
+	b = append(b[:0], 'B')
+	b = binary.BigEndian.AppendUint64(b, uint64(commitLSN))
+	b = binary.BigEndian.AppendUint64(b, uint64(pgMicros(commitTime)))
+	b = binary.BigEndian.AppendUint32(b, 0)
+	begin, err := s.d.Decode(b)
+	s.buf = b
+	return s, begin, err
+}
+
+// Row decodes one row: values holds each column's text form, nil for NULL.
+// Its errors are those of Decoder.Decode for an insert (a *RowError for a
+// row that cannot become a record).
+func (s *Snapshot) Row(values [][]byte) (Message, error) {
+	b := append(s.buf[:0], 'I')
+	b = binary.BigEndian.AppendUint32(b, s.relID)
+	b = append(b, 'N')
+	b = binary.BigEndian.AppendUint16(b, uint16(len(values)))
+	for _, v := range values {
+		if v == nil {
+			b = append(b, 'n')
+			continue
+		}
+		b = append(b, 't')
+		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+		b = append(b, v...)
+	}
+	s.buf = b
+	return s.d.Decode(b)
+}
+
+// Commit returns the Commit message that ends the rows' transaction.
+func (s *Snapshot) Commit() (Message, error) {
+	b := append(s.buf[:0], 'C', 0)
+	b = binary.BigEndian.AppendUint64(b, uint64(s.commitLSN))
+	b = binary.BigEndian.AppendUint64(b, uint64(s.endLSN))
+	b = binary.BigEndian.AppendUint64(b, uint64(pgMicros(s.commitTime)))
+	s.buf = b
+	return s.d.Decode(b)
+}
+
+// pgMicros is t in microseconds since the PostgreSQL epoch, 2000-01-01 UTC.
+func pgMicros(t time.Time) int64 {
+	return t.Sub(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).Microseconds()
+}

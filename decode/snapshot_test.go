@@ -1,0 +1,96 @@
+package decode
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+)
+
+// A backfilled row must become the very record a streamed insert of the
+// same row becomes: Snapshot frames the row as pgoutput and decodes it.
+func TestSnapshotRowsDecodeAsStreamedInserts(t *testing.T) {
+	commit := time.Date(2026, 12, 2, 3, 4, 5, 6000, time.UTC)
+	tests := []struct {
+		name string
+		cols []Column
+		row  []tv
+	}{
+		{"default layout", outboxColumns(), []tv{text("42"), text("3f1e2d4c-0000-4000-8000-00000000002a"), text("orders"),
+			text(`{"total": 5}`), text(`{"trace": "t1", "n": 2}`), text("2026-01-02 03:04:05+00")}},
+		{"null key, payload and headers", outboxColumns(), []tv{text("7"), null, text("orders"), null, null, text("2026-01-02 03:04:05+00")}},
+		{"bytea payload, int4 id, text key", []Column{{"id", oidInt4}, {"topic", oidVarchar}, {"aggregate_id", oidText}, {"payload", oidBytea}},
+			[]tv{text("9"), text("blobs"), text("k-9"), text(`\x00ff10`)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			streamed := NewDecoder(Columns{})
+			mustDecode(t, streamed, encRelation(99, "app", "outbox", tt.cols...))
+			mustDecode(t, streamed, encBegin(0x5000, commit, 1))
+			want := mustDecode(t, streamed, encInsert(99, tt.row...))
+
+			s, begin, err := NewSnapshot(Columns{}, "app", "outbox", tt.cols, 0x5000, 0x5030, commit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if begin.Kind != KindBegin || begin.FinalLSN != 0x5000 || !begin.CommitTime.Equal(commit) {
+				t.Fatalf("begin = %+v", begin)
+			}
+			got, err := s.Row(rowValues(tt.row))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want.Event.CommitTime, got.Event.CommitTime = want.Event.CommitTime.UTC(), got.Event.CommitTime.UTC()
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("snapshot row:\n got %+v\nwant %+v", got, want)
+			}
+			end, err := s.Commit()
+			if err != nil || end.Kind != KindCommit || end.EndLSN != 0x5030 {
+				t.Fatalf("commit = %+v, %v", end, err)
+			}
+		})
+	}
+}
+
+func TestSnapshotCountsRowsAndRefusesMalformedOnes(t *testing.T) {
+	s, _, err := NewSnapshot(Columns{}, "public", "outbox", outboxColumns(), 0x10, 0x20, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := []tv{text("1"), null, text("t"), text("{}"), null, null}
+	for i := range 3 {
+		m, err := s.Row(rowValues(ok))
+		if err != nil || m.Event.Index != i || m.Event.CommitLSN != 0x10 || m.Event.Table != "public.outbox" {
+			t.Fatalf("row %d: %+v, %v", i, m.Event, err)
+		}
+	}
+	_, err = s.Row(rowValues([]tv{text("2"), null, null, text("{}"), null, null}))
+	var re *RowError
+	if !errors.As(err, &re) || re.Column != "topic" || re.ID != 2 || re.Index != 3 {
+		t.Fatalf("row with a null topic: %v, want a RowError for column topic at index 3", err)
+	}
+	if _, err := s.Row(rowValues(ok[:2])); err == nil {
+		t.Fatal("a row with too few columns was accepted")
+	}
+}
+
+func mustDecode(t *testing.T, d *Decoder, b []byte) Message {
+	t.Helper()
+	m, err := d.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func rowValues(row []tv) [][]byte {
+	out := make([][]byte, len(row))
+	for i, v := range row {
+		if v.kind == 't' {
+			out[i] = []byte(v.data)
+		}
+	}
+	return out
+}
+

@@ -1,0 +1,146 @@
+package slot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// Record is what the outboxd_slots table (migration 0005) holds about a
+// slot outboxd created: where, when and how, so that a slot that vanished
+// is told apart from one that never existed.
+type Record struct {
+	Slot      string
+	SystemID  string // the server's system identifier when the slot was created (or last seen)
+	Timeline  int32  // and its timeline
+	CreatedAt time.Time
+	CreatedBy string // "migrate", "run --create-slot", or "adopted" (a slot that existed before the catalog)
+	// ConsistentPoint is where the slot's stream began (0: not known).
+	ConsistentPoint outbox.LSN
+	// BackfillWhere is the predicate of the backfill that goes with the
+	// slot ("" when none); BackfillDone says Kafka acknowledged all of it.
+	BackfillWhere string
+	BackfillDone  bool
+	BackfillRows  int64
+	// AcknowledgedCommitTime is the newest commit time Kafka acknowledged,
+	// as run last recorded it (zero when never).
+	AcknowledgedCommitTime time.Time
+}
+
+// BackfillPending reports whether the slot came with a backfill that Kafka
+// has not acknowledged in full.
+func (r Record) BackfillPending() bool { return r.BackfillWhere != "" && !r.BackfillDone }
+
+// Who created a slot, as recorded in outboxd_slots.created_by.
+const (
+	CreatedByMigrate = "migrate"
+	CreatedByRun     = "run --create-slot"
+	CreatedByAdopted = "adopted"
+)
+
+// ErrNoCatalog is matched by the errors of writes to outboxd_slots when
+// the table does not exist (migrate has not run since version 0005).
+var ErrNoCatalog = errors.New("table outboxd_slots does not exist: run `outboxd migrate`")
+
+// ReadRecord reads the slot's record. found is false when there is none,
+// also when the table does not exist (a schema older than migration 0005).
+func ReadRecord(ctx context.Context, q Querier, slot string) (rec Record, found bool, err error) {
+	var consistent, where *string
+	var done, acked *time.Time
+	var rows *int64
+	err = q.QueryRow(ctx, `SELECT system_identifier, timeline, created_at, created_by, consistent_point::text,
+			backfill_where, backfill_done_at, backfill_rows, acknowledged_commit_time
+		FROM outboxd_slots WHERE slot_name = $1`, slot).
+		Scan(&rec.SystemID, &rec.Timeline, &rec.CreatedAt, &rec.CreatedBy, &consistent, &where, &done, &rows, &acked)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), isUndefinedTable(err):
+		return Record{}, false, nil
+	case err != nil:
+		return Record{}, false, fmt.Errorf("reading outboxd_slots for slot %s: %w", slot, err)
+	}
+	rec.Slot = slot
+	if consistent != nil {
+		rec.ConsistentPoint, _ = outbox.ParseLSN(*consistent)
+	}
+	if where != nil {
+		rec.BackfillWhere = *where
+	}
+	rec.BackfillDone = done != nil
+	if rows != nil {
+		rec.BackfillRows = *rows
+	}
+	if acked != nil {
+		rec.AcknowledgedCommitTime = *acked
+	}
+	return rec, true, nil
+}
+
+// SaveRecord writes the record of a slot just created or adopted (replacing
+// an older one of the same name: that slot is gone).
+func SaveRecord(ctx context.Context, q Querier, r Record) error {
+	var consistent, where *string
+	if r.ConsistentPoint != 0 {
+		s := r.ConsistentPoint.String()
+		consistent = &s
+	}
+	if r.BackfillWhere != "" {
+		where = &r.BackfillWhere
+	}
+	_, err := q.Exec(ctx, `INSERT INTO outboxd_slots (slot_name, system_identifier, timeline, created_by, consistent_point, backfill_where)
+		VALUES ($1, $2, $3, $4, $5::pg_lsn, $6)
+		ON CONFLICT (slot_name) DO UPDATE SET system_identifier = excluded.system_identifier, timeline = excluded.timeline,
+			created_at = now(), created_by = excluded.created_by, consistent_point = excluded.consistent_point,
+			backfill_where = excluded.backfill_where, backfill_done_at = NULL, backfill_rows = NULL, acknowledged_commit_time = NULL`,
+		r.Slot, r.SystemID, r.Timeline, r.CreatedBy, consistent, where)
+	return catalogWriteError("recording slot "+r.Slot+" in outboxd_slots", err)
+}
+
+// MarkBackfilled records that Kafka acknowledged the slot's backfill of
+// rows rows, before the slot's consistent point.
+func MarkBackfilled(ctx context.Context, q Querier, slot string, consistentPoint outbox.LSN, rows int64) error {
+	_, err := q.Exec(ctx, `UPDATE outboxd_slots SET backfill_done_at = now(), backfill_rows = $2, consistent_point = $3::pg_lsn WHERE slot_name = $1`,
+		slot, rows, consistentPoint.String())
+	return catalogWriteError("recording the backfill of slot "+slot+" as done", err)
+}
+
+// MoveRecord records the server the slot is on now (a failover to a
+// standby that has the slot, or a restore).
+func MoveRecord(ctx context.Context, q Querier, slot, systemID string, timeline int32) error {
+	_, err := q.Exec(ctx, `UPDATE outboxd_slots SET system_identifier = $2, timeline = $3 WHERE slot_name = $1`, slot, systemID, timeline)
+	return catalogWriteError("recording the server of slot "+slot, err)
+}
+
+// RecordAcknowledged keeps the newest acknowledged commit time (never
+// moving it back).
+func RecordAcknowledged(ctx context.Context, q Querier, slot string, commit time.Time) error {
+	_, err := q.Exec(ctx, `UPDATE outboxd_slots SET acknowledged_commit_time = $2
+		WHERE slot_name = $1 AND (acknowledged_commit_time IS NULL OR acknowledged_commit_time < $2)`, slot, commit)
+	return catalogWriteError("recording the newest acknowledged commit of slot "+slot, err)
+}
+
+// Querier is what the catalog functions need of a connection or transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func catalogWriteError(doing string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case isUndefinedTable(err):
+		return fmt.Errorf("%s: %w", doing, ErrNoCatalog)
+	}
+	return fmt.Errorf("%s: %w", doing, err)
+}
+
+func isUndefinedTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
+}

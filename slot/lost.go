@@ -1,0 +1,61 @@
+package slot
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Lock takes the session advisory lock that serializes creating the slot
+// (and the backfill that goes with it) among outboxd processes on the
+// database; unlock releases it (closing conn does too).
+func Lock(ctx context.Context, conn *pgx.Conn, slot string) (unlock func(), err error) {
+	if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtext($1))`, lockName(slot)); err != nil {
+		return nil, fmt.Errorf("taking the lock on creating slot %s: %w", slot, err)
+	}
+	return func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtext($1))`, lockName(slot))
+	}, nil
+}
+
+func lockName(slot string) string { return "outboxd slot " + slot }
+
+// RecoveryMargin is how far before the newest acknowledged commit the
+// suggested recovery predicate starts: a row's created_at is its
+// transaction's start, which precedes its commit.
+const RecoveryMargin = 5 * time.Minute
+
+// LostError is the error for a missing slot, wrapping ErrMissing. With a
+// record (found), the slot existed and was lost: the message says so, says
+// that what was committed since is in no slot, and gives the recovery
+// command with a suggested predicate. Without one it asks for migrate (a
+// fresh install) or a backfill (a table that already holds rows).
+func LostError(slot string, rec Record, found bool, systemID string, timeline int32) error {
+	if !found {
+		return fmt.Errorf("%w: %s: run `outboxd migrate` to create it on a fresh install; if the outbox table already holds rows "+
+			"that must be published (a cutover from a polling relay), create it with `outboxd run --create-slot --backfill-where \"<predicate>\"` instead "+
+			"(e.g. \"published_at IS NULL\")", ErrMissing, slot)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: it was created by %s at %s on system %s timeline %d and is gone",
+		slot, rec.CreatedBy, rec.CreatedAt.UTC().Format(time.RFC3339), rec.SystemID, rec.Timeline)
+	if rec.SystemID != systemID || rec.Timeline != timeline {
+		fmt.Fprintf(&b, " (this server is system %s timeline %d: a failover to a standby without the slot, or a restore)", systemID, timeline)
+	} else {
+		b.WriteString(" (dropped, or never carried over to this server)")
+	}
+	b.WriteString(": outbox rows committed since it vanished are in no slot and were not published. ")
+	since := rec.CreatedAt
+	if !rec.AcknowledgedCommitTime.IsZero() {
+		since = rec.AcknowledgedCommitTime.Add(-RecoveryMargin)
+		fmt.Fprintf(&b, "Kafka acknowledged commits up to %s. ", rec.AcknowledgedCommitTime.UTC().Format(time.RFC3339Nano))
+	}
+	fmt.Fprintf(&b, "To publish what may be missing and start a new slot with no gap, run:\n"+
+		"  outboxd run --create-slot --backfill-where \"created_at >= '%s'\"\n"+
+		"(a predicate on the outbox table; rows it matches that were published already are sent again, so make it as narrow as you safely can, and wider if a transaction may have run longer than %s)",
+		since.UTC().Format(time.RFC3339), RecoveryMargin)
+	return fmt.Errorf("%w: %s", ErrMissing, b.String())
+}
