@@ -185,14 +185,27 @@ func TestInterruptedBackfillRunsAgainWhole(t *testing.T) {
 	}
 	r := b.start(cdc.Config{})
 	c := b.consume()
-	recs := c.untilIDs(t, want, 2*time.Minute)
+	c.untilIDs(t, want, 2*time.Minute)
+	waitForState(t, r, cdc.StateStreaming)
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
 	}
 	if rec, _, _ := slot.ReadRecord(t.Context(), b.pool, b.slot); !rec.BackfillDone || rec.BackfillRows != int64(len(want)) {
 		t.Errorf("outboxd_slots after the second start = %+v, want the backfill of %d rows done", rec, len(want))
 	}
-	_ = recs
+}
+
+// waitForState polls the streamer's state (streaming comes after the
+// backfill was recorded done).
+func waitForState(t *testing.T, r *runner, want cdc.State) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for r.st.Stats().State != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("streamer state %s after a minute, want %s", r.st.Stats().State, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // assertOncePerIDInOrder checks that recs hold each id of want exactly

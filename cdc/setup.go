@@ -39,7 +39,12 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 		return err
 	}
 	rec, found, err := slot.ReadRecord(ctx, conn, s.cfg.Slot)
-	if err != nil {
+	switch {
+	case errors.Is(err, slot.ErrCatalogDenied) && !s.cfg.CreateSlot:
+		// Streaming needs no more than REPLICATION and CONNECT; only the
+		// diagnosis of a missing slot is poorer.
+		s.log.Warn("cannot read outboxd_slots: going on without it", "slot", s.cfg.Slot, "err", err)
+	case err != nil:
 		return err
 	}
 	where := s.cfg.BackfillWhere

@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"testing"
 	"time"
-
 )
 
 // A backfilled row must become the very record a streamed insert of the
@@ -93,4 +92,3 @@ func rowValues(row []tv) [][]byte {
 	}
 	return out
 }
-

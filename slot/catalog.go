@@ -44,6 +44,10 @@ const (
 	CreatedByAdopted = "adopted"
 )
 
+// ErrCatalogDenied is matched by the errors of reads of outboxd_slots that
+// the role may not do (a role with only REPLICATION and CONNECT).
+var ErrCatalogDenied = errors.New("permission denied on table outboxd_slots: grant SELECT, INSERT, UPDATE ON outboxd_slots to outboxd's role, so that a lost slot can be told from one never created")
+
 // ErrNoCatalog is matched by the errors of writes to outboxd_slots when
 // the table does not exist (migrate has not run since version 0005).
 var ErrNoCatalog = errors.New("table outboxd_slots does not exist: run `outboxd migrate`")
@@ -61,6 +65,8 @@ func ReadRecord(ctx context.Context, q Querier, slot string) (rec Record, found 
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), isUndefinedTable(err):
 		return Record{}, false, nil
+	case isPermissionDenied(err):
+		return Record{}, false, fmt.Errorf("reading outboxd_slots for slot %s: %w", slot, ErrCatalogDenied)
 	case err != nil:
 		return Record{}, false, fmt.Errorf("reading outboxd_slots for slot %s: %w", slot, err)
 	}
@@ -138,6 +144,11 @@ func catalogWriteError(doing string, err error) error {
 		return fmt.Errorf("%s: %w", doing, ErrNoCatalog)
 	}
 	return fmt.Errorf("%s: %w", doing, err)
+}
+
+func isPermissionDenied(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501"
 }
 
 func isUndefinedTable(err error) bool {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	
+
 	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/outbox"
 )

@@ -54,7 +54,11 @@ func Run(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, cfg Config) (p
 	for w := range cfg.Workers {
 		g.Go(func() error {
 			for gctx.Err() == nil {
-				n, err := claim(gctx, pool, cl, cfg.BatchSize)
+				// A claim started runs to its end: stopping the relay
+				// never leaves a batch produced but not marked published
+				// (which would be published again), so a cutover after it
+				// repeats nothing.
+				n, err := claim(context.WithoutCancel(gctx), pool, cl, cfg.BatchSize)
 				if err != nil {
 					if gctx.Err() != nil {
 						return nil

@@ -83,6 +83,28 @@ func StartPostgresOnPort(ctx context.Context, script string, port int) (*Postgre
 	return p, nil
 }
 
+// StartStandby makes a streaming physical standby of p (a base backup
+// without replication slots, as pg_basebackup takes it) in a directory of
+// its own and starts it.
+func (p *Postgres) StartStandby(ctx context.Context) (*Postgres, error) {
+	dir, err := os.MkdirTemp("", "outboxd-pg-standby-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Postgres{Script: p.Script, Dir: dir}
+	if s.URL, err = run(ctx, p.Script, "pg-standby", p.Dir, dir); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// Promote promotes a standby to a primary (a new timeline).
+func (p *Postgres) Promote(ctx context.Context) error {
+	_, err := run(ctx, p.Script, "pg-promote", p.Dir)
+	return err
+}
+
 // Start starts the stopped cluster again on the same port.
 func (p *Postgres) Start(ctx context.Context) error {
 	_, err := run(ctx, p.Script, "pg-start", p.Dir)

@@ -19,6 +19,11 @@
 #   testbed.sh pg-start DIR [PORT]      start (initdb on first use) a cluster in DIR;
 #                                       prints its database URL
 #   testbed.sh pg-stop DIR [MODE]       pg_ctl stop -m MODE (default fast)
+#   testbed.sh pg-standby PRIMARY_DIR DIR [PORT]
+#                                       make DIR a streaming physical standby of the
+#                                       cluster in PRIMARY_DIR (pg_basebackup -R) and
+#                                       start it; prints its database URL
+#   testbed.sh pg-promote DIR           promote the standby in DIR (pg_ctl promote)
 #
 # Environment:
 #   OUTBOXD_TESTBED_DIR   state of `up` (default $HOME/.cache/outboxd/testbed)
@@ -260,6 +265,39 @@ pg_stop() {
 	fi
 }
 
+pg_standby() {
+	local primary=$1 dir=$2 port=${3:-} bin purl pport
+	bin=$(pg_bindir)
+	primary=$(cd "$primary" && pwd -P)
+	purl=$(cat "$primary/pg.url")
+	pport=$(echo "$purl" | sed -n 's|.*@127.0.0.1:\([0-9]*\)/.*|\1|p')
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd -P)
+	[ -n "$port" ] || port=$(free_port)
+	chmod 755 "$dir"
+	is_root && chown postgres: "$dir"
+	# -R writes standby.signal and primary_conninfo; pg_replslot is not
+	# copied, so the standby has no replication slot (as in production).
+	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$pport" -U postgres -D "$dir/data" -R -X stream --no-sync >"$dir/basebackup.log" 2>&1 ||
+		{ cat "$dir/basebackup.log" >&2; die "pg_basebackup failed"; }
+	as_pg tee -a "$dir/data/postgresql.conf" >/dev/null <<EOF
+port = $port
+unix_socket_directories = '$dir'
+EOF
+	echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable" >"$dir/pg.url"
+	as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/server.log" -w -t 60 start >/dev/null ||
+		{ tail -n 40 "$dir/data/server.log" >&2 || true; die "starting the standby failed"; }
+	log "PostgreSQL standby of $purl up at $(cat "$dir/pg.url") (state in $dir)"
+	cat "$dir/pg.url"
+}
+
+pg_promote() {
+	local dir=$1 bin
+	bin=$(pg_bindir)
+	dir=$(cd "$dir" && pwd -P)
+	as_pg "$bin/pg_ctl" -D "$dir/data" -w -t 60 promote >/dev/null
+}
+
 write_env() {
 	local dir=$1
 	{
@@ -336,6 +374,8 @@ kafka-start) kafka_start "$@" ;;
 kafka-stop) kafka_stop "$@" ;;
 pg-start) pg_start "$@" ;;
 pg-stop) pg_stop "$@" ;;
+pg-standby) pg_standby "$@" ;;
+pg-promote) pg_promote "$@" ;;
 *)
 	sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
 	[ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || exit 2

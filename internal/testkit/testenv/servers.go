@@ -68,3 +68,15 @@ func Script(t testing.TB) string {
 	t.Helper()
 	return require(t, envTestbed)
 }
+
+// StartStandby starts a streaming physical standby of p (without p's
+// replication slots, as a base backup is), removed at cleanup.
+func StartStandby(t testing.TB, p *testbed.Postgres) *testbed.Postgres {
+	t.Helper()
+	s, err := p.StartStandby(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Remove(context.Background()) })
+	return s
+}
