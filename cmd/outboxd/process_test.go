@@ -123,6 +123,24 @@ func (w *world) tryWrite(ctx context.Context, n, from int) ([]int64, error) {
 // opts are added to the consumer's (e.g. read_committed isolation).
 func (w *world) consumeAll(t *testing.T, want []int64, d time.Duration, opts ...kgo.Opt) (map[int64]int, map[int64][]string) {
 	t.Helper()
+	values := map[int64][]string{}
+	count := w.consumeEach(t, want, d, func(r *kgo.Record, id int64) { values[id] = append(values[id], string(r.Value)) }, opts...)
+	return count, values
+}
+
+// consumeByKey is consumeAll returning, per key, the ids in offset order.
+func (w *world) consumeByKey(t *testing.T, want []int64, d time.Duration) (map[int64]int, map[string][]int64) {
+	t.Helper()
+	byKey := map[string][]int64{}
+	count := w.consumeEach(t, want, d, func(r *kgo.Record, id int64) { byKey[string(r.Key)] = append(byKey[string(r.Key)], id) })
+	return count, byKey
+}
+
+// consumeEach reads the topic from the start until every id in want is
+// there plus a quiet period, calling each for every record with an id
+// header, and returns how often each id arrived.
+func (w *world) consumeEach(t *testing.T, want []int64, d time.Duration, each func(r *kgo.Record, id int64), opts ...kgo.Opt) map[int64]int {
+	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(w.brokers, ",")...), kgo.ConsumeTopics(w.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200 * time.Millisecond)}, opts...)...)
 	if err != nil {
@@ -130,7 +148,6 @@ func (w *world) consumeAll(t *testing.T, want []int64, d time.Duration, opts ...
 	}
 	defer cl.Close()
 	count := map[int64]int{}
-	values := map[int64][]string{}
 	missing := func() int {
 		m := 0
 		for _, id := range want {
@@ -151,7 +168,7 @@ func (w *world) consumeAll(t *testing.T, want []int64, d time.Duration, opts ...
 				if h.Key == "id" {
 					id, _ := strconv.ParseInt(string(h.Value), 10, 64)
 					count[id]++
-					values[id] = append(values[id], string(r.Value))
+					each(r, id)
 				}
 			}
 		})
@@ -159,12 +176,12 @@ func (w *world) consumeAll(t *testing.T, want []int64, d time.Duration, opts ...
 			if quietUntil.IsZero() {
 				quietUntil = time.Now().Add(2 * time.Second)
 			} else if time.Now().After(quietUntil) {
-				return count, values
+				return count
 			}
 		}
 	}
 	t.Fatalf("%d of %d ids never arrived within %s", missing(), len(want), d)
-	return nil, nil
+	return nil
 }
 
 // TestSIGTERMRestartPublishesNoDuplicates: SIGTERM mid-stream exits 0 after
