@@ -1,11 +1,11 @@
 package migrations_test
 
 import (
-	"slices"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
