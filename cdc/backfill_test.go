@@ -236,3 +236,32 @@ func assertOncePerIDInOrder(t *testing.T, recs []*kgo.Record, want, absent []int
 		t.Errorf("%d distinct ids published, want %d", len(seen), len(want))
 	}
 }
+
+// A slot outboxd_slots does not know is adopted on start; one recorded on
+// another server (a failover to a standby that has the slot, a restore)
+// is logged with both and recorded on this one.
+func TestSlotRecordFollowsTheServer(t *testing.T) {
+	t.Parallel()
+	b := newBed(t, "", nil)
+	r := b.start(cdc.Config{})
+	waitForState(t, r, cdc.StateStreaming)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	rec, found, err := slot.ReadRecord(t.Context(), b.pool, b.slot)
+	if err != nil || !found || rec.CreatedBy != slot.CreatedByAdopted || rec.SystemID == "" || rec.Timeline != 1 {
+		t.Fatalf("outboxd_slots = %+v (found %v, %v), want the slot adopted with this server", rec, found, err)
+	}
+	if err := slot.MoveRecord(t.Context(), b.pool, b.slot, "1", 7); err != nil {
+		t.Fatal(err)
+	}
+	r = b.start(cdc.Config{})
+	waitForState(t, r, cdc.StateStreaming)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	moved, _, err := slot.ReadRecord(t.Context(), b.pool, b.slot)
+	if err != nil || moved.SystemID != rec.SystemID || moved.Timeline != rec.Timeline || moved.CreatedBy != slot.CreatedByAdopted {
+		t.Fatalf("outboxd_slots after a start on this server = %+v, %v; want system %s timeline %d", moved, err, rec.SystemID, rec.Timeline)
+	}
+}

@@ -277,8 +277,13 @@ func TestCutoverFromPollingRelay(t *testing.T) {
 	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--table", "outbox_relay", "--create-slot=false").CombinedOutput(); err != nil {
 		t.Fatalf("outboxd migrate: %v\n%s", err, out)
 	}
-	p := w.start(t, "--create-slot", "--backfill-where", "published_at IS NULL")
+	addr := freeAddr(t)
+	p := w.start(t, "--create-slot", "--backfill-where", "published_at IS NULL", "--metrics-addr", addr)
 	waitFor(t, time.Minute, "the backfill acknowledged", func() bool { return strings.Contains(p.log(), "backfill acknowledged") })
+	_, body := get(addr, "/metrics")
+	if done, total := metric(body, "outboxd_backfill_rows"), metric(body, "outboxd_backfill_rows_total"); total <= 0 || done != total {
+		t.Errorf("metrics after the backfill: outboxd_backfill_rows %v of outboxd_backfill_rows_total %v, want all of more than 0", done, total)
+	}
 	before := ws.count()
 	waitFor(t, time.Minute, "writers writing on", func() bool { return ws.count() > before+50 })
 	ws.halt()

@@ -76,6 +76,13 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		{"delivery modes", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--delivery", "exactly_once", "--transaction-timeout", "50ms", "--progress-topic", ""},
 			[]string{`--delivery (OUTBOXD_DELIVERY): "exactly_once" is not at-least-once or exactly-once`,
 				"--transaction-timeout (OUTBOXD_TRANSACTION_TIMEOUT): must be longer than --transaction-interval", "--progress-topic (OUTBOXD_PROGRESS_TOPIC): must not be empty"}},
+		{"backfill with a created slot", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--create-slot", "--backfill-where", "published_at IS NULL"}, nil},
+		{"backfill without creating the slot", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--backfill-where", "id > 5"},
+			[]string{"--backfill-where (OUTBOXD_BACKFILL_WHERE): needs --create-slot"}},
+		{"blank backfill predicate", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--create-slot", "--backfill-where", "  "},
+			[]string{"--backfill-where (OUTBOXD_BACKFILL_WHERE): must not be blank"}},
+		{"backfill with exactly-once", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--create-slot", "--backfill-where", "true", "--delivery", "exactly-once"},
+			[]string{"--backfill-where (OUTBOXD_BACKFILL_WHERE): not supported with --delivery exactly-once"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,7 +91,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			fs := flag.NewFlagSet("run", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
 			// Every flag, so a flag without a valid default fails "valid".
-			c.Register(fs, GroupDatabase, GroupTable, GroupPublication, GroupSlot, GroupCreateSlot, GroupStream, GroupPump, GroupKafka, GroupDelivery, GroupOps, GroupLog)
+			c.Register(fs, GroupDatabase, GroupTable, GroupPublication, GroupSlot, GroupCreateSlot, GroupBackfill, GroupStream, GroupPump, GroupKafka, GroupDelivery, GroupOps, GroupLog)
 			if err := Parse(fs, tt.args, func(string) string { return "" }); err != nil {
 				t.Fatal(err)
 			}
