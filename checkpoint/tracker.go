@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/outboxd/outboxd/outbox"
 )
@@ -17,6 +18,7 @@ type txn struct {
 	pending   int  // records added but not yet acknowledged
 	committed bool // Commit seen
 	end       LSN  // end LSN, set at Commit
+	at        time.Time
 }
 
 // Tracker is the acknowledgment watermark. The zero value is not usable; use
@@ -28,7 +30,8 @@ type Tracker struct {
 	head    Txn   // Txn of queue[off]
 	next    Txn   // Txn the next Begin returns
 	flushed LSN
-	records int // records in flight, over all queued transactions
+	at      time.Time // commit time of the newest transaction at or below flushed
+	records int       // records in flight, over all queued transactions
 }
 
 // New returns a Tracker whose watermark starts at start (the slot's
@@ -84,9 +87,9 @@ func (t *Tracker) Ack(x Txn) error {
 	return nil
 }
 
-// Commit closes x with its end LSN (pgoutput's TransactionEndLSN). End LSNs
-// must increase in commit order.
-func (t *Tracker) Commit(x Txn, end LSN) error {
+// Commit closes x with its end LSN (pgoutput's TransactionEndLSN) and its
+// commit time. End LSNs must increase in commit order.
+func (t *Tracker) Commit(x Txn, end LSN, at time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tx, err := t.lookup(x)
@@ -100,7 +103,7 @@ func (t *Tracker) Commit(x Txn, end LSN) error {
 		return fmt.Errorf("transaction %d ends at %s, not after the previous end %s", x, end, last)
 	}
 	tx.committed = true
-	tx.end = end
+	tx.end, tx.at = end, at
 	t.advance()
 	return nil
 }
@@ -127,6 +130,15 @@ func (t *Tracker) Flushed() LSN {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.flushed
+}
+
+// FlushedCommitTime returns the commit time of the newest transaction the
+// watermark passed (zero before the first): every transaction committed
+// before it in commit order is acknowledged.
+func (t *Tracker) FlushedCommitTime() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.at
 }
 
 // InFlight returns the number of records not yet acknowledged and the
@@ -158,7 +170,7 @@ func (t *Tracker) lastEnd() LSN {
 func (t *Tracker) advance() {
 	i := t.off
 	for i < len(t.queue) && t.queue[i].committed && t.queue[i].pending == 0 {
-		t.flushed = t.queue[i].end
+		t.flushed, t.at = t.queue[i].end, t.queue[i].at
 		i++
 	}
 	t.head += Txn(i - t.off)

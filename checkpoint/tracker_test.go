@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // step is one operation on a Tracker in a table test.
@@ -98,7 +99,7 @@ func TestTracker(t *testing.T) {
 				case "ack":
 					err = tr.Ack(s.txn)
 				case "commit":
-					err = tr.Commit(s.txn, s.lsn)
+					err = tr.Commit(s.txn, s.lsn, time.Unix(int64(s.lsn), 0))
 				case "idle":
 					tr.Idle(s.lsn)
 				}
@@ -138,7 +139,7 @@ func TestTrackerOutOfOrderAcks(t *testing.T) {
 				}
 				unacked = append(unacked, rec{i, j})
 			}
-			if err := tr.Commit(x, LSN((i+1)*100)); err != nil {
+			if err := tr.Commit(x, LSN((i+1)*100), time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -177,7 +178,37 @@ func BenchmarkTrackerSmallTransactions(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		x := tr.Begin()
 		_ = tr.Add(x)
-		_ = tr.Commit(x, LSN(i+1))
+		_ = tr.Commit(x, LSN(i+1), time.Time{})
 		_ = tr.Ack(x)
+	}
+}
+
+// The commit time that goes with the watermark is that of the newest
+// transaction it passed, not of the newest acknowledged one: the recovery
+// predicate of a lost slot starts from it.
+func TestFlushedCommitTimeFollowsTheWatermark(t *testing.T) {
+	tr := New(10)
+	t1, t2 := time.Unix(100, 0), time.Unix(200, 0)
+	a := tr.Begin()
+	_ = tr.Add(a)
+	_ = tr.Commit(a, 20, t1)
+	b := tr.Begin()
+	_ = tr.Add(b)
+	_ = tr.Commit(b, 30, t2)
+	if err := tr.Ack(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.FlushedCommitTime(); !got.IsZero() {
+		t.Fatalf("with the older transaction unacknowledged: %v, want zero", got)
+	}
+	if err := tr.Ack(a); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.FlushedCommitTime(); !got.Equal(t2) || tr.Flushed() != 30 {
+		t.Fatalf("after both: %v at %s, want %v at 30", got, tr.Flushed(), t2)
+	}
+	tr.Idle(40)
+	if got := tr.FlushedCommitTime(); !got.Equal(t2) {
+		t.Fatalf("after Idle: %v, want %v kept", got, t2)
 	}
 }

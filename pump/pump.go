@@ -85,7 +85,7 @@ func (p *Pump) Apply(ctx context.Context, m decode.Message) error {
 		r := &record{p: p, txn: p.txn, ev: m.Event}
 		return p.publish(ctx, tr, r)
 	case decode.KindCommit:
-		if err := tr.Commit(p.txn, m.EndLSN); err != nil {
+		if err := tr.Commit(p.txn, m.EndLSN, m.CommitTime); err != nil {
 			return err
 		}
 		p.txns.Add(1)
@@ -188,6 +188,11 @@ func (p *Pump) dropBatch() {
 
 // Flushed returns the position that may be confirmed to PostgreSQL.
 func (p *Pump) Flushed() outbox.LSN { return p.tr.Load().Flushed() }
+
+// FlushedCommitTime returns the commit time of the newest transaction at
+// or below Flushed in this stream (zero before the first): Kafka
+// acknowledged every record of every transaction committed before it.
+func (p *Pump) FlushedCommitTime() time.Time { return p.tr.Load().FlushedCommitTime() }
 
 // Idle moves the watermark to the server's WAL end when nothing is in
 // flight and no transaction is open (see checkpoint.Tracker.Idle).

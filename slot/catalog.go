@@ -28,8 +28,8 @@ type Record struct {
 	BackfillWhere string
 	BackfillDone  bool
 	BackfillRows  int64
-	// AcknowledgedCommitTime is the newest commit time Kafka acknowledged,
-	// as run last recorded it (zero when never).
+	// AcknowledgedCommitTime is the commit time up to which Kafka
+	// acknowledged every record, as run last recorded it (zero when never).
 	AcknowledgedCommitTime time.Time
 }
 
@@ -122,8 +122,8 @@ func MoveRecord(ctx context.Context, q Querier, slot, systemID string, timeline 
 	return catalogWriteError("recording the server of slot "+slot, err)
 }
 
-// RecordAcknowledged keeps the newest acknowledged commit time (never
-// moving it back).
+// RecordAcknowledged keeps the commit time up to which Kafka acknowledged
+// every record (never moving it back).
 func RecordAcknowledged(ctx context.Context, q Querier, slot string, commit time.Time) error {
 	_, err := q.Exec(ctx, `UPDATE outboxd_slots SET acknowledged_commit_time = $2
 		WHERE slot_name = $1 AND (acknowledged_commit_time IS NULL OR acknowledged_commit_time < $2)`, slot, commit)

@@ -20,10 +20,11 @@ type MonitorConfig struct {
 	// WarnBytes is the retained WAL that triggers a warning. Default
 	// DefaultWarnBytes.
 	WarnBytes int64
-	// AcknowledgedCommit, when set, returns the commit time of the newest
-	// record Kafka acknowledged; each check records it in outboxd_slots,
-	// where a lost slot's recovery command takes its suggested predicate
-	// from. Nil: nothing is recorded.
+	// AcknowledgedCommit, when set, returns the commit time up to which
+	// Kafka acknowledged every record (that of the newest transaction the
+	// confirmable position passed); each check records it in
+	// outboxd_slots, where a lost slot's recovery command takes its
+	// suggested predicate from. Nil: nothing is recorded.
 	AcknowledgedCommit func() time.Time
 }
 

@@ -98,7 +98,7 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 	}
 	mon := cfg.Monitor
 	mon.DatabaseURL, mon.Slot, mon.Publication = cfg.Stream.DatabaseURL, cfg.Stream.Slot, cfg.Stream.Publication
-	mon.AcknowledgedCommit = func() time.Time { return p.Stats().NewestAckedCommit }
+	mon.AcknowledgedCommit = p.FlushedCommitTime
 	wal, err := slot.NewMonitor(mon, log)
 	if err != nil {
 		return err

@@ -3,8 +3,9 @@
 -- behind on the old primary by a failover), and the rows committed since
 -- are in no slot. migrate and run refuse to create such a slot again
 -- silently; run --create-slot --backfill-where recovers (see README).
--- acknowledged_commit_time is the newest commit Kafka acknowledged, kept
--- by run about every 30 s for the recovery command's suggested predicate.
+-- acknowledged_commit_time is the commit time up to which Kafka
+-- acknowledged every record, kept by run at each WAL check (every 30 s by
+-- default) for the recovery command's suggested predicate.
 -- Shared by every outbox table of the database, like outboxd_migrations.
 CREATE TABLE IF NOT EXISTS outboxd_slots (
     slot_name                text        PRIMARY KEY,
