@@ -44,7 +44,7 @@ CHAOS_FLAGS ?=
 chaos: build
 	$(GO) build -o bin/outboxd-chaos ./cmd/outboxd-chaos
 	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -json docs/chaos-report.json $(CHAOS_FLAGS)
-	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -exactly-once -json docs/chaos-report-exactly-once.json $(CHAOS_FLAGS)
+	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -exactly-once -postgres_failover 0 -json docs/chaos-report-exactly-once.json $(CHAOS_FLAGS)
 
 BENCH_FLAGS ?=
 bench: build

@@ -42,7 +42,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.ExactlyOnce, "exactly-once", false, "run outboxd with --delivery exactly-once and read back with read_committed: no duplicate is allowed")
 	seed := fs.Uint64("seed", 1, "seed of the writers and the fault order")
 	counts := map[chaos.Fault]*int{}
-	defaults := map[chaos.Fault]int{chaos.FaultKill9: 20, chaos.FaultSIGTERM: 5, chaos.FaultBroker: 5, chaos.FaultPostgres: 3, chaos.FaultWalsender: 10, chaos.FaultTakeover: 5}
+	defaults := map[chaos.Fault]int{chaos.FaultKill9: 20, chaos.FaultSIGTERM: 5, chaos.FaultBroker: 5, chaos.FaultPostgres: 3, chaos.FaultWalsender: 10, chaos.FaultTakeover: 5, chaos.FaultFailover: 3}
 	for _, f := range chaos.AllFaults {
 		counts[f] = fs.Int(string(f), defaults[f], fmt.Sprintf("%s faults to inject", f))
 	}
@@ -102,12 +102,14 @@ func printTable(w io.Writer, r chaos.Report) {
 	}
 	fmt.Fprintf(tw, "order violations\t%d\n", r.OrderViolations)
 	fmt.Fprintf(tw, "leaked rolled-back rows\t%d\n", r.Leaked)
+	fmt.Fprintf(tw, "published, then lost with a failed primary\t%d\n", r.LostInFailover)
 	fmt.Fprintf(tw, "rolled-back transactions\t%d\n", r.RolledBackTransactions)
 	for _, f := range chaos.AllFaults {
 		fmt.Fprintf(tw, "faults: %s\t%d, duplicates %d (bound %d)\n", f, r.FaultsInjected[f], r.DuplicatesByFault[f], r.DuplicateBoundByFault[f])
 	}
 	fmt.Fprintf(tw, "peak write rate\t%d events per 100 ms\n", r.MaxEventsPer100ms)
 	fmt.Fprintf(tw, "standby takeover\tmedian %.0f ms, max %.0f ms over %d\n", r.TakeoverMedianMS, r.TakeoverMaxMS, len(r.TakeoverMS))
+	fmt.Fprintf(tw, "failover recovery\t%v ms, backfilled %v rows\n", r.FailoverMS, r.FailoverBackfillRows)
 	fmt.Fprintf(tw, "total time\t%.1f s\n", r.TotalSeconds)
 	for _, p := range append(r.Examples, r.Problems...) {
 		fmt.Fprintf(tw, "problem\t%s\n", p)

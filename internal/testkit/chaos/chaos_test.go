@@ -56,12 +56,15 @@ func runChaos(t *testing.T, events int, faults map[Fault]int, exactlyOnce bool) 
 // report otherwise).
 func TestChaosShort(t *testing.T) {
 	t.Parallel()
-	rep := runChaos(t, 30000, map[Fault]int{FaultKill9: 3, FaultSIGTERM: 2, FaultBroker: 1, FaultPostgres: 1, FaultWalsender: 2, FaultTakeover: 2}, false)
+	rep := runChaos(t, 30000, map[Fault]int{FaultKill9: 3, FaultSIGTERM: 2, FaultBroker: 1, FaultPostgres: 1, FaultWalsender: 2, FaultTakeover: 2, FaultFailover: 1}, false)
 	if rep.Duplicates > rep.DuplicateBound {
 		t.Errorf("%d duplicates, more than the in-flight bound %d", rep.Duplicates, rep.DuplicateBound)
 	}
 	if len(rep.TakeoverMS) != 2 {
 		t.Errorf("timed %d takeovers, want 2", len(rep.TakeoverMS))
+	}
+	if len(rep.FailoverMS) != 1 || rep.FailoverBackfillRows[0] <= 0 {
+		t.Errorf("failover recoveries %v ms with backfills of %v rows, want one that backfilled rows", rep.FailoverMS, rep.FailoverBackfillRows)
 	}
 }
 

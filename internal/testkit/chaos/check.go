@@ -25,14 +25,20 @@ type Delivered struct {
 
 // Result is the verdict of Check.
 type Result struct {
-	Committed       int      `json:"committed"`
-	Published       int      `json:"published_records"`
-	Unique          int      `json:"unique"`
-	Lost            int      `json:"lost"`
-	Duplicates      int      `json:"duplicates"`
-	OrderViolations int      `json:"order_violations"`
-	Leaked          int      `json:"leaked"`
-	Examples        []string `json:"examples,omitempty"` // the first few problems, for a human
+	Committed       int `json:"committed"`
+	Published       int `json:"published_records"`
+	Unique          int `json:"unique"`
+	Lost            int `json:"lost"`
+	Duplicates      int `json:"duplicates"`
+	OrderViolations int `json:"order_violations"`
+	Leaked          int `json:"leaked"`
+	// LostInFailover counts the records of transactions that committed
+	// on a primary, were published, and were lost with it: the promoted
+	// standby never received them (a logical walsender before PostgreSQL
+	// 17 sends a commit without waiting for a synchronous standby). They
+	// are reported, not leaks: outboxd published a real commit.
+	LostInFailover int      `json:"published_then_lost_in_failover"`
+	Examples       []string `json:"examples,omitempty"` // the first few problems, for a human
 
 	duplicateTimes []time.Time // append times of the duplicates, for attributing them to faults
 }
@@ -46,8 +52,10 @@ const maxExamples = 10
 // delivered. Delivered records are taken per partition in offset order; an
 // aggregate's first deliveries must come as seq 1, 2, 3, ... (a redelivery
 // of an id already seen is a duplicate, not a violation). A delivered id
-// that was rolled back, or never committed, is a leak.
-func Check(committed []Committed, rolledBack []int64, delivered []Delivered) Result {
+// that was rolled back, or never committed, is a leak; one of
+// lostInFailover (a commit cut off by a failover, absent from the promoted
+// standby) is counted in LostInFailover instead.
+func Check(committed []Committed, rolledBack, lostInFailover []int64, delivered []Delivered) Result {
 	r := Result{Committed: len(committed), Published: len(delivered)}
 	example := func(format string, args ...any) {
 		if len(r.Examples) < maxExamples {
@@ -61,6 +69,10 @@ func Check(committed []Committed, rolledBack []int64, delivered []Delivered) Res
 	rb := make(map[int64]bool, len(rolledBack))
 	for _, id := range rolledBack {
 		rb[id] = true
+	}
+	inFailover := make(map[int64]bool, len(lostInFailover))
+	for _, id := range lostInFailover {
+		inFailover[id] = true
 	}
 	sorted := append([]Delivered(nil), delivered...)
 	sort.SliceStable(sorted, func(i, j int) bool {
@@ -79,6 +91,10 @@ func Check(committed []Committed, rolledBack []int64, delivered []Delivered) Res
 		}
 		seen[d.ID] = true
 		c, ok := want[d.ID]
+		if !ok && inFailover[d.ID] {
+			r.LostInFailover++
+			continue
+		}
 		if !ok {
 			r.Leaked++
 			if rb[d.ID] {

@@ -13,6 +13,7 @@ func TestCheckFindsPlantedFaults(t *testing.T) {
 	t.Parallel()
 	committed := []Committed{{1, "a", 1}, {2, "a", 2}, {3, "b", 1}, {4, "a", 3}, {5, "b", 2}}
 	rolledBack := []int64{6}
+	lostInFailover := []int64{7}
 	d := func(id int64, agg string, seq int, part int32, off int64) Delivered {
 		return Delivered{ID: id, Agg: agg, Seq: seq, Partition: part, Offset: off}
 	}
@@ -33,12 +34,14 @@ func TestCheckFindsPlantedFaults(t *testing.T) {
 			Result{Committed: 5, Published: 6, Unique: 5, Leaked: 1}, "rolled-back transaction"},
 		{"leak of an unknown row", append(append([]Delivered{}, clean...), d(99, "b", 3, 1, 2)),
 			Result{Committed: 5, Published: 6, Unique: 5, Leaked: 1}, "never committed"},
+		{"a commit lost with its primary", append(append([]Delivered{}, clean...), d(7, "b", 3, 1, 2)),
+			Result{Committed: 5, Published: 6, Unique: 5, LostInFailover: 1}, ""},
 		{"offsets, not arrival order, decide", []Delivered{clean[2], clean[1], clean[0], clean[4], clean[3]}, Result{Committed: 5, Published: 5, Unique: 5}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := Check(committed, rolledBack, tt.delivered)
+			got := Check(committed, rolledBack, lostInFailover, tt.delivered)
 			examples := strings.Join(got.Examples, "\n")
 			got.Examples, got.duplicateTimes = nil, nil
 			if !reflect.DeepEqual(got, tt.want) {
@@ -70,7 +73,7 @@ func TestDuplicatesByFault(t *testing.T) {
 		{ID: 3, Agg: "a", Seq: 3, Offset: 5, Appended: at(13)},
 		{ID: 3, Agg: "a", Seq: 3, Offset: 6, Appended: at(21)}, // after the walsender termination
 	}
-	got := Check(committed, nil, delivered).DuplicatesByFault([]Mark{{FaultKill9, at(10)}, {FaultWalsender, at(20)}})
+	got := Check(committed, nil, nil, delivered).DuplicatesByFault([]Mark{{FaultKill9, at(10)}, {FaultWalsender, at(20)}})
 	want := map[Fault]int{"none": 1, FaultKill9: 2, FaultWalsender: 1}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("DuplicatesByFault = %v, want %v", got, want)

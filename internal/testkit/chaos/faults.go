@@ -13,16 +13,18 @@ import (
 
 // injector injects faults and keeps track of the active publisher.
 type injector struct {
-	fleet     *fleet
-	pg        *testbed.Postgres
-	kafka     *testbed.Kafka
-	live      *liveConsumer
-	ledger    *ledger
-	log       *slog.Logger
-	rng       *rand.Rand
-	active    *publisher
-	takeovers []float64 // ms
-	problems  []string
+	fleet      *fleet
+	pg         *testbed.Postgres
+	kafka      *testbed.Kafka
+	live       *liveConsumer
+	ledger     *ledger
+	log        *slog.Logger
+	rng        *rand.Rand
+	active     *publisher
+	takeovers  []float64 // ms
+	failovers  []float64 // ms
+	backfilled []int64   // rows each failover's recovery backfilled
+	problems   []string
 }
 
 // checkActive fails when the active publisher exited on its own: outboxd
@@ -78,6 +80,8 @@ func (in *injector) inject(ctx context.Context, f Fault) error {
 		return in.terminateWalsender(ctx)
 	case FaultTakeover:
 		return in.takeover(ctx)
+	case FaultFailover:
+		return in.failover(ctx)
 	}
 	return fmt.Errorf("unknown fault %q", f)
 }

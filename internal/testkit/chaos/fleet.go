@@ -33,10 +33,11 @@ type fleet struct {
 	started int
 }
 
-func (f *fleet) start() (*publisher, error) {
+// start starts one more process; extra flags are added to the fleet's.
+func (f *fleet) start(extra ...string) (*publisher, error) {
 	f.started++
 	p := &publisher{done: make(chan struct{}), logOut: f.logOut, name: fmt.Sprintf("outboxd#%d", f.started)}
-	p.cmd = exec.Command(f.binary, append([]string{"run"}, f.args...)...)
+	p.cmd = exec.Command(f.binary, append(append([]string{"run"}, f.args...), extra...)...)
 	p.cmd.Env = append(os.Environ(), f.env...)
 	p.cmd.Env = append(p.cmd.Env, "OUTBOXD_DATABASE_URL="+f.url+"&application_name="+p.appName())
 	stderr, err := p.cmd.StderrPipe()

@@ -18,11 +18,15 @@ type ledger struct {
 	mu         sync.Mutex
 	committed  []Committed
 	rolledBack []int64
+	// lostInFailover are the ids of transactions whose commit was cut off
+	// by a failover and that the promoted standby does not have.
+	lostInFailover []int64
 
 	events   atomic.Int64 // committed events
 	maxID    atomic.Int64 // highest id allocated so far (committed or not)
 	gate     atomic.Int64 // writers pause while events >= gate
 	rollback atomic.Int64 // transactions rolled back
+	failover atomic.Bool  // a failover is under way: the primary is dying or gone
 }
 
 func (l *ledger) noteIDs(ids []int64) {
@@ -163,12 +167,21 @@ func (w *writer) transaction(ctx context.Context, conn *pgx.Conn) error {
 	}
 	commitErr := tx.Commit(ctx)
 	committed := commitErr == nil
+	inFailover := commitErr != nil && w.ledger.failover.Load()
 	if commitErr != nil && !errors.Is(commitErr, pgx.ErrTxCommitRollback) {
 		// The outcome is unknown: the connection died around the commit.
 		var err error
 		if committed, err = w.resolve(ctx, ids[0]); err != nil {
 			return err
 		}
+	}
+	if !committed && inFailover {
+		// It may have committed on the old primary, and been published,
+		// before the standby received it (see Result.LostInFailover).
+		w.ledger.mu.Lock()
+		w.ledger.lostInFailover = append(w.ledger.lostInFailover, ids...)
+		w.ledger.mu.Unlock()
+		return commitErr
 	}
 	if !committed {
 		w.recordRolledBack(ids)

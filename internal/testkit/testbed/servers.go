@@ -105,6 +105,17 @@ func (p *Postgres) Promote(ctx context.Context) error {
 	return err
 }
 
+// MoveTo restarts the cluster on port (a promoted standby taking over the
+// address of the primary it replaced); URL follows.
+func (p *Postgres) MoveTo(ctx context.Context, port string) error {
+	url, err := run(ctx, p.Script, "pg-move", p.Dir, port)
+	if err != nil {
+		return err
+	}
+	p.URL = url
+	return nil
+}
+
 // Start starts the stopped cluster again on the same port.
 func (p *Postgres) Start(ctx context.Context) error {
 	_, err := run(ctx, p.Script, "pg-start", p.Dir)

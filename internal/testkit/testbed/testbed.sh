@@ -24,6 +24,8 @@
 #                                       cluster in PRIMARY_DIR (pg_basebackup -R) and
 #                                       start it; prints its database URL
 #   testbed.sh pg-promote DIR           promote the standby in DIR (pg_ctl promote)
+#   testbed.sh pg-move DIR PORT         restart the cluster in DIR on PORT (a promoted
+#                                       standby taking over its old primary's address)
 #
 # Environment:
 #   OUTBOXD_TESTBED_DIR   state of `up` (default $HOME/.cache/outboxd/testbed)
@@ -298,6 +300,15 @@ pg_promote() {
 	as_pg "$bin/pg_ctl" -D "$dir/data" -w -t 60 promote >/dev/null
 }
 
+pg_move() {
+	local dir=$1 port=$2
+	pg_stop "$dir" fast
+	dir=$(cd "$dir" && pwd -P)
+	echo "port = $port" | as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
+	echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable" >"$dir/pg.url"
+	pg_start "$dir"
+}
+
 write_env() {
 	local dir=$1
 	{
@@ -376,6 +387,7 @@ pg-start) pg_start "$@" ;;
 pg-stop) pg_stop "$@" ;;
 pg-standby) pg_standby "$@" ;;
 pg-promote) pg_promote "$@" ;;
+pg-move) pg_move "$@" ;;
 *)
 	sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
 	[ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || exit 2
