@@ -127,8 +127,10 @@ func (s *Streamer) createSlotWithBackfill(ctx context.Context, conn *pgx.Conn, r
 		return err
 	}
 	defer repl.Close(context.WithoutCancel(ctx))
+	// The option list (PostgreSQL 15+; the legacy EXPORT_SNAPSHOT keyword
+	// cannot be combined with the options later versions add).
 	created, err := pglogrepl.CreateReplicationSlot(ctx, repl, s.cfg.Slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "(SNAPSHOT 'export')"})
 	if err != nil {
 		return fmt.Errorf("creating replication slot %s with an exported snapshot: %w", s.cfg.Slot, err)
 	}

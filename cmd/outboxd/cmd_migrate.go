@@ -41,6 +41,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	log := cfg.Logger(os.Stderr)
 	if err := migrate(ctx, cfg, log); err != nil {
 		log.Error("outboxd migrate failed", "err", err)
+		printRecovery(stderr, err)
 		return exitError
 	}
 	return exitOK

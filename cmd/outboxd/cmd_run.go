@@ -45,6 +45,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	log.Info("starting", "version", version, "config", config.Dump(fs))
 	if err := runPublisher(ctx, cfg, log); err != nil {
 		log.Error("outboxd run stopped", "err", err)
+		printRecovery(stderr, err)
 		return exitError
 	}
 	return exitOK

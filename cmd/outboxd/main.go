@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/outboxd/outboxd/internal/config"
+	"github.com/outboxd/outboxd/slot"
 )
 
 // Exit codes.
@@ -123,4 +124,13 @@ func validate(name string, cfg *config.Config, fs *flag.FlagSet, stderr io.Write
 		return exitUsage, false
 	}
 	return exitOK, true
+}
+
+// printRecovery writes the error of a missing slot once more as plain text
+// after the log line, which quotes and escapes it: its recovery command is
+// meant to be copied into a shell.
+func printRecovery(w io.Writer, err error) {
+	if errors.Is(err, slot.ErrMissing) {
+		fmt.Fprintf(w, "\n%v\n", err)
+	}
 }

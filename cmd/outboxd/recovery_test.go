@@ -154,11 +154,13 @@ func refusesLostSlot(t *testing.T, p *proc, slot string, want ...string) (since 
 		t.Fatalf("run with the slot gone: exit %d, want %d; log:\n%s", code, exitError, p.log())
 	}
 	log := p.log()
-	for _, w := range append([]string{slot, "is gone", "in no slot", "outboxd run --create-slot --backfill-where"}, want...) {
+	// The command is also printed unescaped, ready to copy.
+	for _, w := range append([]string{slot, "is gone", "in no slot", `outboxd run --create-slot --backfill-where "created_at >= '`}, want...) {
 		if !strings.Contains(log, w) {
 			t.Errorf("the refusal does not say %q:\n%s", w, log)
 		}
 	}
+	t.Logf("the refusal, as printed for a human:\n%s", log[strings.LastIndex(log, "replication slot does not exist"):])
 	m := suggestedPredicate.FindStringSubmatch(log)
 	if m == nil {
 		t.Fatalf("no suggested predicate in:\n%s", log)
