@@ -49,9 +49,10 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 	}
 	where := s.cfg.BackfillWhere
 	switch {
-	case st.Exists && found && rec.BackfillPending() && !st.Active:
+	case st.Exists && found && rec.BackfillPending():
 		// Streaming starts only once the backfill is recorded done, so
-		// nothing was ever confirmed from this slot: drop it and start over.
+		// nothing was ever confirmed from this slot: drop it and start over
+		// (PostgreSQL refuses while a process uses it: an error here).
 		if where == "" {
 			where = rec.BackfillWhere
 		}

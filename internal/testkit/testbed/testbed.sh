@@ -280,7 +280,7 @@ pg_standby() {
 	is_root && chown postgres: "$dir"
 	# -R writes standby.signal and primary_conninfo; pg_replslot is not
 	# copied, so the standby has no replication slot (as in production).
-	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$pport" -U postgres -D "$dir/data" -R -X stream --no-sync >"$dir/basebackup.log" 2>&1 ||
+	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$pport" -U postgres -D "$dir/data" -R -X stream --checkpoint=fast --no-sync >"$dir/basebackup.log" 2>&1 ||
 		{ cat "$dir/basebackup.log" >&2; die "pg_basebackup failed"; }
 	as_pg tee -a "$dir/data/postgresql.conf" >/dev/null <<EOF
 port = $port
