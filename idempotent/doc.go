@@ -1,0 +1,33 @@
+// Package idempotent is the consumer half of the outbox pattern: it reads
+// outboxd's records with a franz-go consumer group and hands each one to
+// your handler at most once per consumer, in the same PostgreSQL
+// transaction as the handler's own writes, however often Kafka delivers it.
+//
+// Invariants:
+//
+//   - A record's key (its outbox id, the "id" header, by default) is
+//     recorded in processed_keys in the same transaction as the handler's
+//     writes, and the handler runs only when that recording inserted the
+//     row: a redelivered record (an outboxd restart, a rebalance, a replay
+//     from the beginning) finds its key and is skipped. Two consumers
+//     handed the same key at once serialize on a transaction-scoped
+//     advisory lock on it, so exactly one of them inserts the key (see
+//     Store for why a lock: processed_keys is partitioned by day, and a
+//     unique constraint cannot span partitions).
+//   - Offsets are committed to Kafka only after the database transaction
+//     committed, and rebalances are held off (kgo.BlockRebalanceOnPoll)
+//     while a polled batch is processed, so a revoked partition never has
+//     work in flight and an offset never passes unprocessed work. A crash
+//     between the database commit and the offset commit redelivers records
+//     whose keys are already recorded: they are skipped.
+//   - A record without a key, or whose handler keeps failing, is never
+//     skipped silently: after MaxAttempts the consumer stops (Run returns
+//     the error; the default) or, with a dead-letter topic, produces it
+//     there with headers saying why and records its key. A handler panic
+//     is an error like any other: its transaction, key included, is rolled
+//     back.
+//   - processed_keys never needs a DELETE: it is partitioned by day on
+//     processed_at, and Maintain (run by Consumer.Run every hour, and by
+//     `outboxd processed-keys`) creates the coming days' partitions and
+//     drops those older than the TTL.
+package idempotent
