@@ -8,7 +8,8 @@
 #   make build   build bin/outboxd
 #   make bench   outboxd beside pg_recvlogical, Debezium and the polling relay,
 #                and both exactly-once (outboxd-eos, debezium-eos: KIP-618)
-#                (docs/bench/); BENCH_FLAGS adds flags, e.g. -events 100000
+#                (docs/bench/), then the idempotent consumer against a plain one
+#                (docs/bench/consumer/); BENCH_FLAGS adds flags, e.g. -events 100000
 #   make chaos   the long fault-injection runs (1,000,000 events, every fault
 #                kind many times), at-least-once then exactly-once
 #                (docs/chaos-report*.json); CHAOS_FLAGS adds flags, e.g. -v or -events
@@ -50,3 +51,4 @@ BENCH_FLAGS ?=
 bench: build
 	$(GO) build -o bin/relay ./bench/cmd/relay
 	$(GO) run ./bench/cmd/outboxd-bench -outboxd bin/outboxd -relay bin/relay -testbed $(TESTBED) $(BENCH_FLAGS)
+	$(GO) run ./bench/cmd/consumer-bench -testbed $(TESTBED)

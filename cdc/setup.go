@@ -30,6 +30,11 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
+	// A backfill over a missing or misspelled publication would find
+	// nothing and be recorded as done: check it first, as every session does.
+	if err := checkPublication(ctx, conn, s.cfg, s.log); err != nil {
+		return err
+	}
 	systemID, timeline, err := IdentifyServer(ctx, s.cfg.DatabaseURL)
 	if err != nil {
 		return err
@@ -38,28 +43,32 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Without outboxd_slots a pending backfill would go unseen and its rows
+	// unpublished: a role that cannot read it is refused (ErrCatalogDenied).
 	rec, found, err := slot.ReadRecord(ctx, conn, s.cfg.Slot)
-	switch {
-	case errors.Is(err, slot.ErrCatalogDenied) && !s.cfg.CreateSlot:
-		// Streaming needs no more than REPLICATION and CONNECT; only the
-		// diagnosis of a missing slot is poorer.
-		s.log.Warn("cannot read outboxd_slots: going on without it", "slot", s.cfg.Slot, "err", err)
-	case err != nil:
-		return err
+	if err != nil {
+		return permanent(err)
 	}
 	where := s.cfg.BackfillWhere
-	switch {
-	case st.Exists && found && rec.BackfillPending():
-		// Streaming starts only once the backfill is recorded done, so
-		// nothing was ever confirmed from this slot: drop it and start over
-		// (PostgreSQL refuses while a process uses it: an error here).
-		if where == "" {
-			where = rec.BackfillWhere
+	if rec.BackfillPending() {
+		// The unfinished backfill's rows are still owed, whatever else
+		// this start was asked for.
+		where = rec.BackfillWhere
+		if s.cfg.BackfillWhere != "" && s.cfg.BackfillWhere != rec.BackfillWhere {
+			where = "(" + rec.BackfillWhere + ") OR (" + s.cfg.BackfillWhere + ")"
 		}
-		s.log.Warn("the backfill that goes with the slot did not finish (the process stopped before Kafka acknowledged all of it): dropping the slot, which was never streamed from, and backfilling again from a new snapshot; rows published by the first attempt are sent again",
+	}
+	switch {
+	case found && rec.BackfillPending() && (st.Exists || s.cfg.CreateSlot):
+		// Streaming starts only once the backfill is recorded done, so
+		// nothing was ever confirmed from this slot: drop it (PostgreSQL
+		// refuses while a process uses it: an error here) and start over.
+		s.log.Warn("the backfill that goes with the slot did not finish (the process stopped before Kafka acknowledged all of it): backfilling again from a new slot and snapshot; rows published by the first attempt are sent again",
 			"slot", s.cfg.Slot, "backfill_where", where, "created_at", rec.CreatedAt)
-		if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_drop_replication_slot($1)`, s.cfg.Slot); err != nil {
-			return fmt.Errorf("dropping slot %s to restart its backfill: %w", s.cfg.Slot, err)
+		if st.Exists {
+			if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_drop_replication_slot($1)`, s.cfg.Slot); err != nil {
+				return fmt.Errorf("dropping slot %s to restart its backfill: %w", s.cfg.Slot, err)
+			}
 		}
 	case st.Exists:
 		s.adoptSlot(ctx, conn, rec, found, systemID, timeline)
@@ -150,14 +159,24 @@ func (s *Streamer) createSlotWithBackfill(ctx context.Context, conn *pgx.Conn, r
 		return fmt.Errorf("importing the snapshot of slot %s: %w", s.cfg.Slot, err)
 	}
 	_ = repl.Close(ctx)
+	// The reading waits on Kafka (the pump's window): a statement_timeout
+	// meant for the application's queries must not cut it.
+	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+		return fmt.Errorf("starting the backfill transaction: %w", err)
+	}
 	s.log.Info("created the replication slot with an exported snapshot; backfilling the rows that match the predicate as of that snapshot",
 		"slot", s.cfg.Slot, "consistent_point", cp, "backfill_where", rec.BackfillWhere)
 	rows, err := s.backfill(ctx, tx, rec.BackfillWhere, cp)
 	if err != nil {
 		return fmt.Errorf("backfilling slot %s (the next start backfills again from a new slot): %w", s.cfg.Slot, err)
 	}
+	// Everything is read: end the snapshot's transaction before waiting
+	// for Kafka, so that it does not sit idle in transaction.
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("ending the backfill transaction: %w", err)
+	}
+	if err := s.drainBackfill(ctx, cp); err != nil {
+		return fmt.Errorf("backfilling slot %s (the next start backfills again from a new slot): %w", s.cfg.Slot, err)
 	}
 	if err := slot.MarkBackfilled(ctx, conn, s.cfg.Slot, cp, rows); err != nil {
 		return fmt.Errorf("backfill of slot %s acknowledged but not recorded (the next start backfills again): %w", s.cfg.Slot, err)
@@ -182,4 +201,48 @@ func lostSlot(ctx context.Context, conn *pgx.Conn, cfg Config) error {
 		return fmt.Errorf("%w: %s (and %w)", slot.ErrMissing, cfg.Slot, err)
 	}
 	return permanent(slot.LostError(cfg.Slot, rec, found, systemID, timeline))
+}
+
+// CreateSlotIfEmpty creates the slot with an exported snapshot and checks,
+// as of that snapshot, that table holds no row: every row committed
+// before the slot's consistent point is in the snapshot, every later one
+// in the slot, so an empty snapshot means no row is left out. When table
+// holds rows the slot is dropped again and empty is false. (A plain check
+// before creating the slot would miss rows committed in between.)
+func CreateSlotIfEmpty(ctx context.Context, url, slotName string, table pgx.Identifier) (lsn outbox.LSN, empty bool, err error) {
+	repl, err := connectReplication(ctx, url)
+	if err != nil {
+		return 0, false, err
+	}
+	defer repl.Close(context.WithoutCancel(ctx))
+	created, err := pglogrepl.CreateReplicationSlot(ctx, repl, slotName, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "(SNAPSHOT 'export')"})
+	if err != nil {
+		return 0, false, fmt.Errorf("creating replication slot %s: %w", slotName, err)
+	}
+	if lsn, err = outbox.ParseLSN(created.ConsistentPoint); err != nil {
+		return 0, false, fmt.Errorf("creating replication slot %s: consistent point %q: %w", slotName, created.ConsistentPoint, err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, false, fmt.Errorf("connecting to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	err = pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+created.SnapshotName+"'"); err != nil {
+			return fmt.Errorf("importing the snapshot of slot %s: %w", slotName, err)
+		}
+		if err := tx.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+table.Sanitize()+")").Scan(&empty); err != nil {
+			return fmt.Errorf("checking whether %s holds rows: %w", table.Sanitize(), err)
+		}
+		return nil
+	})
+	_ = repl.Close(ctx)
+	if err == nil && empty {
+		return lsn, true, nil
+	}
+	if _, derr := conn.Exec(ctx, `SELECT pg_catalog.pg_drop_replication_slot($1)`, slotName); derr != nil {
+		err = errors.Join(err, fmt.Errorf("dropping slot %s again: %w", slotName, derr))
+	}
+	return 0, false, err
 }

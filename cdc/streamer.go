@@ -10,6 +10,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/outbox"
@@ -66,7 +67,7 @@ func (s *Streamer) Run(ctx context.Context) error {
 		}
 		pumped <- err
 	}()
-	err := s.setUpSlot(sessions)
+	err := s.setUp(sessions)
 	switch {
 	case err == nil:
 		err = s.loop(sessions)
@@ -74,7 +75,7 @@ func (s *Streamer) Run(ctx context.Context) error {
 		s.log.Warn("stopped before the slot was set up; the next start does it again (an unfinished backfill runs again whole)", "slot", s.cfg.Slot, "err", err)
 		err = nil
 	default:
-		err = permanent(err) // not retried here: the next start runs the setup again
+		err = permanent(err) // the next start runs the setup again
 	}
 	stopPump()
 	if perr := <-pumped; perr != nil {
@@ -106,11 +107,15 @@ func (s *Streamer) loop(ctx context.Context) error {
 		var wait time.Duration
 		switch {
 		case errors.As(err, &inUse):
-			if !waitingForSlot {
+			switch {
+			case waitingForSlot:
+			case errors.Is(err, errBackfillUnderWay):
+				s.log.Info("another process is backfilling the slot; standing by", "slot", s.cfg.Slot, "retry_interval", s.cfg.SlotRetryInterval)
+			default:
 				s.log.Info("replication slot is in use by another process; standing by to take over",
 					"slot", s.cfg.Slot, "active_pid", inUse.PID, "retry_interval", s.cfg.SlotRetryInterval)
-				waitingForSlot = true
 			}
+			waitingForSlot = true
 			wait = s.cfg.SlotRetryInterval
 			s.counters.state.Store(int32(StateStandby))
 		default:
@@ -134,6 +139,37 @@ func (s *Streamer) loop(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// setUp runs setUpSlot, retrying with backoff while PostgreSQL cannot be
+// reached; any other failure is returned (a backfill that failed is run
+// again by the next start, from a new slot).
+func (s *Streamer) setUp(ctx context.Context) error {
+	bo := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(250*time.Millisecond),
+		backoff.WithMaxInterval(s.cfg.ReconnectMaxInterval),
+		backoff.WithMaxElapsedTime(0),
+	)
+	for {
+		err := s.setUpSlot(ctx)
+		if err == nil || !unreachable(err) || ctx.Err() != nil {
+			return err
+		}
+		wait := bo.NextBackOff()
+		s.log.Warn("cannot reach PostgreSQL to set the slot up; reconnecting", "slot", s.cfg.Slot, "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// unreachable reports whether err is a failure to connect (the server down
+// or restarting), as opposed to an answer.
+func unreachable(err error) bool {
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || pgconn.Timeout(err)
 }
 
 // session runs one replication connection from start to end. streamed
@@ -203,21 +239,40 @@ func prepare(ctx context.Context, cfg Config, log *slog.Logger) (slot.Status, er
 		return slot.Status{}, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	tables, err := slot.CheckPublication(ctx, conn, cfg.Publication, cfg.Columns)
-	switch {
-	case errors.Is(err, slot.ErrTableUnusable) && cfg.TolerateUnusableTables:
-		log.Warn("a table in the publication has no usable outbox columns: its rows go to the dead-letter topic", "err", err)
-	case err != nil:
+	if err := checkPublication(ctx, conn, cfg, log); err != nil {
 		return slot.Status{}, err
-	case len(tables) == 0:
-		log.Warn("publication covers no tables: nothing will be published", "publication", cfg.Publication)
 	}
 	info, err := slot.Ensure(ctx, conn, cfg.Slot)
 	if errors.Is(err, slot.ErrMissing) {
 		// Dropped while this process ran, or gone in a failover.
 		return slot.Status{}, lostSlot(ctx, conn, cfg)
 	}
-	return info, err
+	if err != nil {
+		return info, err
+	}
+	// Another process is backfilling this slot (it streams only once
+	// Kafka acknowledged the backfill): wait as for a slot in use.
+	if rec, _, err := slot.ReadRecord(ctx, conn, cfg.Slot); err == nil && rec.BackfillPending() {
+		return info, &slot.InUseError{Slot: cfg.Slot, Err: errBackfillUnderWay}
+	}
+	return info, nil
+}
+
+var errBackfillUnderWay = errors.New("a backfill of the slot is under way")
+
+// checkPublication checks that the publication exists and that its tables
+// have usable outbox columns (or tolerates them, for the dead-letter topic).
+func checkPublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *slog.Logger) error {
+	tables, err := slot.CheckPublication(ctx, conn, cfg.Publication, cfg.Columns)
+	switch {
+	case errors.Is(err, slot.ErrTableUnusable) && cfg.TolerateUnusableTables:
+		log.Warn("a table in the publication has no usable outbox columns: its rows go to the dead-letter topic", "err", err)
+	case err != nil:
+		return err
+	case len(tables) == 0:
+		log.Warn("publication covers no tables: nothing will be published", "publication", cfg.Publication)
+	}
+	return nil
 }
 
 // slotHolder reads who holds the slot (0 when nobody does any more).

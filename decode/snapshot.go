@@ -20,26 +20,36 @@ import (
 // and ends at endLSN: the position of the slot the backfill precedes.
 type Snapshot struct {
 	d          *Decoder
-	relID      uint32
+	tables     uint32 // relation ids handed out so far
 	commitLSN  outbox.LSN
 	endLSN     outbox.LSN
 	commitTime time.Time
 	buf        []byte
 }
 
-// snapshotRelID is the relation id of the table in the Snapshot's own
-// stream (the value is arbitrary: the stream holds one table).
-const snapshotRelID = 1
+// NewSnapshot returns a Snapshot decoding with the outbox column names,
+// and the Begin message of its transaction. Describe each table with
+// Table before its rows.
+func NewSnapshot(names Columns, commitLSN, endLSN outbox.LSN, commitTime time.Time) (*Snapshot, Message, error) {
+	s := &Snapshot{d: NewDecoder(names), commitLSN: commitLSN, endLSN: endLSN, commitTime: commitTime}
+	// Begin: final LSN, commit time, xid (none: the snapshot is no transaction).
+	b := append(s.buf[:0], 'B')
+	b = binary.BigEndian.AppendUint64(b, uint64(commitLSN))
+	b = binary.BigEndian.AppendUint64(b, uint64(pgMicros(commitTime)))
+	b = binary.BigEndian.AppendUint32(b, 0)
+	s.buf = b
+	begin, err := s.d.Decode(b)
+	return s, begin, err
+}
 
-// NewSnapshot returns a Snapshot of rows of table schema.name whose
-// columns are cols (every column, in table order, as the SELECT returns
-// them), decoded with the outbox columns names, and the Begin message of
-// its transaction.
-func NewSnapshot(names Columns, schema, name string, cols []Column, commitLSN, endLSN outbox.LSN, commitTime time.Time) (*Snapshot, Message, error) {
-	s := &Snapshot{d: NewDecoder(names), relID: snapshotRelID, commitLSN: commitLSN, endLSN: endLSN, commitTime: commitTime}
-	// Relation: id, namespace, name, replica identity, columns.
+// Table describes table schema.name, whose rows have the columns cols (in
+// the order the SELECT returns them), as a Relation message would, and
+// returns the id its rows are passed with. A table without usable outbox
+// columns is accepted: each of its rows is then a *RowError.
+func (s *Snapshot) Table(schema, name string, cols []Column) (uint32, error) {
+	s.tables++
 	b := append(s.buf[:0], 'R')
-	b = binary.BigEndian.AppendUint32(b, s.relID)
+	b = binary.BigEndian.AppendUint32(b, s.tables)
 	b = append(append(b, schema...), 0)
 	b = append(append(b, name...), 0)
 	b = append(b, 'd')
@@ -50,25 +60,20 @@ func NewSnapshot(names Columns, schema, name string, cols []Column, commitLSN, e
 		b = binary.BigEndian.AppendUint32(b, c.TypeOID)
 		b = binary.BigEndian.AppendUint32(b, 0xffffffff)
 	}
-	if _, err := s.d.Decode(b); err != nil {
-		return nil, Message{}, fmt.Errorf("describing %s.%s: %w", schema, name, err)
-	}
-	// Begin: final LSN, commit time, xid (none: the snapshot is no transaction).
-	b = append(b[:0], 'B')
-	b = binary.BigEndian.AppendUint64(b, uint64(commitLSN))
-	b = binary.BigEndian.AppendUint64(b, uint64(pgMicros(commitTime)))
-	b = binary.BigEndian.AppendUint32(b, 0)
-	begin, err := s.d.Decode(b)
 	s.buf = b
-	return s, begin, err
+	if _, err := s.d.Decode(b); err != nil {
+		return 0, fmt.Errorf("describing %s.%s: %w", schema, name, err)
+	}
+	return s.tables, nil
 }
 
-// Row decodes one row: values holds each column's text form, nil for NULL.
-// Its errors are those of Decoder.Decode for an insert (a *RowError for a
-// row that cannot become a record).
-func (s *Snapshot) Row(values [][]byte) (Message, error) {
+// Row decodes one row of the table rel: values holds each column's text
+// form, nil for NULL. Its errors are those of Decoder.Decode for an insert
+// (a *RowError for a row that cannot become a record). Events are indexed
+// in the order of their rows, across tables.
+func (s *Snapshot) Row(rel uint32, values [][]byte) (Message, error) {
 	b := append(s.buf[:0], 'I')
-	b = binary.BigEndian.AppendUint32(b, s.relID)
+	b = binary.BigEndian.AppendUint32(b, rel)
 	b = append(b, 'N')
 	b = binary.BigEndian.AppendUint16(b, uint16(len(values)))
 	for _, v := range values {

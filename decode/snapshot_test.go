@@ -29,14 +29,18 @@ func TestSnapshotRowsDecodeAsStreamedInserts(t *testing.T) {
 			mustDecode(t, streamed, encBegin(0x5000, commit, 1))
 			want := mustDecode(t, streamed, encInsert(99, tt.row...))
 
-			s, begin, err := NewSnapshot(Columns{}, "app", "outbox", tt.cols, 0x5000, 0x5030, commit)
+			s, begin, err := NewSnapshot(Columns{}, 0x5000, 0x5030, commit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel, err := s.Table("app", "outbox", tt.cols)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if begin.Kind != KindBegin || begin.FinalLSN != 0x5000 || !begin.CommitTime.Equal(commit) {
 				t.Fatalf("begin = %+v", begin)
 			}
-			got, err := s.Row(rowValues(tt.row))
+			got, err := s.Row(rel, rowValues(tt.row))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,24 +57,36 @@ func TestSnapshotRowsDecodeAsStreamedInserts(t *testing.T) {
 }
 
 func TestSnapshotCountsRowsAndRefusesMalformedOnes(t *testing.T) {
-	s, _, err := NewSnapshot(Columns{}, "public", "outbox", outboxColumns(), 0x10, 0x20, time.Unix(0, 0))
+	s, _, err := NewSnapshot(Columns{}, 0x10, 0x20, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := s.Table("public", "outbox", outboxColumns())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ok := []tv{text("1"), null, text("t"), text("{}"), null, null}
 	for i := range 3 {
-		m, err := s.Row(rowValues(ok))
+		m, err := s.Row(rel, rowValues(ok))
 		if err != nil || m.Event.Index != i || m.Event.CommitLSN != 0x10 || m.Event.Table != "public.outbox" {
 			t.Fatalf("row %d: %+v, %v", i, m.Event, err)
 		}
 	}
-	_, err = s.Row(rowValues([]tv{text("2"), null, null, text("{}"), null, null}))
+	_, err = s.Row(rel, rowValues([]tv{text("2"), null, null, text("{}"), null, null}))
 	var re *RowError
 	if !errors.As(err, &re) || re.Column != "topic" || re.ID != 2 || re.Index != 3 {
 		t.Fatalf("row with a null topic: %v, want a RowError for column topic at index 3", err)
 	}
-	if _, err := s.Row(rowValues(ok[:2])); err == nil {
+	if _, err := s.Row(rel, rowValues(ok[:2])); err == nil {
 		t.Fatal("a row with too few columns was accepted")
+	}
+	// A second table's rows go on counting: positions stay unique.
+	other, err := s.Table("public", "outbox2", outboxColumns())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Row(other, rowValues(ok)); err != nil || m.Event.Index != 4 || m.Event.Table != "public.outbox2" {
+		t.Fatalf("first row of a second table: %+v, %v; want index 4 of public.outbox2", m.Event, err)
 	}
 }
 

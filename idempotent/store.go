@@ -66,7 +66,7 @@ func (s Store) Migrate(ctx context.Context, db DB) error {
 
 // Maintained is what one Maintain call did.
 type Maintained struct {
-	Created, Dropped []string // partition names
+	Ensured, Dropped []string // partition names: those that exist now for today and the days ahead, and those dropped
 }
 
 // Maintain creates the partitions of the days from now's to ahead days
@@ -87,7 +87,7 @@ func (s Store) Maintain(ctx context.Context, db DB, now time.Time, ttl time.Dura
 		if err != nil {
 			return m, fmt.Errorf("creating partition %s: %w", name.Sanitize(), err)
 		}
-		m.Created = append(m.Created, name[len(name)-1])
+		m.Ensured = append(m.Ensured, name[len(name)-1])
 	}
 	parts, err := s.partitions(ctx, db)
 	if err != nil {

@@ -46,7 +46,7 @@ const (
 
 // ErrCatalogDenied is matched by the errors of reads of outboxd_slots that
 // the role may not do (a role with only REPLICATION and CONNECT).
-var ErrCatalogDenied = errors.New("permission denied on table outboxd_slots: grant SELECT, INSERT, UPDATE ON outboxd_slots to outboxd's role, so that a lost slot can be told from one never created")
+var ErrCatalogDenied = errors.New("permission denied on table outboxd_slots: grant SELECT, INSERT, UPDATE ON outboxd_slots to outboxd's role, so that a lost slot and an unfinished backfill are seen")
 
 // ErrNoCatalog is matched by the errors of writes to outboxd_slots when
 // the table does not exist (migrate has not run since version 0005).

@@ -48,14 +48,19 @@ func LostError(slot string, rec Record, found bool, systemID string, timeline in
 		b.WriteString(" (dropped, or never carried over to this server)")
 	}
 	b.WriteString(": outbox rows committed since it vanished are in no slot and were not published. ")
-	since := rec.CreatedAt
+	since := rec.CreatedAt.Add(-RecoveryMargin)
 	if !rec.AcknowledgedCommitTime.IsZero() {
 		since = rec.AcknowledgedCommitTime.Add(-RecoveryMargin)
 		fmt.Fprintf(&b, "Kafka acknowledged commits up to %s. ", rec.AcknowledgedCommitTime.UTC().Format(time.RFC3339Nano))
 	}
+	pred := fmt.Sprintf("created_at >= '%s'", since.UTC().Format(time.RFC3339))
+	if rec.BackfillPending() {
+		fmt.Fprintf(&b, "Its backfill (%s) had not finished either: its rows are owed too. ", rec.BackfillWhere)
+		pred = "(" + rec.BackfillWhere + ") OR " + pred
+	}
 	fmt.Fprintf(&b, "To publish what may be missing and start a new slot with no gap, run:\n"+
-		"  outboxd run --create-slot --backfill-where \"created_at >= '%s'\"\n"+
-		"(a predicate on the outbox table; rows it matches that were published already are sent again, so make it as narrow as you safely can, and wider if a transaction may have run longer than %s)",
-		since.UTC().Format(time.RFC3339), RecoveryMargin)
+		"  outboxd run --create-slot --backfill-where \"%s\"\n"+
+		"(a predicate on the outbox table, whose rows must still be there; rows it matches that were published already are sent again, so make it as narrow as you safely can, and wider if a transaction may have run longer than %s)",
+		pred, RecoveryMargin)
 	return fmt.Errorf("%w: %s", ErrMissing, b.String())
 }

@@ -106,18 +106,16 @@ func migrateSlot(ctx context.Context, conn *pgx.Conn, cfg config.Config, log *sl
 	if err != nil {
 		return err
 	}
-	var hasRows bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+table.Sanitize()+")").Scan(&hasRows); err != nil {
-		return fmt.Errorf("checking whether %s holds rows: %w", cfg.Table, err)
+	// Checked in the slot's own snapshot: a row committed while the slot
+	// was being created is either in that snapshot (refused) or in the slot.
+	lsn, empty, err := cdc.CreateSlotIfEmpty(ctx, cfg.Stream.DatabaseURL, name, table)
+	if err != nil {
+		return err
 	}
-	if hasRows {
+	if !empty {
 		return fmt.Errorf("%s already holds rows, which a slot created now would never publish: to publish them, run `outboxd migrate --create-slot=false` "+
 			"and then `outboxd run --create-slot --backfill-where \"<predicate>\"` (e.g. \"published_at IS NULL\" after a polling relay); "+
 			"to leave them unpublished, run `outboxd migrate --create-slot=false` and then `outboxd run --create-slot`", cfg.Table)
-	}
-	lsn, err := slot.Create(ctx, conn, name)
-	if err != nil {
-		return err
 	}
 	if err := slot.SaveRecord(ctx, conn, slot.Record{Slot: name, SystemID: systemID, Timeline: timeline, CreatedBy: slot.CreatedByMigrate, ConsistentPoint: lsn}); err != nil {
 		return err
@@ -142,7 +140,9 @@ func printMigrationSQL(w io.Writer, cfg config.Config) error {
 	if cfg.Stream.CreateSlot {
 		fmt.Fprintf(w, "\n-- the replication slot: from now on every committed outbox row is kept for outboxd\n")
 		fmt.Fprintf(w, "-- (outboxd run records it in outboxd_slots when it first starts)\n")
-		fmt.Fprintf(w, "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')\nWHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = %s);\n", sqlquote.Literal(cfg.Stream.Slot), sqlquote.Literal(cfg.Stream.Slot))
+		fmt.Fprintf(w, "-- (not where outboxd_slots records the slot: a slot it records that is gone was lost, see README)\n")
+		fmt.Fprintf(w, "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')\nWHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = %s)\n  AND NOT EXISTS (SELECT 1 FROM outboxd_slots WHERE slot_name = %s);\n",
+			sqlquote.Literal(cfg.Stream.Slot), sqlquote.Literal(cfg.Stream.Slot), sqlquote.Literal(cfg.Stream.Slot))
 	}
 	return nil
 }

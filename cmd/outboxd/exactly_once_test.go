@@ -174,11 +174,28 @@ func TestExactlyOnceUnderKill9SIGTERMAndWalsenderKills(t *testing.T) {
 		var ids []int64
 		var werr error
 		written := make(chan struct{})
-		n := 200
-		if fault == "kill9-streaming" {
-			n = 3000 // still writing when killed
-		}
-		go func() { defer close(written); ids, werr = w.tryWrite(t.Context(), n, round*10000) }()
+		killed := make(chan struct{})
+		go func() {
+			defer close(written)
+			if fault != "kill9-streaming" {
+				ids, werr = w.tryWrite(t.Context(), 200, round*10000)
+				return
+			}
+			// Still writing when killed, and after: the next process has
+			// rows of its own to commit besides those it must skip.
+			for i := 0; werr == nil; i++ {
+				var more []int64
+				more, werr = w.tryWrite(t.Context(), 50, round*10000+i*250)
+				ids = append(ids, more...)
+				select {
+				case <-killed:
+					if i%8 == 7 {
+						return
+					}
+				default:
+				}
+			}
+		}()
 		if fault == "kill9-streaming" {
 			// Past the producer's start (fencing, reading the progress
 			// topic), into steady commits.
@@ -190,6 +207,7 @@ func TestExactlyOnceUnderKill9SIGTERMAndWalsenderKills(t *testing.T) {
 		case "kill9", "kill9-streaming":
 			_ = p.cmd.Process.Signal(syscall.SIGKILL)
 			p.wait(t, time.Minute)
+			close(killed)
 			<-written
 		default:
 			w.terminateWalsender(t)

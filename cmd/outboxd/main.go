@@ -35,6 +35,9 @@ Usage:
                                           stream the outbox to Kafka until SIGTERM/SIGINT
   outboxd status --database-url URL       the slot's state, lag and retained WAL; exit 1 when
                                           the slot is missing or invalidated
+  outboxd processed-keys --database-url URL
+                                          maintain the processed_keys table of idempotent
+                                          consumers (package idempotent): partitions, TTL
   outboxd demo                            a throwaway PostgreSQL and in-process Kafka, with
                                           sample orders flowing through
   outboxd version                         print the version
@@ -73,6 +76,8 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return cmdDemo(ctx, rest, stdout, stderr, getenv)
 	case "status":
 		return cmdStatus(ctx, rest, stdout, stderr, getenv)
+	case "processed-keys":
+		return cmdProcessedKeys(ctx, rest, stdout, stderr, getenv)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "outboxd", version)
 		return exitOK

@@ -278,8 +278,9 @@ func TestWALRetentionWarning(t *testing.T) {
 	p.wait(t, time.Minute)
 }
 
-// TestLeastPrivilegeRole: run works with a role that has only REPLICATION
-// and CONNECT (what the README documents), heartbeat included.
+// TestLeastPrivilegeRole: run works with a role that has only REPLICATION,
+// CONNECT and SELECT, INSERT, UPDATE on outboxd_slots (what the README
+// documents), heartbeat included, and is refused without the last.
 func TestLeastPrivilegeRole(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -302,6 +303,16 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		_, _ = w.pool.Exec(context.Background(), "DROP ROLE "+role)
 	})
 	limited := strings.Replace(w.url, "postgres://postgres@", "postgres://"+role+"@", 1)
+	// Without access to outboxd_slots a pending backfill would go unseen:
+	// refused, naming the grant.
+	denied := w.start(t, "--database-url", limited)
+	if code := denied.wait(t, time.Minute); code != exitError || !strings.Contains(denied.log(), "GRANT SELECT, INSERT, UPDATE ON outboxd_slots") && !strings.Contains(denied.log(), "grant SELECT, INSERT, UPDATE ON outboxd_slots") {
+		t.Fatalf("run without access to outboxd_slots: exit %d, want %d naming the grant; log:\n%s", code, exitError, denied.log())
+	}
+	if _, err := w.pool.Exec(ctx, "GRANT SELECT, INSERT, UPDATE ON outboxd_slots TO "+role); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = w.pool.Exec(context.Background(), "REVOKE ALL ON outboxd_slots FROM "+role) })
 	addr := freeAddr(t)
 	p := w.start(t, "--database-url", limited, "--heartbeat-interval", "200ms", "--metrics-addr", addr)
 	ids := w.write(t, 2, 0)

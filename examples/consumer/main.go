@@ -1,42 +1,45 @@
-// Command consumer is a minimal idempotent consumer of the records outboxd
-// publishes, used by docker-compose.yml to show events flowing.
+// Command consumer is an idempotent consumer of the records outboxd
+// publishes, built with package idempotent; docker-compose.yml runs it to
+// show events flowing.
 //
-// It joins a consumer group, prints every record as one line
+// It joins a consumer group and, for each record, in one PostgreSQL
+// transaction: records the record's `id` header (the outbox id, the same on
+// every redelivery) in processed_keys, and only when that is new, writes the
+// order into its own table example_orders and prints one line
 //
 //	topic=orders.created key=<aggregate_id> id=<outbox id> payload=<json>
 //
-// and drops redeliveries by the record's `id` header, the outbox row's id,
-// which outboxd sets on every record and which stays the same when a record is
-// sent again (after an outboxd crash, or a consumer rebalance or restart
-// before its offsets were committed). A redelivery prints
-// `duplicate id=N skipped` instead.
-//
-// Offsets are committed after each polled batch has been processed
-// (at-least-once), and rebalances are held off while a batch is being
-// processed so that the commit only covers partitions this member still owns.
+// A redelivery (after an outboxd crash, a rebalance, a restart before the
+// offsets were committed, a replay from the beginning) finds its key and is
+// skipped: example_orders holds each order once, across restarts too.
+// Offsets are committed after the database commit.
 //
 // Configuration, from the environment:
 //
-//	CONSUMER_BROKERS  Kafka bootstrap brokers, HOST:PORT[,HOST:PORT...] (required)
-//	CONSUMER_TOPICS   topics to consume, comma-separated (required)
-//	CONSUMER_GROUP    consumer group (default example-consumer)
+//	CONSUMER_BROKERS       Kafka bootstrap brokers, HOST:PORT[,HOST:PORT...] (required)
+//	CONSUMER_TOPICS        topics to consume, comma-separated (required)
+//	CONSUMER_DATABASE_URL  PostgreSQL URL of the consumer's own database (required)
+//	CONSUMER_GROUP         consumer group (default example-consumer)
 //
 // SIGINT or SIGTERM finishes the batch in hand, commits it, leaves the group
-// and exits 0.
+// and exits 0. A record that keeps failing stops it with exit 1.
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/idempotent"
 )
 
 func main() {
@@ -46,105 +49,74 @@ func main() {
 func run(getenv func(string) string, stdout, stderr io.Writer) int {
 	brokers := splitList(getenv("CONSUMER_BROKERS"))
 	topics := splitList(getenv("CONSUMER_TOPICS"))
+	dbURL := getenv("CONSUMER_DATABASE_URL")
 	group := getenv("CONSUMER_GROUP")
 	if group == "" {
 		group = "example-consumer"
 	}
-	if len(brokers) == 0 || len(topics) == 0 {
-		fmt.Fprintln(stderr, "consumer: set CONSUMER_BROKERS (HOST:PORT,...) and CONSUMER_TOPICS (topic,...); CONSUMER_GROUP is optional")
+	if len(brokers) == 0 || len(topics) == 0 || dbURL == "" {
+		fmt.Fprintln(stderr, "consumer: set CONSUMER_BROKERS (HOST:PORT,...), CONSUMER_TOPICS (topic,...) and CONSUMER_DATABASE_URL; CONSUMER_GROUP is optional")
 		return 2
 	}
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	log := slog.New(slog.NewTextHandler(stderr, nil))
 
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
-		kgo.ConsumerGroup(group),
-		kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), // a new group reads from the beginning
-		kgo.DisableAutoCommit(),                           // commit only what was processed
-		kgo.BlockRebalanceOnPoll(),                        // no rebalance between poll and commit
-	)
+	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
-		fmt.Fprintln(stderr, "consumer:", err)
+		log.Error("consumer: connecting to PostgreSQL", "err", err)
 		return 1
 	}
-	defer cl.Close() // leaves the group
-
-	fmt.Fprintf(stderr, "consumer: group %s consuming %s from %s\n", group, strings.Join(topics, ","), strings.Join(brokers, ","))
-	seen := newDeduper()
-	for {
-		fetches := cl.PollFetches(ctx)
-		if fetches.IsClientClosed() {
-			return 0
-		}
-		fetches.EachError(func(topic string, partition int32, err error) {
-			if !errors.Is(err, context.Canceled) {
-				fmt.Fprintf(stderr, "consumer: fetching %s[%d]: %v\n", topic, partition, err)
-			}
-		})
-		fetches.EachRecord(func(r *kgo.Record) {
-			fmt.Fprintln(stdout, seen.handle(r))
-		})
-		// Commit what was just processed, also when a signal arrived meanwhile.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if err := cl.CommitUncommittedOffsets(cctx); err != nil {
-			fmt.Fprintln(stderr, "consumer: committing offsets:", err)
-		}
-		cancel()
-		cl.AllowRebalance()
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "consumer: stopping")
-			return 0
-		}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, schema); err != nil {
+		log.Error("consumer: creating example_orders", "err", err)
+		return 1
 	}
+	c, err := idempotent.New(ctx, idempotent.Config{
+		Brokers: brokers, Group: group, Topics: topics, Log: log,
+		Handler: func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error {
+			return handle(ctx, tx, r, stdout)
+		},
+	}, pool)
+	if err != nil {
+		log.Error("consumer: starting", "err", err)
+		return 1
+	}
+	defer c.Close() // leaves the group
+	if err := c.Run(ctx); err != nil {
+		log.Error("consumer: stopped", "err", err)
+		return 1
+	}
+	return 0
 }
 
-// deduper remembers the ids it has processed.
-//
-// In memory only, and growing without bound: enough for an example, and it
-// forgets everything on restart. A real consumer records each processed id
-// in its own database, in the same transaction as the business write the
-// record causes, e.g.
-//
-//	INSERT INTO processed_events (id) VALUES ($1) ON CONFLICT DO NOTHING
-//
-// and skips the business write when that inserted no row. Then a redelivery
-// is harmless however late it comes, and the offset commit can lag freely.
-type deduper struct {
-	seen map[string]struct{}
-}
+// schema is the business table: one row per order, written in the same
+// transaction that records the record's key.
+const schema = `CREATE TABLE IF NOT EXISTS example_orders (
+    outbox_id    bigint      NOT NULL,
+    topic        text        NOT NULL,
+    aggregate_id text        NOT NULL,
+    payload      jsonb       NOT NULL,
+    received_at  timestamptz NOT NULL DEFAULT now()
+)`
 
-func newDeduper() *deduper { return &deduper{seen: map[string]struct{}{}} }
-
-// handle processes one record (here: formats it) unless its id was processed
-// before, and returns the line to print. A record without an id header cannot
-// be deduplicated and is always processed.
-func (d *deduper) handle(r *kgo.Record) string {
-	id, ok := header(r, "id")
-	if ok {
-		if _, dup := d.seen[id]; dup {
-			return "duplicate id=" + id + " skipped"
-		}
-		d.seen[id] = struct{}{}
+// handle is the business logic: store the order, print it.
+func handle(ctx context.Context, tx pgx.Tx, r *kgo.Record, out io.Writer) error {
+	id, err := idempotent.IDHeader(r)
+	if err != nil {
+		return err
 	}
-	return format(r, id)
+	if _, err := tx.Exec(ctx, `INSERT INTO example_orders (outbox_id, topic, aggregate_id, payload) VALUES ($1, $2, $3, $4)`,
+		id, r.Topic, string(r.Key), string(r.Value)); err != nil {
+		return fmt.Errorf("storing order %s: %w", id, err)
+	}
+	fmt.Fprintln(out, format(r, id))
+	return nil
 }
 
 // format is the line printed for a processed record.
 func format(r *kgo.Record, id string) string {
 	return fmt.Sprintf("topic=%s key=%s id=%s payload=%s", r.Topic, r.Key, id, r.Value)
-}
-
-// header returns the value of the record's first header named key.
-func header(r *kgo.Record, key string) (string, bool) {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value), true
-		}
-	}
-	return "", false
 }
 
 // splitList splits a comma-separated list, dropping blanks.
