@@ -187,21 +187,19 @@ func (c *Consumer) transaction(ctx context.Context, recs []*kgo.Record) error {
 		return fmt.Errorf("starting a transaction: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit, a no-op
-	if err := c.store.lock(ctx, tx, c.cfg.Name, keys); err != nil {
+	fresh, err := c.store.claim(ctx, tx, c.cfg.Name, keys)
+	if err != nil {
 		return err
 	}
 	var processed, duplicates int
 	for i, r := range recs {
-		fresh, err := c.store.insert(ctx, tx, c.cfg.Name, keys[i])
-		if err != nil {
-			return err
-		}
-		if !fresh {
+		if !fresh[keys[i]] {
 			duplicates++
 			continue
 		}
+		delete(fresh, keys[i]) // a later record with the same key is a duplicate
 		start := time.Now()
-		err = c.handle(ctx, tx, r)
+		err := c.handle(ctx, tx, r)
 		c.metrics.handlerSeconds.Observe(time.Since(start).Seconds())
 		if err != nil {
 			return fmt.Errorf("handler, key %q: %w", keys[i], err)

@@ -45,10 +45,7 @@ func (c *Consumer) deadLetter(ctx context.Context, r *kgo.Record, cause error) e
 		return fmt.Errorf("recording the dead-lettered key %q: %w", key, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit, a no-op
-	if err := c.store.lock(ctx, tx, c.cfg.Name, []string{key}); err != nil {
-		return err
-	}
-	if _, err := c.store.insert(ctx, tx, c.cfg.Name, key); err != nil {
+	if _, err := c.store.claim(ctx, tx, c.cfg.Name, []string{key}); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

@@ -24,8 +24,8 @@ import (
 // order, so two transactions never deadlock), and only then inserts each
 // key unless a committed row has it. A second transaction with the same
 // key waits at the lock until the first commits or rolls back, and its
-// insert, a later statement, sees the outcome: the insert's row count is
-// the duplicate test, with no window between check and insert.
+// insert, a later statement, sees the outcome: the keys the insert returns
+// are the duplicate test, with no window between check and insert.
 type Store struct {
 	table pgx.Identifier
 }
@@ -145,19 +145,45 @@ func (s Store) partitions(ctx context.Context, db DB) ([]part, error) {
 	return out, nil
 }
 
-// lock takes the transaction-scoped advisory locks of the keys, in
-// ascending order.
-func (s Store) lock(ctx context.Context, tx pgx.Tx, consumer string, keys []string) error {
+// claim records the keys that no committed row (and no earlier position
+// in keys) has, and returns them. It takes the transaction-scoped advisory
+// locks of the keys first, in ascending order; the insert is a later
+// statement, so its snapshot sees every transaction that held one of those
+// locks before. Both statements go in one round trip.
+func (s Store) claim(ctx context.Context, tx pgx.Tx, consumer string, keys []string) (map[string]bool, error) {
 	ids := make([]int64, len(keys))
 	for i, k := range keys {
 		ids[i] = lockID(consumer, k)
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	if _, err := tx.Exec(ctx, `SELECT pg_catalog.pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k ORDER BY k`, ids); err != nil {
-		return fmt.Errorf("locking %d keys: %w", len(ids), err)
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_catalog.pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k ORDER BY k`, ids)
+	// A key twice in keys conflicts with itself (same processed_at, the
+	// transaction's now()): DO NOTHING keeps the first.
+	b.Queue(`INSERT INTO `+s.table.Sanitize()+` (consumer, key)
+		SELECT $1, k FROM unnest($2::text[]) AS k
+		WHERE NOT EXISTS (SELECT 1 FROM `+s.table.Sanitize()+` p WHERE p.consumer = $1 AND p.key = k)
+		ON CONFLICT DO NOTHING
+		RETURNING key`, consumer, keys)
+	res := tx.SendBatch(ctx, b)
+	defer res.Close()
+	if _, err := res.Exec(); err != nil {
+		return nil, fmt.Errorf("locking %d keys: %w", len(ids), err)
 	}
-	return nil
+	rows, err := res.Query()
+	if err != nil {
+		return nil, fmt.Errorf("recording %d keys: %w", len(keys), err)
+	}
+	fresh, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("recording %d keys: %w", len(keys), err)
+	}
+	out := make(map[string]bool, len(fresh))
+	for _, k := range fresh {
+		out[k] = true
+	}
+	return out, res.Close()
 }
 
 // lockID is a key's advisory lock: a 64-bit FNV-1a hash of the consumer
@@ -168,15 +194,4 @@ func lockID(consumer, key string) int64 {
 	h.Write([]byte{0})
 	h.Write([]byte(key))
 	return int64(h.Sum64())
-}
-
-// insert records the key unless a committed row (or this transaction)
-// has it; it reports whether it inserted. Call lock first.
-func (s Store) insert(ctx context.Context, tx pgx.Tx, consumer, key string) (bool, error) {
-	tag, err := tx.Exec(ctx, `INSERT INTO `+s.table.Sanitize()+` (consumer, key) SELECT $1, $2
-		WHERE NOT EXISTS (SELECT 1 FROM `+s.table.Sanitize()+` WHERE consumer = $1 AND key = $2)`, consumer, key)
-	if err != nil {
-		return false, fmt.Errorf("recording key %q: %w", key, err)
-	}
-	return tag.RowsAffected() == 1, nil
 }
