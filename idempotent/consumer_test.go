@@ -400,3 +400,53 @@ func header(r *kgo.Record, key string) string {
 	}
 	return ""
 }
+
+// With outboxd's exactly-once mode the consumer reads with read_committed
+// (KafkaOpts): records of an aborted Kafka transaction are never handed to
+// the handler; committed ones are, once.
+func TestReadCommittedSkipsAbortedTransactions(t *testing.T) {
+	t.Parallel()
+	b := newBed(t, 1)
+	txnl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.TransactionalID(testenv.Name(t, "txn")), kgo.DefaultProduceTopic(b.topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txnl.Close()
+	ctx := t.Context()
+	send := func(commit kgo.TransactionEndTry, ids ...int) {
+		t.Helper()
+		if err := txnl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			r := &kgo.Record{Value: []byte("{}"), Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(strconv.Itoa(id))}}}
+			if err := txnl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txnl.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(kgo.TryCommit, 1, 2, 3)
+	send(kgo.TryAbort, 4, 5)
+	send(kgo.TryCommit, 6, 3) // 3 again: a re-produced event
+	group := testenv.Name(t, "group")
+	r := b.start(t, idempotent.Config{Group: group, KafkaOpts: []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}})
+	b.waitRows(t, group, 4)
+	time.Sleep(500 * time.Millisecond)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.pool.Query(ctx, `SELECT key FROM business WHERE consumer = $1 ORDER BY key`, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(keys, ",") != "1,2,3,6" {
+		t.Errorf("processed %v, want 1,2,3,6 (4 and 5 aborted, 3 once)", keys)
+	}
+}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -232,8 +233,10 @@ func consumePlain(ctx context.Context, pool *pgxpool.Pool, broker, topic, group 
 	return time.Since(start), nil
 }
 
-// consumeIdempotent runs the package's Consumer until the business table
-// holds n rows.
+// consumeIdempotent runs the package's Consumer until its processed
+// counter (incremented after each database commit) reaches n. (Polling the
+// business table instead cost the measured run CPU the plain one did not
+// pay: a count(*) every 20 ms on 2 cores.)
 func consumeIdempotent(ctx context.Context, pool *pgxpool.Pool, broker, topic, table string, batch, n int, business idempotent.Handler) (time.Duration, error) {
 	var start atomic.Int64 // unix nanoseconds of the first record handled
 	rctx, cancel := context.WithCancel(ctx)
@@ -242,8 +245,9 @@ func consumeIdempotent(ctx context.Context, pool *pgxpool.Pool, broker, topic, t
 		start.CompareAndSwap(0, time.Now().UnixNano())
 		return business(ctx, tx, r)
 	}
+	reg := prometheus.NewRegistry()
 	c, err := idempotent.New(ctx, idempotent.Config{Brokers: []string{broker}, Group: table, Topics: []string{topic}, BatchSize: batch, Handler: h,
-		MaintenanceInterval: -1}, pool)
+		MaintenanceInterval: -1, Metrics: reg}, pool)
 	if err != nil {
 		return 0, err
 	}
@@ -254,18 +258,25 @@ func consumeIdempotent(ctx context.Context, pool *pgxpool.Pool, broker, topic, t
 		select {
 		case err := <-done:
 			return 0, fmt.Errorf("consumer stopped early: %v", err)
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(2 * time.Millisecond):
 		}
-		var rows int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&rows); err != nil {
-			return 0, err
-		}
-		if rows >= n {
+		if processed(reg) >= float64(n) {
 			elapsed := time.Since(time.Unix(0, start.Load()))
 			cancel()
 			return elapsed, <-done
 		}
 	}
+}
+
+// processed reads outboxd_consumer_processed_total.
+func processed(reg *prometheus.Registry) float64 {
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "outboxd_consumer_processed_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
 }
 
 func median(v []float64) float64 {
