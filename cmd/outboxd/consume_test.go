@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,6 +116,36 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		if mf.GetName() == name {
 			return mf.GetMetric()[0].GetCounter().GetValue()
 		}
+	}
+	return 0
+}
+
+// outboxd processed-keys: maintenance from cron; bad flags are refused
+// naming them.
+func TestProcessedKeysCommand(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.Database(t)
+	out, err := exec.Command(builtBinary, "processed-keys", "--database-url", dbURL, "--ttl", "1h", "--ahead", "0").CombinedOutput()
+	if code := exitCode(err); code != exitUsage || !strings.Contains(string(out), "--ttl") || !strings.Contains(string(out), "--ahead") {
+		t.Fatalf("bad flags: exit %d, want %d naming --ttl and --ahead:\n%s", code, exitUsage, out)
+	}
+	out, err = exec.Command(builtBinary, "processed-keys", "--database-url", dbURL, "--ahead", "2").CombinedOutput()
+	if err != nil {
+		t.Fatalf("processed-keys: %v\n%s", err, out)
+	}
+	today := time.Now().UTC().Format("20060102")
+	if !strings.Contains(string(out), "processed_keys_p"+today) || !strings.Contains(string(out), "dropped: none") {
+		t.Errorf("output lacks today's partition or the dropped line:\n%s", out)
+	}
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
 	}
 	return 0
 }
