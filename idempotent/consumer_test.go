@@ -172,28 +172,12 @@ func TestDuplicatesInABatchAndAcrossBatchesAreProcessedOnce(t *testing.T) {
 	if rows, twice := b.rows(t, group); rows != 6 || twice != 0 {
 		t.Errorf("%d business rows, %d keys twice; want 6 and 0", rows, twice)
 	}
-	if got := metricValue(t, reg, "outboxd_consumer_duplicates_total"); got != 4 {
+	if got := testenv.CounterValue(t, reg, "outboxd_consumer_duplicates_total"); got != 4 {
 		t.Errorf("outboxd_consumer_duplicates_total = %v, want 4", got)
 	}
-	if got := metricValue(t, reg, "outboxd_consumer_processed_total"); got != 6 {
+	if got := testenv.CounterValue(t, reg, "outboxd_consumer_processed_total"); got != 6 {
 		t.Errorf("outboxd_consumer_processed_total = %v, want 6", got)
 	}
-}
-
-// metricValue reads a registered counter by name.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
 }
 
 // Two consumers with one name handed the same records at once (two
@@ -303,7 +287,7 @@ func TestFailingRecordStopsOrIsDeadLettered(t *testing.T) {
 		if rows, _ := b.rows(t, group); rows != 4 {
 			t.Errorf("%d business rows, want the 4 before the failing record", rows)
 		}
-		if got := metricValue(t, reg, "outboxd_consumer_retries_total"); got != 2 {
+		if got := testenv.CounterValue(t, reg, "outboxd_consumer_retries_total"); got != 2 {
 			t.Errorf("outboxd_consumer_retries_total = %v, want 2 (3 attempts)", got)
 		}
 	})

@@ -59,7 +59,7 @@ func TestReplayTwiceChangesNothing(t *testing.T) {
 		go func() { done <- c.Run(rctx) }()
 		total := topicRecords(t, w)
 		waitFor(t, 2*time.Minute, "every record in the topic consumed", func() bool {
-			return counterValue(t, reg, "outboxd_consumer_processed_total")+counterValue(t, reg, "outboxd_consumer_duplicates_total") >= float64(total)
+			return testenv.CounterValue(t, reg, "outboxd_consumer_processed_total")+testenv.CounterValue(t, reg, "outboxd_consumer_duplicates_total") >= float64(total)
 		})
 		cancel()
 		if err := <-done; err != nil {
@@ -104,20 +104,6 @@ func topicRecords(t *testing.T, w *world) int {
 	n := 0
 	ends.Each(func(o kadm.ListedOffset) { n += int(o.Offset) })
 	return n
-}
-
-func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return 0
 }
 
 // outboxd processed-keys: maintenance from cron; bad flags are refused
