@@ -323,3 +323,36 @@ func TestBackfillAppliesThePublicationsRowFilter(t *testing.T) {
 		t.Errorf("backfilled %d rows, consumed %d records; want the 2 the row filter lets through", st.BackfillTotal, len(recs))
 	}
 }
+
+// A process that finds, between two sessions, a backfill recorded as
+// unfinished (its process died) does not wait on it forever: it takes the
+// lock and backfills itself.
+func TestStandbyTakesOverADeadBackfill(t *testing.T) {
+	t.Parallel()
+	b := newBed(t, "", nil)
+	want, err := b.insert(t.Context(), []row{{agg: uuidFor(1), topic: b.topic, payload: `{}`}, {agg: uuidFor(1), topic: b.topic, payload: `{}`}}, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.dropSlot(t) // a slot newer than the rows: the stream alone never publishes them
+	if _, err := b.pool.Exec(t.Context(), `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, b.slot); err != nil {
+		t.Fatal(err)
+	}
+	r := b.start(cdc.Config{ReconnectMaxInterval: 200 * time.Millisecond})
+	waitForState(t, r, cdc.StateStreaming)
+	// Another process's backfill, recorded and never finished.
+	if err := slot.SaveRecord(t.Context(), b.pool, slot.Record{Slot: b.slot, SystemID: "x", Timeline: 1, CreatedBy: slot.CreatedByRun, BackfillWhere: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(t.Context(), `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1`, b.slot); err != nil {
+		t.Fatal(err)
+	}
+	b.consume().untilIDs(t, want, time.Minute) // the rows predate the slot: only a backfill publishes them
+	waitForState(t, r, cdc.StateStreaming)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, _ := slot.ReadRecord(t.Context(), b.pool, b.slot); !rec.BackfillDone || rec.BackfillRows != 2 {
+		t.Errorf("outboxd_slots = %+v, want the backfill of 2 rows done", rec)
+	}
+}

@@ -106,11 +106,23 @@ func (s *Streamer) loop(ctx context.Context) error {
 		var inUse *slot.InUseError
 		var wait time.Duration
 		switch {
+		case errors.Is(err, errBackfillUnderWay):
+			// Set the slot up again: that waits on the lock while another
+			// process backfills, and backfills anew when that process died
+			// before finishing (nothing waits on a backfill forever).
+			s.log.Info("another process is backfilling the slot, or died doing it; standing by", "slot", s.cfg.Slot)
+			s.counters.state.Store(int32(StateStandby))
+			if err := s.setUp(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				s.counters.permanentErrors.Add(1)
+				return permanent(err)
+			}
+			continue
 		case errors.As(err, &inUse):
 			switch {
 			case waitingForSlot:
-			case errors.Is(err, errBackfillUnderWay):
-				s.log.Info("another process is backfilling the slot; standing by", "slot", s.cfg.Slot, "retry_interval", s.cfg.SlotRetryInterval)
 			default:
 				s.log.Info("replication slot is in use by another process; standing by to take over",
 					"slot", s.cfg.Slot, "active_pid", inUse.PID, "retry_interval", s.cfg.SlotRetryInterval)

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,19 +29,22 @@ import (
 
 // writers insert 5-row transactions into a table, each writer under a key
 // of its own (so each key's commit order is its id order), until halted.
-// A writer that loses its connection reconnects to the current URL.
+// A writer that loses its connection reconnects to the current URL. A
+// statement is never cancelled: halt waits for the one in hand, so every
+// commit is done when it returns. (Cancelled, a statement could still
+// commit on the server after halt returned, unseen by the test.)
 type writers struct {
-	url  atomic.Pointer[string]
-	mu   sync.Mutex
-	ids  []int64
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	url     atomic.Pointer[string]
+	mu      sync.Mutex
+	ids     []int64
+	stopped atomic.Bool
+	wg      sync.WaitGroup
 }
 
 func startWriters(t *testing.T, dbURL, table, topic string, n int) *writers {
 	t.Helper()
-	ctx, stop := context.WithCancel(context.Background())
-	ws := &writers{stop: stop}
+	ctx := context.Background()
+	ws := &writers{}
 	ws.url.Store(&dbURL)
 	for i := range n {
 		ws.wg.Add(1)
@@ -53,10 +57,13 @@ func startWriters(t *testing.T, dbURL, table, topic string, n int) *writers {
 					conn.Close(context.Background())
 				}
 			}()
-			for ctx.Err() == nil {
+			for !ws.stopped.Load() {
 				var err error
 				if conn == nil {
-					if conn, err = pgx.Connect(ctx, *ws.url.Load()); err != nil {
+					cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					conn, err = pgx.Connect(cctx, *ws.url.Load())
+					cancel()
+					if err != nil {
 						conn = nil
 						time.Sleep(100 * time.Millisecond)
 						continue
@@ -84,7 +91,7 @@ func startWriters(t *testing.T, dbURL, table, topic string, n int) *writers {
 	return ws
 }
 
-func (ws *writers) halt() { ws.stop(); ws.wg.Wait() }
+func (ws *writers) halt() { ws.stopped.Store(true); ws.wg.Wait() }
 
 func (ws *writers) count() int { ws.mu.Lock(); defer ws.mu.Unlock(); return len(ws.ids) }
 
@@ -297,7 +304,19 @@ func TestCutoverFromPollingRelay(t *testing.T) {
 		}
 	}
 	if len(count) != len(want) {
-		t.Errorf("%d distinct ids published, want the table's %d", len(count), len(want))
+		in := map[int64]bool{}
+		for _, id := range want {
+			in[id] = true
+		}
+		var extra []int64
+		for id := range count {
+			if !in[id] {
+				extra = append(extra, id)
+			}
+		}
+		slices.Sort(extra)
+		now := tableIDs(t, w.pool, "outbox_relay")
+		t.Errorf("%d distinct ids published, want the table's %d; published but not in it: %v (the table holds %d rows now)", len(count), len(want), extra, len(now))
 	}
 	checkKeyOrder(t, byKey)
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
