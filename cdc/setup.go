@@ -93,16 +93,7 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 // and logs a slot that is now on another server (a failover to a standby
 // that has it, a restore).
 func (s *Streamer) adoptSlot(ctx context.Context, conn *pgx.Conn, rec slot.Record, found bool, systemID string, timeline int32) {
-	var err error
-	switch {
-	case !found:
-		err = slot.SaveRecord(ctx, conn, slot.Record{Slot: s.cfg.Slot, SystemID: systemID, Timeline: timeline, CreatedBy: slot.CreatedByAdopted})
-	case rec.SystemID != systemID || rec.Timeline != timeline:
-		s.log.Warn("the slot is on another server than when it was recorded (a failover to a standby that has the slot, or a restore)",
-			"slot", s.cfg.Slot, "system_id", systemID, "timeline", timeline, "recorded_system_id", rec.SystemID, "recorded_timeline", rec.Timeline)
-		err = slot.MoveRecord(ctx, conn, s.cfg.Slot, systemID, timeline)
-	}
-	if err != nil {
+	if err := slot.Adopt(ctx, conn, rec, found, s.cfg.Slot, systemID, timeline, s.log); err != nil {
 		s.log.Warn("could not record the slot in outboxd_slots; a lost slot will not be recognized as lost", "slot", s.cfg.Slot, "err", err)
 	}
 }
@@ -132,33 +123,11 @@ func (s *Streamer) createSlotWithBackfill(ctx context.Context, conn *pgx.Conn, r
 	if err := slot.SaveRecord(ctx, conn, rec); err != nil {
 		return fmt.Errorf("a backfill needs outboxd_slots to survive a crash: %w", err)
 	}
-	repl, err := connectReplication(ctx, s.cfg.DatabaseURL)
+	cp, tx, err := createWithSnapshot(ctx, s.cfg.DatabaseURL, s.cfg.Slot, conn)
 	if err != nil {
 		return err
 	}
-	defer repl.Close(context.WithoutCancel(ctx))
-	// The option list (PostgreSQL 15+; the legacy EXPORT_SNAPSHOT keyword
-	// cannot be combined with the options later versions add).
-	created, err := pglogrepl.CreateReplicationSlot(ctx, repl, s.cfg.Slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "(SNAPSHOT 'export')"})
-	if err != nil {
-		return fmt.Errorf("creating replication slot %s with an exported snapshot: %w", s.cfg.Slot, err)
-	}
-	cp, err := outbox.ParseLSN(created.ConsistentPoint)
-	if err != nil {
-		return fmt.Errorf("creating replication slot %s: consistent point %q: %w", s.cfg.Slot, created.ConsistentPoint, err)
-	}
-	// The exported snapshot lives until the replication connection runs
-	// another command: import it first.
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("starting the backfill transaction: %w", err)
-	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only; committed below when all went well
-	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+created.SnapshotName+"'"); err != nil {
-		return fmt.Errorf("importing the snapshot of slot %s: %w", s.cfg.Slot, err)
-	}
-	_ = repl.Close(ctx)
 	// The reading waits on Kafka (the pump's window): a statement_timeout
 	// meant for the application's queries must not cut it.
 	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
@@ -210,34 +179,20 @@ func lostSlot(ctx context.Context, conn *pgx.Conn, cfg Config) error {
 // holds rows the slot is dropped again and empty is false. (A plain check
 // before creating the slot would miss rows committed in between.)
 func CreateSlotIfEmpty(ctx context.Context, url, slotName string, table pgx.Identifier) (lsn outbox.LSN, empty bool, err error) {
-	repl, err := connectReplication(ctx, url)
-	if err != nil {
-		return 0, false, err
-	}
-	defer repl.Close(context.WithoutCancel(ctx))
-	created, err := pglogrepl.CreateReplicationSlot(ctx, repl, slotName, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "(SNAPSHOT 'export')"})
-	if err != nil {
-		return 0, false, fmt.Errorf("creating replication slot %s: %w", slotName, err)
-	}
-	if lsn, err = outbox.ParseLSN(created.ConsistentPoint); err != nil {
-		return 0, false, fmt.Errorf("creating replication slot %s: consistent point %q: %w", slotName, created.ConsistentPoint, err)
-	}
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return 0, false, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	err = pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+created.SnapshotName+"'"); err != nil {
-			return fmt.Errorf("importing the snapshot of slot %s: %w", slotName, err)
-		}
-		if err := tx.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+table.Sanitize()+")").Scan(&empty); err != nil {
-			return fmt.Errorf("checking whether %s holds rows: %w", table.Sanitize(), err)
-		}
-		return nil
-	})
-	_ = repl.Close(ctx)
+	lsn, tx, err := createWithSnapshot(ctx, url, slotName, conn)
+	if err != nil {
+		return 0, false, err
+	}
+	err = tx.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+table.Sanitize()+")").Scan(&empty)
+	if err != nil {
+		err = fmt.Errorf("checking whether %s holds rows: %w", table.Sanitize(), err)
+	}
+	_ = tx.Rollback(ctx) // read-only
 	if err == nil && empty {
 		return lsn, true, nil
 	}
@@ -245,4 +200,38 @@ func CreateSlotIfEmpty(ctx context.Context, url, slotName string, table pgx.Iden
 		err = errors.Join(err, fmt.Errorf("dropping slot %s again: %w", slotName, derr))
 	}
 	return 0, false, err
+}
+
+// createWithSnapshot creates the slot on a replication connection of its
+// own with an exported snapshot, and imports that snapshot into a
+// read-only REPEATABLE READ transaction on conn (an exported snapshot
+// lives only until the connection that created it runs another command).
+// It returns the slot's consistent point and the transaction; the
+// replication connection is closed.
+func createWithSnapshot(ctx context.Context, url, slotName string, conn *pgx.Conn) (outbox.LSN, pgx.Tx, error) {
+	repl, err := connectReplication(ctx, url)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer repl.Close(context.WithoutCancel(ctx))
+	// The option list (PostgreSQL 15+; the legacy EXPORT_SNAPSHOT keyword
+	// cannot be combined with the options later versions add).
+	created, err := pglogrepl.CreateReplicationSlot(ctx, repl, slotName, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "(SNAPSHOT 'export')"})
+	if err != nil {
+		return 0, nil, fmt.Errorf("creating replication slot %s with an exported snapshot: %w", slotName, err)
+	}
+	cp, err := outbox.ParseLSN(created.ConsistentPoint)
+	if err != nil {
+		return 0, nil, fmt.Errorf("creating replication slot %s: consistent point %q: %w", slotName, created.ConsistentPoint, err)
+	}
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return 0, nil, fmt.Errorf("starting a transaction for the snapshot of slot %s: %w", slotName, err)
+	}
+	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+created.SnapshotName+"'"); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return 0, nil, fmt.Errorf("importing the snapshot of slot %s: %w", slotName, err)
+	}
+	return cp, tx, nil
 }

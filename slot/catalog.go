@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -113,6 +114,23 @@ func MarkBackfilled(ctx context.Context, q Querier, slot string, consistentPoint
 	_, err := q.Exec(ctx, `UPDATE outboxd_slots SET backfill_done_at = now(), backfill_rows = $2, consistent_point = $3::pg_lsn WHERE slot_name = $1`,
 		slot, rows, consistentPoint.String())
 	return catalogWriteError("recording the backfill of slot "+slot+" as done", err)
+}
+
+// Adopt keeps the record of an existing slot current: a slot without a
+// record (created before outboxd_slots, or by hand) is recorded as
+// adopted, and one recorded on another server (a failover to a standby
+// that has the slot, or a restore) is logged with both servers and
+// recorded on this one.
+func Adopt(ctx context.Context, q Querier, rec Record, found bool, slot, systemID string, timeline int32, log *slog.Logger) error {
+	switch {
+	case !found:
+		return SaveRecord(ctx, q, Record{Slot: slot, SystemID: systemID, Timeline: timeline, CreatedBy: CreatedByAdopted})
+	case rec.SystemID != systemID || rec.Timeline != timeline:
+		log.Warn("the slot is on another server than when it was recorded (a failover to a standby that has the slot, or a restore)",
+			"slot", slot, "system_id", systemID, "timeline", timeline, "recorded_system_id", rec.SystemID, "recorded_timeline", rec.Timeline)
+		return MoveRecord(ctx, q, slot, systemID, timeline)
+	}
+	return nil
 }
 
 // MoveRecord records the server the slot is on now (a failover to a

@@ -92,10 +92,8 @@ func migrateSlot(ctx context.Context, conn *pgx.Conn, cfg config.Config, log *sl
 	}
 	switch {
 	case st.Exists:
-		if !found {
-			if err := slot.SaveRecord(ctx, conn, slot.Record{Slot: name, SystemID: systemID, Timeline: timeline, CreatedBy: slot.CreatedByAdopted}); err != nil {
-				return err
-			}
+		if err := slot.Adopt(ctx, conn, rec, found, name, systemID, timeline, log); err != nil {
+			return err
 		}
 		log.Info("replication slot exists", "slot", name, "confirmed_lsn", st.ConfirmedFlushLSN)
 		return nil
