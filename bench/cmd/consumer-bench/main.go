@@ -95,16 +95,11 @@ func run(ctx context.Context, o options, log *slog.Logger) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, pg.Remove(context.WithoutCancel(ctx))) }()
-	kdir, err := os.MkdirTemp("", "consumer-bench-kafka-")
+	kafka, err := testbed.StartKafkaTemp(ctx, o.testbed)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(kdir)
-	kafka, err := testbed.StartKafka(ctx, o.testbed, kdir)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, kafka.Stop(context.WithoutCancel(ctx))) }()
+	defer func() { err = errors.Join(err, kafka.Remove(context.WithoutCancel(ctx))) }()
 	pool, err := pgxpool.New(ctx, pg.URL)
 	if err != nil {
 		return err

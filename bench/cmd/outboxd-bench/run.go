@@ -96,16 +96,11 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return err
 	}
 	defer pg.Remove(context.WithoutCancel(ctx))
-	kdir, err := os.MkdirTemp("", "outboxd-bench-kafka-")
+	kafka, err := testbed.StartKafkaTemp(ctx, o.testbed)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(kdir)
-	kafka, err := testbed.StartKafka(ctx, o.testbed, kdir)
-	if err != nil {
-		return err
-	}
-	defer kafka.Stop(context.WithoutCancel(ctx))
+	defer kafka.Remove(context.WithoutCancel(ctx))
 	e := &env{pg: pg, kafka: kafka, o: o, log: log}
 	// Durable, as in production: the test bed turns fsync off for test
 	// speed, which would flatter every system that commits (the relay).

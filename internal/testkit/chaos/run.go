@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -142,16 +141,11 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		return rep, err
 	}
 	defer func() { err = errors.Join(err, pg.Remove(context.WithoutCancel(ctx))) }()
-	kdir, err := os.MkdirTemp("", "outboxd-chaos-kafka-")
+	kafka, err := testbed.StartKafkaTemp(ctx, o.Script)
 	if err != nil {
 		return rep, err
 	}
-	defer os.RemoveAll(kdir)
-	kafka, err := testbed.StartKafka(ctx, o.Script, kdir)
-	if err != nil {
-		return rep, err
-	}
-	defer func() { err = errors.Join(err, kafka.Stop(context.WithoutCancel(ctx))) }()
+	defer func() { err = errors.Join(err, kafka.Remove(context.WithoutCancel(ctx))) }()
 	log.Info("servers up", "postgres", pg.URL, "kafka", kafka.Addr)
 
 	topic := "chaos.events"

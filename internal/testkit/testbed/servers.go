@@ -35,6 +35,27 @@ func StartKafka(ctx context.Context, script, dir string) (*Kafka, error) {
 	return k, nil
 }
 
+// StartKafkaTemp starts a broker whose state lives in a new temporary
+// directory (for tools that start servers of their own: the chaos run,
+// the benchmarks); Remove stops it and deletes the directory.
+func StartKafkaTemp(ctx context.Context, script string) (*Kafka, error) {
+	dir, err := os.MkdirTemp("", "outboxd-kafka-")
+	if err != nil {
+		return nil, err
+	}
+	k, err := StartKafka(ctx, script, dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return k, nil
+}
+
+// Remove stops the broker and deletes its directory.
+func (k *Kafka) Remove(ctx context.Context) error {
+	return errors.Join(k.Stop(ctx), os.RemoveAll(k.Dir))
+}
+
 // Start starts the stopped broker again.
 func (k *Kafka) Start(ctx context.Context) error {
 	_, err := run(ctx, k.Script, "kafka-start", k.Dir)
