@@ -116,10 +116,14 @@ func (c *Consumer) consume(ctx context.Context) error {
 // process handles one batch in one transaction. When it fails, the batch
 // is rolled back and its records are tried one at a time, each with its
 // retries, so one bad record costs the others nothing and order is kept.
+// A lone record goes straight to those tries: MaxAttempts in all.
 func (c *Consumer) process(ctx context.Context, recs []*kgo.Record) error {
+	if len(recs) == 1 {
+		return c.one(ctx, recs[0])
+	}
 	err := c.transaction(ctx, recs)
-	if err == nil || len(recs) == 1 && c.cfg.MaxAttempts == 1 {
-		return c.giveUp(ctx, recs, err)
+	if err == nil {
+		return nil
 	}
 	c.cfg.Log.Debug("batch failed; processing its records one by one", "consumer", c.cfg.Name, "records", len(recs), "err", err)
 	for _, r := range recs {
@@ -150,15 +154,9 @@ func (c *Consumer) one(ctx context.Context, r *kgo.Record) error {
 		}
 		return err
 	}, backoff.WithContext(bo, ctx))
-	return c.giveUp(ctx, []*kgo.Record{r}, err)
-}
-
-// giveUp dead-letters a record that failed for good, or returns the error.
-func (c *Consumer) giveUp(ctx context.Context, recs []*kgo.Record, err error) error {
 	if err == nil {
 		return nil
 	}
-	r := recs[0]
 	if c.cfg.DeadLetterTopic == "" {
 		return fmt.Errorf("processing %s[%d] offset %d (consumer %s): %w", r.Topic, r.Partition, r.Offset, c.cfg.Name, err)
 	}

@@ -434,3 +434,21 @@ func TestReadCommittedSkipsAbortedTransactions(t *testing.T) {
 		t.Errorf("processed %v, want 1,2,3,6 (4 and 5 aborted, 3 once)", keys)
 	}
 }
+
+// Regression: a record alone in its batch was tried MaxAttempts + 1 times
+// (the batch's try, then MaxAttempts alone), not the MaxAttempts the
+// configuration promises.
+func TestLoneRecordIsTriedMaxAttemptsTimes(t *testing.T) {
+	t.Parallel()
+	b := newBed(t, 1)
+	b.produce(t, 1)
+	var calls atomic.Int64
+	h := func(context.Context, pgx.Tx, *kgo.Record) error { calls.Add(1); return errors.New("always") }
+	r := b.start(t, idempotent.Config{Handler: h, MaxAttempts: 2, RetryInitial: time.Millisecond, RetryMax: time.Millisecond})
+	if err := r.wait(t); err == nil {
+		t.Fatal("Run = nil, want the handler's error")
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("the handler was called %d times, want MaxAttempts = 2", n)
+	}
+}
