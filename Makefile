@@ -1,7 +1,10 @@
 # outboxd — build, test and run against the project's own servers.
 #
-#   make test    start PostgreSQL + Kafka (internal/testkit/testbed/testbed.sh), run
-#                go vet and all tests with the race detector, stop both
+#   make test    start PostgreSQL 15, 16, 17 and 18 + Kafka
+#                (internal/testkit/testbed/testbed.sh), run go vet and all tests
+#                with the race detector against the first version, then the core
+#                integration tests (CORE_TESTS in CORE_PKGS) against each other
+#                version, stop everything. PG_VERSIONS=17 runs one version.
 #   make up      keep both servers running; then `eval "$$(make -s env)"` and
 #                run `go test ./...` as often as you like
 #   make down    stop them
@@ -18,6 +21,54 @@ SHELL := /bin/bash
 GO ?= go
 TESTBED := internal/testkit/testbed/testbed.sh
 GOTESTFLAGS ?= -race -count=1 -timeout 30m
+# PostgreSQL versions make test and make up start: the first runs every
+# test, the others the core integration tests (stream, process, migrate,
+# status, recovery, failover, chaos-short): what depends on the server's
+# version. Unit tests run once.
+PG_VERSIONS ?= 15 16 17 18
+empty :=
+space := $(empty) $(empty)
+export OUTBOXD_PG_VERSIONS := $(PG_VERSIONS)
+CORE_PKGS := ./cdc ./slot ./idempotent ./cmd/outboxd ./internal/testkit/chaos
+CORE_TEST_NAMES := TestMissingSlotStopsWithTheRecoveryCommand \
+	TestBackfillThenStreamHasNoGapAndNoOverlap \
+	TestInterruptedBackfillRunsAgainWhole \
+	TestSlotRecordFollowsTheServer \
+	TestBackfillRefusesAMissingPublication \
+	TestBackfillAppliesThePublicationsRowFilter \
+	TestStandbyTakesOverADeadBackfill \
+	TestWalsenderTerminationResendsOnlyTheOpenTransaction \
+	TestDeadLetterTopicTakesWhatCannotBePublished \
+	TestServerChangeDoesNotSkipCommits \
+	TestConcurrentWritersPublishedOnceInCommitOrder \
+	TestGracefulRestartPublishesNoDuplicates \
+	TestIdleSlotFollowsWAL \
+	TestUnusableTableStopsNamingTableAndColumn \
+	TestMissingPublicationTellsToMigrate \
+	TestWalsenderTerminatedReconnects \
+	TestStandbyTakesOverWhenActiveStops \
+	TestAcknowledgedTransactionConfirmedPromptly \
+	TestGracefulStopConfirmationReachesTheServer \
+	TestDuplicatesInABatchAndAcrossBatchesAreProcessedOnce \
+	TestMaintainDropsExpiredDaysAndKeepsTheRest \
+	TestReplayTwiceChangesNothing \
+	TestStatusReportsTheSlot \
+	TestInvalidatedSlotStopsWithClearError \
+	TestWALRetentionWarning \
+	TestLeastPrivilegeRole \
+	TestSIGTERMRestartPublishesNoDuplicates \
+	TestKill9RestartLosesNothing \
+	TestMissingPublicationExitsNonZero \
+	TestSecondInstanceStandsByThenTakesOver \
+	TestLostSlotRunRefusesThenRecovers \
+	TestCutoverFromPollingRelay \
+	TestFailoverToAStandbyRecovers \
+	TestMigrateCreatesTheSlotOnlyOnAFreshInstall \
+	TestBackfillKilledMidwayRunsAgainWhole \
+	TestFailoverSlot.* \
+	TestRunRefusesAStandby \
+	TestChaosShort
+CORE_TESTS := ^($(subst $(space),|,$(strip $(CORE_TEST_NAMES))))$$
 
 .PHONY: test test-go up down env build chaos bench
 
@@ -27,7 +78,15 @@ test:
 # test-go runs against whatever OUTBOXD_TEST_* points at (make up, or your own).
 test-go:
 	$(GO) vet ./...
+	@echo "== all tests, PostgreSQL $${OUTBOXD_PG_VERSION:-15}"
 	set -o pipefail; $(GO) test $(GOTESTFLAGS) -json ./... | $(GO) run ./internal/testkit/testbed/testsummary
+	set -o pipefail; for v in $(wordlist 2,$(words $(PG_VERSIONS)),$(PG_VERSIONS)); do \
+		url=OUTBOXD_TEST_DATABASE_URL_$$v; \
+		[ -n "$${!url:-}" ] || { echo "PostgreSQL $$v is not in the test bed (make up with PG_VERSIONS)"; exit 1; }; \
+		echo "== core integration tests, PostgreSQL $$v"; \
+		OUTBOXD_PG_VERSION=$$v OUTBOXD_TEST_DATABASE_URL=$${!url} \
+			$(GO) test $(GOTESTFLAGS) -json -run '$(CORE_TESTS)' $(CORE_PKGS) | $(GO) run ./internal/testkit/testbed/testsummary || exit 1; \
+	done
 
 up:
 	$(TESTBED) up

@@ -288,10 +288,20 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	ctx := t.Context()
 	dbName := w.url[strings.LastIndex(w.url, "/")+1:]
 	dbName = dbName[:strings.Index(dbName, "?")]
+	// PostgreSQL 17 added a fourth argument (flush): the README's GRANT
+	// names the signature per version.
+	emit := "pg_logical_emit_message(boolean, text, text)"
+	var version int
+	if err := w.pool.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version >= 170000 {
+		emit = "pg_logical_emit_message(boolean, text, text, boolean)"
+	}
 	for _, q := range []string{
 		"CREATE ROLE " + role + " LOGIN REPLICATION",
 		"GRANT CONNECT ON DATABASE " + dbName + " TO " + role,
-		"GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO " + role,
+		"GRANT EXECUTE ON FUNCTION " + emit + " TO " + role,
 	} {
 		if _, err := w.pool.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -299,7 +309,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		_, _ = w.pool.Exec(context.Background(), "REVOKE ALL ON DATABASE "+dbName+" FROM "+role)
-		_, _ = w.pool.Exec(context.Background(), "REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) FROM "+role)
+		_, _ = w.pool.Exec(context.Background(), "REVOKE EXECUTE ON FUNCTION "+emit+" FROM "+role)
 		_, _ = w.pool.Exec(context.Background(), "DROP ROLE "+role)
 	})
 	limited := strings.Replace(w.url, "postgres://postgres@", "postgres://"+role+"@", 1)

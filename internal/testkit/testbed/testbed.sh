@@ -21,13 +21,27 @@
 #   testbed.sh pg-stop DIR [MODE]       pg_ctl stop -m MODE (default fast)
 #   testbed.sh pg-standby PRIMARY_DIR DIR [PORT]
 #                                       make DIR a streaming physical standby of the
-#                                       cluster in PRIMARY_DIR (pg_basebackup -R) and
-#                                       start it; prints its database URL
+#                                       cluster in PRIMARY_DIR (a base backup without
+#                                       slots, streaming through a physical slot, with
+#                                       hot_standby_feedback and, on 17+,
+#                                       sync_replication_slots) and start it; prints
+#                                       its database URL
 #   testbed.sh pg-promote DIR           promote the standby in DIR (pg_ctl promote)
 #   testbed.sh pg-move DIR PORT         restart the cluster in DIR on PORT (a promoted
 #                                       standby taking over its old primary's address)
 #
+# PostgreSQL versions: 15 is Debian's package (installed when missing); 16, 17
+# and 18 are the zonky embedded-postgres server binaries from Maven Central,
+# fetched once and unpacked into the cache (a version Debian has installed
+# under /usr/lib/postgresql is used instead). `up` and `run` start one cluster
+# per version in OUTBOXD_PG_VERSIONS; the first is OUTBOXD_TEST_DATABASE_URL,
+# each is also OUTBOXD_TEST_DATABASE_URL_<version>. pg-start creates clusters
+# of OUTBOXD_PG_VERSION; the other pg-* commands use the binaries of the
+# cluster's own version.
+#
 # Environment:
+#   OUTBOXD_PG_VERSIONS   versions `up` and `run` start (default: 15)
+#   OUTBOXD_PG_VERSION    version pg-start creates (default: 15)
 #   OUTBOXD_TESTBED_DIR   state of `up` (default $HOME/.cache/outboxd/testbed)
 #   OUTBOXD_CACHE_DIR     jar cache (default ${XDG_CACHE_HOME:-$HOME/.cache}/outboxd)
 #   KAFKA_HEAP_OPTS       broker heap (default -Xms128m -Xmx512m)
@@ -63,9 +77,24 @@ apt_install() {
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >&2
 }
 
+# zonky_versions: the zonky embedded-postgres-binaries release per major version.
+declare -A zonky_versions=([16]=16.10.0 [17]=17.6.0 [18]=18.1.0)
+
+# pg_cache: where unpacked server binaries live. The postgres OS user runs
+# them under root, and cannot traverse /root: keep them outside it there.
+pg_cache() {
+	if is_root; then
+		echo /var/cache/outboxd/postgres
+	else
+		echo "$cache_dir/postgres"
+	fi
+}
+
+# pg_bindir [VERSION]: the server binaries of a major version (default
+# OUTBOXD_PG_VERSION, else 15), without installing anything.
 pg_bindir() {
-	local d
-	for d in /usr/lib/postgresql/15/bin /usr/lib/postgresql/*/bin; do
+	local v=${1:-${OUTBOXD_PG_VERSION:-15}} d
+	for d in "/usr/lib/postgresql/$v/bin" "$(pg_cache)/$v/bin"; do
 		if [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ]; then
 			echo "$d"
 			return 0
@@ -74,11 +103,58 @@ pg_bindir() {
 	return 1
 }
 
+# cluster_bindir DIR: the binaries of the version the cluster in DIR was made with.
+cluster_bindir() {
+	local dir=$1
+	[ -f "$dir/data/PG_VERSION" ] || return 1
+	pg_bindir "$(cat "$dir/data/PG_VERSION")"
+}
+
+# fetch_zonky VERSION: unpack the zonky server binaries of a major version
+# into the cache (Maven keeps the jar in its own repository: a second run
+# downloads nothing).
+fetch_zonky() {
+	local v=$1 full arch tmp dest
+	full=${zonky_versions[$v]:-}
+	[ -n "$full" ] || die "no PostgreSQL $v binaries known: choose from 15 (Debian) and ${!zonky_versions[*]} (zonky)"
+	case "$(uname -m)" in
+	x86_64) arch=amd64 ;;
+	aarch64) arch=arm64v8 ;;
+	*) die "no zonky PostgreSQL binaries for $(uname -m)" ;;
+	esac
+	ensure_java
+	dest="$(pg_cache)/$v"
+	tmp=$(mktemp -d)
+	log "fetching PostgreSQL $full server binaries (zonky, linux-$arch) with Maven"
+	mvn -q -B -Dstyle.color=never dependency:copy \
+		-Dartifact="io.zonky.test.postgres:embedded-postgres-binaries-linux-$arch:$full" \
+		-DoutputDirectory="$tmp" >&2 || { rm -rf "$tmp"; die "fetching PostgreSQL $full binaries with Maven failed (see above)"; }
+	rm -rf "$dest"
+	mkdir -p "$dest"
+	python3 - "$tmp"/*.jar "$dest" <<'PY' || { rm -rf "$tmp" "$dest"; die "unpacking PostgreSQL $full binaries failed"; }
+import io, sys, tarfile, zipfile
+jar, dest = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(jar) as z:
+    name = next(n for n in z.namelist() if n.endswith(".txz"))
+    with tarfile.open(fileobj=io.BytesIO(z.read(name)), mode="r:xz") as t:
+        t.extractall(dest)
+PY
+	rm -rf "$tmp"
+	chmod -R a+rX "$(pg_cache)"
+	[ -x "$dest/bin/initdb" ] || die "the PostgreSQL $full jar held no bin/initdb"
+}
+
+# ensure_postgres [VERSION]: install or fetch the server binaries of a version.
 ensure_postgres() {
-	if ! pg_bindir >/dev/null; then
-		apt_install postgresql-15 || apt_install postgresql
+	local v=${1:-${OUTBOXD_PG_VERSION:-15}}
+	if ! pg_bindir "$v" >/dev/null; then
+		if [ "$v" = 15 ]; then
+			apt_install postgresql-15
+		else
+			fetch_zonky "$v"
+		fi
 	fi
-	pg_bindir >/dev/null || die "no PostgreSQL server binaries under /usr/lib/postgresql after install"
+	pg_bindir "$v" >/dev/null || die "no PostgreSQL $v server binaries after install"
 	if is_root && ! id postgres >/dev/null 2>&1; then
 		die "running as root but there is no postgres OS user to run initdb/postgres as"
 	fi
@@ -217,10 +293,15 @@ kafka_stop() {
 
 pg_start() {
 	local dir=$1 port=${2:-} bin
-	ensure_postgres
-	bin=$(pg_bindir)
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd -P)
+	if [ -f "$dir/data/PG_VERSION" ]; then
+		ensure_postgres "$(cat "$dir/data/PG_VERSION")"
+		bin=$(cluster_bindir "$dir")
+	else
+		ensure_postgres
+		bin=$(pg_bindir)
+	fi
 	if [ ! -f "$dir/pg.url" ]; then
 		[ -n "$port" ] || port=$(free_port)
 		chmod 755 "$dir"
@@ -256,47 +337,69 @@ EOF
 
 pg_stop() {
 	local dir=$1 mode=${2:-fast} bin
-	bin=$(pg_bindir) || return 0
 	[ -d "$dir/data" ] || return 0
 	# The real path, as pg_start uses: the postgres user cannot traverse a
 	# root-only directory holding a symlink to it (run's state directory),
 	# so pg_ctl status failed there and the server was left running.
 	dir=$(cd "$dir" && pwd -P)
+	bin=$(cluster_bindir "$dir") || return 0
 	if as_pg "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
 		as_pg "$bin/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null || true
 	fi
 }
 
+# build_tool NAME: build a Go helper of the test bed into the cache, once per
+# source version.
+build_tool() {
+	local name=$1 out sum
+	sum=$(cat "$here/$name"/*.go | sha256sum | cut -c1-12)
+	out="$cache_dir/bin/$name-$sum"
+	if [ ! -x "$out" ]; then
+		(cd "$here/../../.." && go build -o "$out" "./internal/testkit/testbed/$name") ||
+			die "building the test bed's $name failed"
+	fi
+	echo "$out"
+}
+
 pg_standby() {
-	local primary=$1 dir=$2 port=${3:-} bin purl pport
-	bin=$(pg_bindir)
+	local primary=$1 dir=$2 port=${3:-} bin purl version slot
 	primary=$(cd "$primary" && pwd -P)
+	bin=$(cluster_bindir "$primary")
+	version=$(cat "$primary/data/PG_VERSION")
 	purl=$(cat "$primary/pg.url")
-	pport=$(echo "$purl" | sed -n 's|.*@127.0.0.1:\([0-9]*\)/.*|\1|p')
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd -P)
 	[ -n "$port" ] || port=$(free_port)
 	chmod 755 "$dir"
-	is_root && chown postgres: "$dir"
-	# -R writes standby.signal and primary_conninfo; pg_replslot is not
-	# copied, so the standby has no replication slot (as in production).
-	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$pport" -U postgres -D "$dir/data" -R -X stream --checkpoint=fast --no-sync >"$dir/basebackup.log" 2>&1 ||
-		{ cat "$dir/basebackup.log" >&2; die "pg_basebackup failed"; }
+	slot="standby_$port"
+	# pgbackup, not pg_basebackup: the zonky binaries have none, and
+	# Debian's 15 refuses newer servers. It copies no replication slot, as
+	# a base backup in production does not.
+	"$(build_tool pgbackup)" -url "$purl" -src "$primary/data" -dst "$dir/data" -slot "$slot" >"$dir/basebackup.log" 2>&1 ||
+		{ cat "$dir/basebackup.log" >&2; die "making the base backup failed"; }
+	is_root && chown -R postgres: "$dir"
 	as_pg tee -a "$dir/data/postgresql.conf" >/dev/null <<EOF
 port = $port
 unix_socket_directories = '$dir'
+hot_standby_feedback = on
 EOF
+	# Slot synchronization (17+): the primary's failover slots are kept on
+	# the standby, so a promoted standby continues where they were.
+	if [ "$version" -ge 17 ]; then
+		echo "sync_replication_slots = on" | as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
+	fi
 	echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable" >"$dir/pg.url"
+	echo "$slot" >"$dir/primary_slot"
 	as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/server.log" -w -t 60 start >/dev/null ||
 		{ tail -n 40 "$dir/data/server.log" >&2 || true; die "starting the standby failed"; }
-	log "PostgreSQL standby of $purl up at $(cat "$dir/pg.url") (state in $dir)"
+	log "PostgreSQL standby of $purl up at $(cat "$dir/pg.url") (state in $dir, physical slot $slot on the primary)"
 	cat "$dir/pg.url"
 }
 
 pg_promote() {
 	local dir=$1 bin
-	bin=$(pg_bindir)
 	dir=$(cd "$dir" && pwd -P)
+	bin=$(cluster_bindir "$dir")
 	as_pg "$bin/pg_ctl" -D "$dir/data" -w -t 60 promote >/dev/null
 }
 
@@ -309,38 +412,55 @@ pg_move() {
 	pg_start "$dir"
 }
 
+pg_versions() {
+	echo "${OUTBOXD_PG_VERSIONS:-15}"
+}
+
 write_env() {
-	local dir=$1
+	local dir=$1 v first=""
 	{
-		echo "export OUTBOXD_TEST_DATABASE_URL='$(cat "$dir/pg/pg.url")'"
+		for v in $(pg_versions); do
+			if [ -z "$first" ]; then
+				first=$v
+				echo "export OUTBOXD_TEST_DATABASE_URL='$(cat "$dir/pg-$v/pg.url")'"
+				echo "export OUTBOXD_PG_VERSION='$v'"
+			fi
+			echo "export OUTBOXD_TEST_DATABASE_URL_$v='$(cat "$dir/pg-$v/pg.url")'"
+		done
+		echo "export OUTBOXD_PG_VERSIONS='$(pg_versions)'"
 		echo "export OUTBOXD_TEST_BROKERS='$(cat "$dir/kafka/kafka.addr")'"
 		echo "export OUTBOXD_TESTBED='$here/testbed.sh'"
 	} >"$dir/env"
 }
 
 up() {
-	local dir=$1
+	local dir=$1 v
 	mkdir -p "$dir"
-	ensure_postgres
+	for v in $(pg_versions); do
+		ensure_postgres "$v"
+	done
 	ensure_kafka_jars
-	# PostgreSQL's data directory must be reachable by the postgres OS user,
-	# which a directory under /root is not: keep it under /tmp.
-	if [ ! -e "$dir/pg" ]; then
-		ln -s "$(mktemp -d /tmp/outboxd-pg.XXXXXX)" "$dir/pg"
-	fi
-	pg_start "$dir/pg" >/dev/null
+	for v in $(pg_versions); do
+		# PostgreSQL's data directory must be reachable by the postgres OS
+		# user, which a directory under /root is not: keep it under /tmp.
+		if [ ! -e "$dir/pg-$v" ]; then
+			ln -s "$(mktemp -d /tmp/outboxd-pg.XXXXXX)" "$dir/pg-$v"
+		fi
+		OUTBOXD_PG_VERSION=$v pg_start "$dir/pg-$v" >/dev/null
+	done
 	kafka_start "$dir/kafka" >/dev/null
 	write_env "$dir"
 }
 
 down() {
-	local dir=$1
+	local dir=$1 pg
 	[ -d "$dir" ] || return 0
 	kafka_stop "$dir/kafka"
-	if [ -e "$dir/pg" ]; then
-		pg_stop "$dir/pg" immediate
-		rm -rf "$(readlink -f "$dir/pg")"
-	fi
+	for pg in "$dir"/pg-*; do
+		[ -e "$pg" ] || continue
+		pg_stop "$pg" immediate
+		rm -rf "$(readlink -f "$pg")"
+	done
 	rm -rf "$dir"
 }
 
@@ -349,7 +469,9 @@ cmd=${1:-}
 state=${OUTBOXD_TESTBED_DIR:-$HOME/.cache/outboxd/testbed}
 case "$cmd" in
 fetch)
-	ensure_postgres
+	for v in $(pg_versions); do
+		ensure_postgres "$v"
+	done
 	ensure_kafka_jars
 	;;
 up)
@@ -389,7 +511,7 @@ pg-standby) pg_standby "$@" ;;
 pg-promote) pg_promote "$@" ;;
 pg-move) pg_move "$@" ;;
 *)
-	sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,/^set -euo/{/^set -euo/!p}' "$0" | sed 's/^# \{0,1\}//'
 	[ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || exit 2
 	;;
 esac
