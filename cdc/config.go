@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/slot"
 )
 
 // Config configures a Streamer. Zero durations and names take the defaults
@@ -32,6 +33,10 @@ type Config struct {
 	// run again whole on the next start (the slot is dropped and created
 	// again: duplicates, no loss). Default "": no backfill.
 	BackfillWhere string
+	// FailoverSlot chooses whether a slot created here is a failover slot
+	// (PostgreSQL 17+), and whether an existing one is made one: see
+	// slot.FailoverMode. Default slot.FailoverAuto.
+	FailoverSlot slot.FailoverMode
 	// Publication is the publication over the outbox table(s). Default
 	// DefaultPublication.
 	Publication string
@@ -80,6 +85,9 @@ const (
 func (c Config) WithDefaults() Config {
 	if c.Slot == "" {
 		c.Slot = DefaultSlot
+	}
+	if c.FailoverSlot == "" {
+		c.FailoverSlot = slot.FailoverAuto
 	}
 	if c.Publication == "" {
 		c.Publication = DefaultPublication

@@ -3,12 +3,14 @@ package cdc
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/outbox"
+	"github.com/outboxd/outboxd/slot"
 )
 
 // connectReplication opens the replication connection derived from the URL.
@@ -59,16 +61,31 @@ type serverID struct {
 
 // checkServer identifies the server at every (re)connect. On a server other
 // than the last one, the position this process carried over is not
-// trusted: the session starts from the slot's own confirmed position.
-func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn) error {
+// trusted: the session starts from the slot's own confirmed position, and
+// on a new timeline of the same system (a promoted standby) only a slot
+// synchronized from the old primary is (info: the slot on this server).
+func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info slot.Status) error {
 	sys, err := pglogrepl.IdentifySystem(ctx, conn)
 	if err != nil {
 		return fmt.Errorf("identifying the server: %w", err)
 	}
 	now := serverID{systemID: sys.SystemID, timeline: sys.Timeline}
+	// A server of the same system on an older timeline than one this
+	// process streamed from, or than another host of the URL that is a
+	// primary, is an old primary that came back after a failover: its
+	// history forked from the one outboxd follows.
+	if s.server.systemID == now.systemID && now.timeline < s.server.timeline {
+		return permanent(oldPrimaryError(now, s.server.timeline, "this process streamed from"))
+	}
+	if newer, host := newerPrimary(ctx, s.cfg.DatabaseURL, now); newer > 0 {
+		return permanent(oldPrimaryError(now, newer, "host "+host+" of the database URL is a primary on"))
+	}
 	if s.server != (serverID{}) && s.server != now && s.cfg.StopOnServerChange {
 		return permanent(fmt.Errorf("the server changed (system identifier %s timeline %d, was %s timeline %d: a failover, a restore or another cluster): exactly-once mode stops here, and the next start reads the progress of the new timeline (the slot's unconfirmed tail is sent again: duplicates, no loss)",
 			now.systemID, now.timeline, s.server.systemID, s.server.timeline))
+	}
+	if s.server.systemID == now.systemID && s.server.timeline != now.timeline && !slot.SyncedAcrossFailover(info) {
+		return permanent(slot.UnsyncedError(s.cfg.Slot, slot.Record{SystemID: s.server.systemID, Timeline: s.server.timeline}, now.timeline))
 	}
 	if s.server != (serverID{}) && s.server != now {
 		s.log.Warn("the server changed (failover, restore or another cluster): starting from the slot's own confirmed position, not from what this process confirmed before",
@@ -78,6 +95,61 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn) error {
 	}
 	s.server = now
 	return nil
+}
+
+func oldPrimaryError(now serverID, newer int32, where string) error {
+	return fmt.Errorf("%w: the server is system %s timeline %d, but %s timeline %d of the same system: "+
+		"this is an old primary that came back after a failover, and its history forked from the one outboxd follows; "+
+		"refusing to stream from it (make it a standby of the new primary, or take it out of the database URL)",
+		slot.ErrUnusable, now.systemID, now.timeline, where, newer)
+}
+
+// newerPrimary asks every host of a multi-host database URL (as users
+// list a primary and its standbys, with target_session_attrs=read-write)
+// for its system identifier, timeline and whether it is in recovery, and
+// returns the newest timeline of a primary of now's system that is newer
+// than now's, with its host; 0 when there is none. Hosts that do not
+// answer within a few seconds are left out: the check guards against an
+// old primary that came back, it is not a health check.
+func newerPrimary(ctx context.Context, url string, now serverID) (int32, string) {
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil || len(cfg.Fallbacks) == 0 {
+		return 0, ""
+	}
+	hosts := append([]*pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port, TLSConfig: cfg.TLSConfig}}, cfg.Fallbacks...)
+	var newest int32
+	var newestHost string
+	for _, h := range hosts {
+		one := cfg.Copy()
+		one.Host, one.Port, one.TLSConfig, one.Fallbacks = h.Host, h.Port, h.TLSConfig, nil
+		one.ValidateConnect = nil // every host, whatever target_session_attrs says
+		one.RuntimeParams["replication"] = "database"
+		id, primary, err := identifyHost(ctx, one)
+		if err == nil && primary && id.systemID == now.systemID && id.timeline > now.timeline && id.timeline > newest {
+			newest, newestHost = id.timeline, fmt.Sprintf("%s:%d", h.Host, h.Port)
+		}
+	}
+	return newest, newestHost
+}
+
+func identifyHost(ctx context.Context, cfg *pgconn.Config) (serverID, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return serverID{}, false, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	sys, err := pglogrepl.IdentifySystem(ctx, conn)
+	if err != nil {
+		return serverID{}, false, err
+	}
+	res, err := conn.Exec(ctx, "SELECT pg_catalog.pg_is_in_recovery()").ReadAll()
+	if err != nil || len(res) != 1 || len(res[0].Rows) != 1 {
+		return serverID{}, false, fmt.Errorf("asking whether the server is in recovery: %w", err)
+	}
+	primary := string(res[0].Rows[0][0]) == "f"
+	return serverID{systemID: sys.SystemID, timeline: sys.Timeline}, primary, nil
 }
 
 // startReplication issues START_REPLICATION. lsn is the watermark: the

@@ -104,7 +104,7 @@ func (b *bed) prepareDatabase(t *testing.T) {
 	if _, err := migrations.Apply(ctx, conn, migrations.Target{Table: "public.outbox", Publication: "outboxd"}, b.log); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := slot.Create(ctx, conn, b.slot); err != nil {
+	if _, err := slot.Create(ctx, conn, b.slot, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `CREATE TABLE other (id bigserial PRIMARY KEY, note text)`); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/slot"
 )
@@ -43,6 +44,13 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if st.InRecovery {
+		return permanent(slot.StandbyError(s.cfg.Slot))
+	}
+	failover, err := s.cfg.FailoverSlot.CreateFailover(st.ServerVersion)
+	if err != nil {
+		return permanent(err)
+	}
 	// Without outboxd_slots a pending backfill would go unseen and its rows
 	// unpublished: a role that cannot read it is refused (ErrCatalogDenied).
 	rec, found, err := slot.ReadRecord(ctx, conn, s.cfg.Slot)
@@ -71,9 +79,18 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 			}
 		}
 	case st.Exists:
+		// A promoted standby continues from a slot synchronized from the
+		// old primary (17+); one that was not synchronized holds some
+		// other position.
+		if found && rec.SystemID == systemID && rec.Timeline != timeline && !slot.SyncedAcrossFailover(st) {
+			return permanent(slot.UnsyncedError(s.cfg.Slot, rec, timeline))
+		}
 		s.adoptSlot(ctx, conn, rec, found, systemID, timeline)
 		if s.cfg.BackfillWhere != "" {
 			s.log.Info("the slot exists: no backfill (--backfill-where applies only when the slot is created)", "slot", s.cfg.Slot)
+		}
+		if s.cfg.FailoverSlot.AlterFailover(st, s.log) {
+			return s.turnFailoverOn(ctx, st)
 		}
 		return nil
 	case !s.cfg.CreateSlot:
@@ -84,9 +101,33 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 	}
 	newRec := slot.Record{Slot: s.cfg.Slot, SystemID: systemID, Timeline: timeline, CreatedBy: slot.CreatedByRun, BackfillWhere: where}
 	if where == "" {
-		return s.createSlot(ctx, conn, newRec)
+		return s.createSlot(ctx, conn, newRec, failover)
 	}
-	return s.createSlotWithBackfill(ctx, conn, newRec)
+	return s.createSlotWithBackfill(ctx, conn, newRec, failover)
+}
+
+// turnFailoverOn makes the existing slot a failover slot
+// (ALTER_REPLICATION_SLOT, 17+). PostgreSQL refuses while a process
+// streams from the slot: that process is another outboxd, and this one
+// waits as its standby; the next start that finds the slot idle turns it on.
+func (s *Streamer) turnFailoverOn(ctx context.Context, st slot.Status) error {
+	repl, err := connectReplication(ctx, s.cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer repl.Close(context.WithoutCancel(ctx))
+	_, err = repl.Exec(ctx, "ALTER_REPLICATION_SLOT "+sqlquote.Identifier(s.cfg.Slot)+" ( FAILOVER true )").ReadAll()
+	switch err := slot.ClassifyStart(s.cfg.Slot, err); {
+	case err == nil:
+		s.log.Info("turned failover on for the slot: standbys with sync_replication_slots = on now keep it", "slot", s.cfg.Slot)
+		return nil
+	case errors.As(err, new(*slot.InUseError)):
+		s.log.Warn("cannot turn failover on while another process streams from the slot; the next start that finds it idle will",
+			"slot", s.cfg.Slot, "active_pid", st.ActivePID)
+		return nil
+	default:
+		return fmt.Errorf("turning failover on for slot %s: %w", s.cfg.Slot, err)
+	}
 }
 
 // adoptSlot records an existing slot that outboxd_slots does not know yet,
@@ -99,13 +140,13 @@ func (s *Streamer) adoptSlot(ctx context.Context, conn *pgx.Conn, rec slot.Recor
 }
 
 // createSlot creates the slot at the current position, without a backfill.
-func (s *Streamer) createSlot(ctx context.Context, conn *pgx.Conn, rec slot.Record) error {
-	lsn, err := slot.Create(ctx, conn, s.cfg.Slot)
+func (s *Streamer) createSlot(ctx context.Context, conn *pgx.Conn, rec slot.Record, failover bool) error {
+	lsn, err := slot.Create(ctx, conn, s.cfg.Slot, failover)
 	if err != nil {
 		return err
 	}
 	s.log.Warn("created the replication slot: outbox rows committed before now are not published (use --backfill-where to publish them)",
-		"slot", s.cfg.Slot, "lsn", lsn)
+		"slot", s.cfg.Slot, "lsn", lsn, "failover", failover)
 	rec.ConsistentPoint = lsn
 	if err := slot.SaveRecord(ctx, conn, rec); err != nil {
 		s.log.Warn("could not record the slot in outboxd_slots; a lost slot will not be recognized as lost", "slot", s.cfg.Slot, "err", err)
@@ -117,13 +158,13 @@ func (s *Streamer) createSlot(ctx context.Context, conn *pgx.Conn, rec slot.Reco
 // with an exported snapshot, publishes the matching rows as of that
 // snapshot, waits for Kafka, and records the backfill as done. The next
 // session starts at the slot's consistent point.
-func (s *Streamer) createSlotWithBackfill(ctx context.Context, conn *pgx.Conn, rec slot.Record) error {
+func (s *Streamer) createSlotWithBackfill(ctx context.Context, conn *pgx.Conn, rec slot.Record, failover bool) error {
 	// Pending before the slot exists: a crash at any point after this is
 	// recognized on the next start, which backfills again.
 	if err := slot.SaveRecord(ctx, conn, rec); err != nil {
 		return fmt.Errorf("a backfill needs outboxd_slots to survive a crash: %w", err)
 	}
-	cp, tx, err := createWithSnapshot(ctx, s.cfg.DatabaseURL, s.cfg.Slot, conn)
+	cp, tx, err := createWithSnapshot(ctx, s.cfg.DatabaseURL, s.cfg.Slot, conn, failover)
 	if err != nil {
 		return err
 	}
@@ -134,7 +175,7 @@ func (s *Streamer) createSlotWithBackfill(ctx context.Context, conn *pgx.Conn, r
 		return fmt.Errorf("starting the backfill transaction: %w", err)
 	}
 	s.log.Info("created the replication slot with an exported snapshot; backfilling the rows that match the predicate as of that snapshot",
-		"slot", s.cfg.Slot, "consistent_point", cp, "backfill_where", rec.BackfillWhere)
+		"slot", s.cfg.Slot, "consistent_point", cp, "backfill_where", rec.BackfillWhere, "failover", failover)
 	rows, err := s.backfill(ctx, tx, rec.BackfillWhere, cp)
 	if err != nil {
 		return fmt.Errorf("backfilling slot %s (the next start backfills again from a new slot): %w", s.cfg.Slot, err)
@@ -177,14 +218,23 @@ func lostSlot(ctx context.Context, conn *pgx.Conn, cfg Config) error {
 // before the slot's consistent point is in the snapshot, every later one
 // in the slot, so an empty snapshot means no row is left out. When table
 // holds rows the slot is dropped again and empty is false. (A plain check
-// before creating the slot would miss rows committed in between.)
-func CreateSlotIfEmpty(ctx context.Context, url, slotName string, table pgx.Identifier) (lsn outbox.LSN, empty bool, err error) {
+// before creating the slot would miss rows committed in between.) mode
+// decides whether it is a failover slot.
+func CreateSlotIfEmpty(ctx context.Context, url, slotName string, table pgx.Identifier, mode slot.FailoverMode) (lsn outbox.LSN, empty bool, err error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return 0, false, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	lsn, tx, err := createWithSnapshot(ctx, url, slotName, conn)
+	version, err := slot.ServerVersion(ctx, conn)
+	if err != nil {
+		return 0, false, err
+	}
+	failover, err := mode.CreateFailover(version)
+	if err != nil {
+		return 0, false, err
+	}
+	lsn, tx, err := createWithSnapshot(ctx, url, slotName, conn, failover)
 	if err != nil {
 		return 0, false, err
 	}
@@ -207,17 +257,22 @@ func CreateSlotIfEmpty(ctx context.Context, url, slotName string, table pgx.Iden
 // read-only REPEATABLE READ transaction on conn (an exported snapshot
 // lives only until the connection that created it runs another command).
 // It returns the slot's consistent point and the transaction; the
-// replication connection is closed.
-func createWithSnapshot(ctx context.Context, url, slotName string, conn *pgx.Conn) (outbox.LSN, pgx.Tx, error) {
+// replication connection is closed. failover (17+ only) makes it a
+// failover slot.
+func createWithSnapshot(ctx context.Context, url, slotName string, conn *pgx.Conn, failover bool) (outbox.LSN, pgx.Tx, error) {
 	repl, err := connectReplication(ctx, url)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer repl.Close(context.WithoutCancel(ctx))
 	// The option list (PostgreSQL 15+; the legacy EXPORT_SNAPSHOT keyword
-	// cannot be combined with the options later versions add).
+	// cannot be combined with FAILOVER, which 17 added).
+	options := "(SNAPSHOT 'export')"
+	if failover {
+		options = "(SNAPSHOT 'export', FAILOVER true)"
+	}
 	created, err := pglogrepl.CreateReplicationSlot(ctx, repl, slotName, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "(SNAPSHOT 'export')"})
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: options})
 	if err != nil {
 		return 0, nil, fmt.Errorf("creating replication slot %s with an exported snapshot: %w", slotName, err)
 	}

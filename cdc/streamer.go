@@ -200,7 +200,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 		defer cancel()
 		_ = conn.Close(cctx) // the session's outcome is already decided
 	}()
-	if err := s.checkServer(ctx, conn); err != nil {
+	if err := s.checkServer(ctx, conn, info); err != nil {
 		return false, err
 	}
 	start := max(s.confirmed, info.ConfirmedFlushLSN)

@@ -20,6 +20,9 @@ func Ensure(ctx context.Context, conn *pgx.Conn, slot string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
+	if info.InRecovery {
+		return info, StandbyError(slot)
+	}
 	if !info.Exists {
 		return Status{}, fmt.Errorf("%w: %s", ErrMissing, slot)
 	}
@@ -33,18 +36,24 @@ func Ensure(ctx context.Context, conn *pgx.Conn, slot string) (Status, error) {
 	case info.Database != db:
 		return info, fmt.Errorf("%w: %s belongs to database %q, not %q: choose another --slot", ErrUnusable, slot, info.Database, db)
 	case info.Lost():
-		return info, invalidatedError(slot)
+		return info, invalidatedError(info)
 	}
 	return info, nil
 }
 
 // Create creates the slot (plugin pgoutput) at the server's current
-// position and returns that position, its consistent point. A slot of that
-// name that another process created first is an error too: the caller
-// holds Lock, so only a process that does not is racing it.
-func Create(ctx context.Context, conn *pgx.Conn, slot string) (outbox.LSN, error) {
+// position and returns that position, its consistent point; failover
+// (17+ only) makes it a failover slot. A slot of that name that another
+// process created first is an error too: the caller holds Lock, so only a
+// process that does not is racing it.
+func Create(ctx context.Context, conn *pgx.Conn, slot string, failover bool) (outbox.LSN, error) {
+	q := `SELECT lsn::text FROM pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')`
+	args := []any{slot}
+	if failover {
+		q = `SELECT lsn::text FROM pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)`
+	}
 	var lsn string
-	if err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')`, slot).Scan(&lsn); err != nil {
+	if err := conn.QueryRow(ctx, q, args...).Scan(&lsn); err != nil {
 		return 0, fmt.Errorf("creating replication slot %s: %w", slot, err)
 	}
 	return outbox.ParseLSN(lsn)

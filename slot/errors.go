@@ -29,9 +29,21 @@ func Permanent(err error) bool {
 	return false
 }
 
-func invalidatedError(slot string) error {
-	return fmt.Errorf("%w: %s (wal_status lost): PostgreSQL removed WAL it still needed (max_slot_wal_keep_size), "+
-		"so outbox rows may be missing from Kafka; reconcile from the outbox table, then drop and recreate the slot deliberately", ErrInvalidated, slot)
+func invalidatedError(st Status) error {
+	why := "PostgreSQL removed WAL it still needed (max_slot_wal_keep_size)"
+	switch st.InvalidationReason {
+	case "", "wal_removed":
+	case "rows_removed":
+		why = "a standby's slot conflicted with recovery (catalog rows it needed were removed on the primary)"
+	case "wal_level_insufficient":
+		why = "wal_level was lowered below logical"
+	case "idle_timeout":
+		why = "it was idle longer than idle_replication_slot_timeout"
+	default:
+		why = "PostgreSQL invalidated it"
+	}
+	return fmt.Errorf("%w: %s (%s): %s, "+
+		"so outbox rows may be missing from Kafka; recover as from a lost slot: drop it, then `outboxd run --create-slot --backfill-where ...` (README, section Cutover from a polling relay, and lost slots)", ErrInvalidated, st.Slot, st.Why(), why)
 }
 
 // InUseError is START_REPLICATION's answer while another process streams

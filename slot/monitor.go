@@ -101,7 +101,7 @@ func (m *Monitor) check(ctx context.Context) error {
 		return nil
 	}
 	if st.Lost() {
-		return invalidatedError(m.cfg.Slot)
+		return invalidatedError(st)
 	}
 	m.retained.Store(st.RetainedWALBytes + 1)
 	m.recordAcknowledged(cctx, conn)

@@ -2,7 +2,6 @@ package slot
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -29,13 +28,40 @@ type Status struct {
 	RetainedWALBytes  int64      `json:"retained_wal_bytes"` // current WAL minus restart_lsn: kept on disk for the slot
 	WALStatus         string     `json:"wal_status,omitempty"`
 	SafeWALSize       *int64     `json:"safe_wal_size,omitempty"` // bytes until invalidation under max_slot_wal_keep_size; absent when unlimited
-	Publication       string     `json:"publication"`
-	PublicationExists bool       `json:"publication_exists"`
-	Tables            []string   `json:"tables"`
+	// Columns of newer servers, absent (nil, "") where the server has none:
+	// conflicting (16+: invalidated by a conflict with recovery or
+	// wal_level), invalidation_reason, failover and synced (17+).
+	Conflicting        *bool  `json:"conflicting,omitempty"`
+	InvalidationReason string `json:"invalidation_reason,omitempty"`
+	Failover           *bool  `json:"failover,omitempty"`
+	Synced             *bool  `json:"synced,omitempty"`
+	// ServerVersion is server_version_num (150000 for 15.0).
+	ServerVersion int `json:"server_version_num"`
+	// InRecovery: the server is a standby; Current is then its replay
+	// position (pg_last_wal_replay_lsn).
+	InRecovery        bool     `json:"in_recovery"`
+	Publication       string   `json:"publication"`
+	PublicationExists bool     `json:"publication_exists"`
+	Tables            []string `json:"tables"`
 }
 
-// Lost reports whether PostgreSQL invalidated the slot.
-func (s Status) Lost() bool { return s.WALStatus == "lost" }
+// Lost reports whether PostgreSQL invalidated the slot: wal_status lost
+// (WAL removed), or, on 16+, conflicting or an invalidation_reason
+// (rows_removed, wal_level_insufficient, 18's idle_timeout).
+func (s Status) Lost() bool {
+	return s.WALStatus == "lost" || s.InvalidationReason != "" || (s.Conflicting != nil && *s.Conflicting)
+}
+
+// Why says how the slot was invalidated, for errors and status.
+func (s Status) Why() string {
+	if s.InvalidationReason != "" {
+		return "invalidation_reason " + s.InvalidationReason
+	}
+	if s.Conflicting != nil && *s.Conflicting {
+		return "conflicting"
+	}
+	return "wal_status " + s.WALStatus
+}
 
 // ReadStatus reads the slot's and the publication's state.
 func ReadStatus(ctx context.Context, conn *pgx.Conn, slot, publication string) (Status, error) {
@@ -64,40 +90,61 @@ func ReadStatus(ctx context.Context, conn *pgx.Conn, slot, publication string) (
 func Read(ctx context.Context, conn *pgx.Conn, slot string) (Status, error) {
 	st := Status{Slot: slot, Tables: []string{}}
 	var current string
-	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_current_wal_lsn()::text`).Scan(&current); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_is_in_recovery(), CASE WHEN pg_catalog.pg_is_in_recovery()
+			THEN pg_catalog.pg_last_wal_replay_lsn() ELSE pg_catalog.pg_current_wal_lsn() END::text`).Scan(&st.InRecovery, &current); err != nil {
 		return st, fmt.Errorf("reading the current WAL position: %w", err)
 	}
 	st.Current = current
 	st.CurrentLSN, _ = outbox.ParseLSN(current)
 
-	var plugin, database, walStatus, confirmed, restart *string
-	var pid *int32
-	err := conn.QueryRow(ctx, `SELECT plugin, database, active_pid, confirmed_flush_lsn::text, restart_lsn::text, wal_status, safe_wal_size
-		FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot).
-		Scan(&plugin, &database, &pid, &confirmed, &restart, &walStatus, &st.SafeWALSize)
+	// The row as JSON: its columns differ by version (16 added
+	// conflicting, 17 invalidation_reason, failover and synced), and a
+	// column a version lacks is simply absent.
+	var row *slotRow
+	err := conn.QueryRow(ctx, `SELECT pg_catalog.current_setting('server_version_num')::int,
+			(SELECT pg_catalog.to_jsonb(s) FROM pg_catalog.pg_replication_slots s WHERE slot_name = $1)`, slot).
+		Scan(&st.ServerVersion, &row)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return st, nil
 	case err != nil:
 		return st, fmt.Errorf("reading replication slot %s: %w", slot, err)
+	case row == nil:
+		return st, nil
 	}
 	st.Exists = true
-	st.Plugin, st.Database, st.WALStatus = deref(plugin), deref(database), deref(walStatus)
-	if pid != nil {
-		st.Active, st.ActivePID = true, int(*pid)
+	st.Plugin, st.Database, st.WALStatus = deref(row.Plugin), deref(row.Database), deref(row.WALStatus)
+	st.SafeWALSize, st.Conflicting, st.Failover, st.Synced = row.SafeWALSize, row.Conflicting, row.Failover, row.Synced
+	st.InvalidationReason = deref(row.InvalidationReason)
+	if row.ActivePID != nil {
+		st.Active, st.ActivePID = true, *row.ActivePID
 	}
-	if confirmed != nil {
-		st.Confirmed = *confirmed
-		if st.ConfirmedFlushLSN, err = outbox.ParseLSN(*confirmed); err != nil {
+	if row.ConfirmedFlushLSN != nil {
+		st.Confirmed = *row.ConfirmedFlushLSN
+		if st.ConfirmedFlushLSN, err = outbox.ParseLSN(st.Confirmed); err != nil {
 			return st, fmt.Errorf("reading replication slot %s: confirmed_flush_lsn: %w", slot, err)
 		}
 		st.LagBytes = max(0, int64(st.CurrentLSN)-int64(st.ConfirmedFlushLSN))
 	}
-	if restart != nil {
-		st.RestartLSN, _ = outbox.ParseLSN(*restart)
+	if row.RestartLSN != nil {
+		st.RestartLSN, _ = outbox.ParseLSN(*row.RestartLSN)
 		st.RetainedWALBytes = max(0, int64(st.CurrentLSN)-int64(st.RestartLSN))
 	}
 	return st, nil
+}
+
+// slotRow is the part of a pg_replication_slots row outboxd reads.
+type slotRow struct {
+	SlotName           string  `json:"slot_name"`
+	Plugin             *string `json:"plugin"`
+	Database           *string `json:"database"`
+	ActivePID          *int    `json:"active_pid"`
+	ConfirmedFlushLSN  *string `json:"confirmed_flush_lsn"`
+	RestartLSN         *string `json:"restart_lsn"`
+	WALStatus          *string `json:"wal_status"`
+	SafeWALSize        *int64  `json:"safe_wal_size"`
+	Conflicting        *bool   `json:"conflicting"`
+	InvalidationReason *string `json:"invalidation_reason"`
+	Failover           *bool   `json:"failover"`
+	Synced             *bool   `json:"synced"`
 }
 
 // publicationExists is the one query for whether a publication exists.

@@ -106,7 +106,7 @@ func migrateSlot(ctx context.Context, conn *pgx.Conn, cfg config.Config, log *sl
 	}
 	// Checked in the slot's own snapshot: a row committed while the slot
 	// was being created is either in that snapshot (refused) or in the slot.
-	lsn, empty, err := cdc.CreateSlotIfEmpty(ctx, cfg.Stream.DatabaseURL, name, table)
+	lsn, empty, err := cdc.CreateSlotIfEmpty(ctx, cfg.Stream.DatabaseURL, name, table, cfg.Stream.FailoverSlot)
 	if err != nil {
 		return err
 	}

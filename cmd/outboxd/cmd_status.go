@@ -15,7 +15,7 @@ import (
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
-	fs := newFlagSet("status", "Shows the replication slot and the publication: whether the slot is active and by\nwhich pid, its confirmed position, the lag and the WAL it retains, wal_status and\nsafe_wal_size, and the publication's tables. Exits 1 when the slot is missing or\nwas invalidated (wal_status lost).", stderr)
+	fs := newFlagSet("status", "Shows the replication slot and the publication: whether the slot is active and by\nwhich pid, its confirmed position, the lag and the WAL it retains, wal_status and\nsafe_wal_size, on PostgreSQL 16+ conflicting, on 17+ invalidation_reason, failover\n(the slot is synchronized to standbys) and synced (a standby's copy of a primary's\nfailover slot), and the publication's tables. Works on a standby too (positions\nare then its replay position). Exits 1 when the slot is missing or was invalidated.", stderr)
 	cfg.Register(fs, config.GroupDatabase, config.GroupSlot, config.GroupPublication)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if code, ok := parseFlags("status", fs, args, stderr, getenv); !ok {
@@ -47,7 +47,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		fmt.Fprintf(stderr, "outboxd status: replication slot %s does not exist (run `outboxd migrate`)\n", cfg.Stream.Slot)
 		return exitError
 	case st.Lost():
-		fmt.Fprintf(stderr, "outboxd status: replication slot %s was invalidated (wal_status lost): outbox rows may be missing from Kafka\n", cfg.Stream.Slot)
+		fmt.Fprintf(stderr, "outboxd status: replication slot %s was invalidated (%s): outbox rows may be missing from Kafka\n", cfg.Stream.Slot, st.Why())
 		return exitError
 	}
 	return exitOK
@@ -73,6 +73,19 @@ func printStatus(w io.Writer, st slot.Status) {
 		} else {
 			fmt.Fprintf(tw, "safe_wal_size\tunlimited (max_slot_wal_keep_size = -1)\n")
 		}
+		if st.Conflicting != nil {
+			fmt.Fprintf(tw, "conflicting\t%s\n", yesNo(*st.Conflicting))
+		}
+		if st.Failover != nil {
+			fmt.Fprintf(tw, "invalidation_reason\t%s\n", noneIfEmpty(st.InvalidationReason))
+			fmt.Fprintf(tw, "failover\t%s\n", yesNo(*st.Failover))
+		}
+		if st.Synced != nil {
+			fmt.Fprintf(tw, "synced\t%s\n", yesNo(*st.Synced))
+		}
+	}
+	if st.InRecovery {
+		fmt.Fprintf(tw, "server\tstandby (in recovery): current_wal_lsn is its replay position\n")
 	}
 	fmt.Fprintf(tw, "publication\t%s\n", st.Publication)
 	if !st.PublicationExists {
@@ -81,6 +94,20 @@ func printStatus(w io.Writer, st slot.Status) {
 	for _, t := range st.Tables {
 		fmt.Fprintf(tw, "table\t%s\n", t)
 	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func noneIfEmpty(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func bytesText(n int64) string {

@@ -168,12 +168,27 @@ func TestStatusReportsTheSlot(t *testing.T) {
 		WALStatus         string   `json:"wal_status"`
 		PublicationExists bool     `json:"publication_exists"`
 		Tables            []string `json:"tables"`
+		Version           int      `json:"server_version_num"`
+		Conflicting       *bool    `json:"conflicting"`
+		Failover          *bool    `json:"failover"`
+		Synced            *bool    `json:"synced"`
 	}
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out)
 	}
 	if !st.Exists || st.Active || st.Confirmed == "" || st.WALStatus == "" || !st.PublicationExists || len(st.Tables) != 1 || st.Tables[0] != "public.outbox" {
 		t.Errorf("status of an idle, migrated slot = %+v", st)
+	}
+	// The columns of newer versions (issue 15): conflicting from 16,
+	// failover and synced from 17, where migrate creates a failover slot.
+	if (st.Conflicting != nil) != (st.Version >= 160000) || st.Conflicting != nil && *st.Conflicting {
+		t.Errorf("status on %d: conflicting = %v", st.Version, st.Conflicting)
+	}
+	if v17 := st.Version >= 170000; (st.Failover != nil) != v17 || (st.Synced != nil) != v17 || v17 && (!*st.Failover || *st.Synced) {
+		t.Errorf("status on %d: failover = %v, synced = %v; want present from 17, a failover slot not synced", st.Version, st.Failover, st.Synced)
+	}
+	if _, text, _ := status("--slot", w.slot); st.Version >= 170000 && !regexp.MustCompile(`failover\s+yes`).MatchString(text) {
+		t.Errorf("status on %d does not show the failover slot:\n%s", st.Version, text)
 	}
 	p := w.start(t)
 	waitFor(t, 30*time.Second, "status shows the slot active", func() bool {

@@ -326,12 +326,15 @@ func TestCutoverFromPollingRelay(t *testing.T) {
 	t.Logf("measured: %d rows, %d published by the relay, the rest by outboxd (backfill and stream), 0 duplicates", len(want), byRelay)
 }
 
-// The failover of issue 14 on PostgreSQL 15: a physical standby (base
-// backup, streaming replication; pg_basebackup copies no slots) is
-// promoted while writers run and outboxd streams. outboxd pointed at the
-// new primary refuses (the slot is not there, and outboxd_slots, which
-// replication carried over, says it existed on the old timeline); the
-// recovery command brings every row the new primary holds to Kafka.
+// The failover of issue 14 without a failover slot (every version; 17+
+// with --failover-slot=off): a physical standby (base backup, streaming
+// replication; a base backup copies no slots) is promoted while writers
+// run and outboxd streams. outboxd pointed at the new primary refuses (the
+// slot is not there, and outboxd_slots, which replication carried over,
+// says it existed on the old timeline); the recovery command brings every
+// row the new primary holds to Kafka. On 16+ a slot of the same name
+// created on the standby (decoding on a standby) is refused first: it was
+// not synchronized from the old primary (issue 15).
 func TestFailoverToAStandbyRecovers(t *testing.T) {
 	t.Parallel()
 	primary := testenv.StartPostgres(t)
@@ -354,7 +357,7 @@ func TestFailoverToAStandbyRecovers(t *testing.T) {
 		return u.String()
 	}
 	w := &world{url: onDB(primary.URL), brokers: strings.Join(testenv.Brokers(t), ","), topic: testenv.Topic(t, 3), slot: testenv.Name(t, "slot")}
-	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--slot", w.slot).CombinedOutput(); err != nil {
+	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--slot", w.slot, "--failover-slot=off").CombinedOutput(); err != nil {
 		t.Fatalf("outboxd migrate: %v\n%s", err, out)
 	}
 	if w.pool, err = pgxpool.New(ctx, w.url); err != nil {
@@ -364,6 +367,10 @@ func TestFailoverToAStandbyRecovers(t *testing.T) {
 	ws := startWriters(t, w.url, "outbox", w.topic, 2)
 	waitAcknowledgedRecorded(t, w.pool, w.slot)
 	waitFor(t, time.Minute, "200 rows written", func() bool { return ws.count() >= 200 })
+	unsynced := serverVersion(t, primary.URL) >= 160000
+	if unsynced {
+		createSlotOnStandby(t, w.pool, onDB(standby.URL), w.slot)
+	}
 
 	// The primary dies; the standby is promoted; everyone moves to it.
 	w.pool.Close()
@@ -382,6 +389,18 @@ func TestFailoverToAStandbyRecovers(t *testing.T) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM) // reconnecting to the dead primary
 	p.wait(t, time.Minute)
 
+	if unsynced {
+		// Regression test for issue 15: outboxd took a slot of the same
+		// name on the promoted standby for its own (logged as moved to
+		// another server) and streamed from a position it never confirmed.
+		q := w.start(t)
+		if code := q.wait(t, time.Minute); code != exitError || !strings.Contains(q.log(), "was not synchronized") || !strings.Contains(q.log(), "timeline 2") {
+			t.Fatalf("run with an unsynchronized slot on the promoted standby: exit %d, want %d saying it was not synchronized; log:\n%s", code, exitError, q.log())
+		}
+		if _, err := w.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, w.slot); err != nil {
+			t.Fatal(err)
+		}
+	}
 	since := refusesLostSlot(t, w.start(t), w.slot, "timeline 2", "failover")
 	count, dups, matched := recoverWithSuggestion(t, w, ws, since)
 
@@ -401,6 +420,34 @@ func TestFailoverToAStandbyRecovers(t *testing.T) {
 	}
 	t.Logf("measured: %d rows on the new primary, the suggested predicate matched %d, %d published twice (all within it), %d records of commits lost with the old primary",
 		len(have), matched, dups, phantoms)
+}
+
+// createSlotOnStandby creates a logical slot on a standby (16+), which
+// waits for a snapshot of running transactions from the primary: ask the
+// primary for one until the creation returns.
+func createSlotOnStandby(t *testing.T, primary *pgxpool.Pool, standbyURL, name string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), standbyURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.Exec(t.Context(), `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, name)
+		done <- err
+	}()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("creating slot %s on the standby: %v", name, err)
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+			_, _ = primary.Exec(t.Context(), `SELECT pg_log_standby_snapshot()`)
+		}
+	}
 }
 
 // migrate creates the slot on a fresh install only: it refuses a slot

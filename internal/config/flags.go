@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/internal/sqlquote"
+	"github.com/outboxd/outboxd/slot"
 )
 
 // flagSpec is one flag: its name, group, help, binding to a field, check,
@@ -69,6 +70,17 @@ func flags() []flagSpec {
 			usage: "create the replication slot when it is missing. migrate (default true) creates it only on a fresh install: never where outboxd_slots records a slot that is gone, nor over an outbox table that already holds rows. " +
 				"run (default false) otherwise stops on a missing slot, saying whether it was lost and how to recover; with this flag it creates it, and rows committed before then are published only with --backfill-where",
 			bind: boolean(func(c *Config) *bool { return &c.Stream.CreateSlot })},
+		{name: "failover-slot", group: GroupCreateSlot,
+			usage: "failover slot (PostgreSQL 17+): a slot created with FAILOVER true is kept on standbys that run with sync_replication_slots = on, so a failover to one needs no recovery (README, Failover slots). " +
+				"auto: create new slots as failover slots where the server supports it, and log how to turn it on for an existing slot; " +
+				"on: also turn it on for an existing slot (while no process streams from it), an error before 17; off: neither",
+			bind: str(func(c *Config) *string { return (*string)(&c.Stream.FailoverSlot) }),
+			check: func(c *Config) string {
+				if _, err := slot.ParseFailoverMode(string(c.Stream.FailoverSlot)); err != nil {
+					return "\"" + string(c.Stream.FailoverSlot) + "\" is not auto, on or off"
+				}
+				return ""
+			}},
 		{name: "backfill-where", group: GroupBackfill,
 			usage: "with --create-slot, when run creates the slot: an SQL predicate over the outbox table (e.g. \"published_at IS NULL\" after a polling relay, or \"id > 123456\" after a lost slot). " +
 				"The slot is created with an exported snapshot, the rows matching the predicate in that snapshot are published first (in id order, read in a read-only transaction), " +
