@@ -14,7 +14,7 @@ import (
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
 	cfg.LogLevel = "warn"
-	fs := newFlagSet("demo", "Starts a throwaway PostgreSQL (local server binaries) and an in-process Kafka,\nmigrates, runs the publisher, writes sample orders from concurrent writers and\nprints every record a consumer receives, with its commit-to-receipt latency.\nCtrl-C stops everything and removes the temporary cluster.", stderr)
+	fs := newFlagSet("demo", "Starts a throwaway PostgreSQL (the local server binaries, else PostgreSQL 17\nbinaries downloaded once from Maven Central) and an in-process Kafka,\nmigrates, runs the publisher, writes sample orders from concurrent writers and\nprints every record a consumer receives, with its commit-to-receipt latency.\nCtrl-C stops everything and removes the temporary cluster.", stderr)
 	cfg.Register(fs, config.GroupLog)
 	var o demo.Options
 	fs.IntVar(&o.Writers, "writers", 3, "concurrent writers")

@@ -45,7 +45,7 @@ type Servers struct {
 // removes everything at the end.
 func Run(ctx context.Context, o Options, out io.Writer, prepare, publish func(context.Context, Servers) error) (err error) {
 	fmt.Fprintln(out, "starting a throwaway PostgreSQL and an in-process Kafka ...")
-	pg, err := pgtemp.Start(ctx)
+	pg, err := pgtemp.Start(ctx, pgtemp.Options{Progress: out})
 	if err != nil {
 		return err
 	}

@@ -1,14 +1,18 @@
-// Package pgtemp runs a throwaway PostgreSQL cluster from the local server
-// binaries (Debian's /usr/lib/postgresql/<version>/bin) for `outboxd demo`:
+// Package pgtemp runs a throwaway PostgreSQL cluster for `outboxd demo`:
 // initdb into a temporary directory, wal_level=logical, trust auth on
-// loopback, a free port. initdb and postgres refuse to run as root, so under
-// root they run as the postgres OS user. Stop removes everything.
+// loopback, a free port. It owns finding the server binaries for it: the
+// local ones (Debian's /usr/lib/postgresql/<version>/bin) when present,
+// otherwise the zonky embedded-postgres binaries from Maven Central,
+// downloaded once into a cache (fetch.go). initdb and postgres refuse to run
+// as root, so under root they run as the postgres OS user (nobody where there
+// is none). Stop removes everything but the cache.
 package pgtemp
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -19,6 +23,26 @@ import (
 	"syscall"
 )
 
+// debianRoot is where Debian's postgresql packages put the server binaries.
+const debianRoot = "/usr/lib/postgresql/*/bin"
+
+// Options says where the server binaries come from.
+type Options struct {
+	// LocalRoots are glob patterns of local server binary directories, each
+	// ending in <major version>/bin; nil means Debian's
+	// /usr/lib/postgresql/*/bin. The newest version found is used.
+	LocalRoots []string
+	// CacheDir keeps the downloaded binaries when there are no local ones;
+	// "" means DefaultCacheDir().
+	CacheDir string
+	// RunAs is the OS user PostgreSQL runs as when this process is root;
+	// "" means postgres, or nobody where there is no postgres user.
+	RunAs string
+	// Progress gets a line when a download starts and when it is done; nil
+	// discards them.
+	Progress io.Writer
+}
+
 // Cluster is a running throwaway cluster.
 type Cluster struct {
 	// URL is a superuser URL of its postgres database.
@@ -28,16 +52,28 @@ type Cluster struct {
 	cred *syscall.Credential
 }
 
-// BinDir finds the server binaries, newest version first.
+// BinDir finds the local server binaries under /usr/lib/postgresql, newest
+// version first. It never downloads.
 func BinDir() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
+	return localBinDir([]string{debianRoot})
+}
+
+func localBinDir(roots []string) (string, error) {
+	var dirs []string
+	for _, r := range roots {
+		m, err := filepath.Glob(r)
+		if err != nil {
+			return "", fmt.Errorf("looking for PostgreSQL server binaries in %s: %w", r, err)
+		}
+		dirs = append(dirs, m...)
+	}
+	sort.SliceStable(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
 	for _, d := range dirs {
 		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
 			return d, nil
 		}
 	}
-	return "", errors.New("no PostgreSQL server binaries under /usr/lib/postgresql (install the Debian package postgresql)")
+	return "", fmt.Errorf("no PostgreSQL server binaries in %q (install the Debian package postgresql)", roots)
 }
 
 func version(binDir string) int {
@@ -45,24 +81,66 @@ func version(binDir string) int {
 	return v
 }
 
-// Start creates and starts a cluster.
-func Start(ctx context.Context) (*Cluster, error) {
-	bin, err := BinDir()
-	if err != nil {
-		return nil, err
+// binDir is the local binaries when there are any, else the cached
+// download, fetched first if need be.
+func (o Options) binDir(ctx context.Context) (string, error) {
+	roots := o.LocalRoots
+	if roots == nil {
+		roots = []string{debianRoot}
 	}
-	c := &Cluster{bin: bin}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
+	if d, err := localBinDir(roots); err == nil {
+		return d, nil
+	}
+	cache := o.CacheDir
+	if cache == "" {
+		var err error
+		if cache, err = DefaultCacheDir(); err != nil {
+			return "", err
+		}
+	}
+	progress := o.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	return fetchBinaries(ctx, cache, progress, os.Geteuid() == 0)
+}
+
+// runAs is the credential PostgreSQL runs with: nil unless we are root.
+func (o Options) runAs() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	names := []string{o.RunAs}
+	if o.RunAs == "" {
+		names = []string{"postgres", "nobody"}
+	}
+	var errs []error
+	for _, name := range names {
+		u, err := user.Lookup(name)
 		if err != nil {
-			return nil, fmt.Errorf("running as root, PostgreSQL must run as the postgres OS user: %w", err)
+			errs = append(errs, err)
+			continue
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 	}
-	if c.dir, err = os.MkdirTemp("", "outboxd-demo-pg-"); err != nil {
+	return nil, fmt.Errorf("running as root, PostgreSQL must run as another OS user: %w", errors.Join(errs...))
+}
+
+// Start creates and starts a cluster.
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	cred, err := o.runAs()
+	if err != nil {
 		return nil, err
+	}
+	bin, err := o.binDir(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{bin: bin, cred: cred}
+	if c.dir, err = os.MkdirTemp("", "outboxd-demo-pg-"); err != nil {
+		return nil, fmt.Errorf("creating the cluster directory: %w", err)
 	}
 	if err := c.setup(ctx); err != nil {
 		_ = os.RemoveAll(c.dir)
