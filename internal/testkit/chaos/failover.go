@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/outboxd/outboxd/internal/testkit/testbed"
 )
 
 // failoverMargin is how far before the recorded acknowledged commit time
@@ -29,10 +32,21 @@ const failoverMargin = 2 * time.Second
 //  4. the recovery: a publisher started with --create-slot and
 //     --backfill-where "created_at >= <acknowledged commit time in
 //     outboxd_slots - failoverMargin>", as the refusal suggests.
+//
+// On PostgreSQL 17+ the slot is a failover slot (migrate's default) and
+// the standby synchronizes it, with synchronized_standby_slots set on the
+// primary: the failover waits until the standby's copy is synchronized
+// and persistent, and then the active publisher must go on streaming from
+// the promoted standby, with no recovery (3 and 4 do not apply).
 func (in *injector) failover(ctx context.Context) error {
 	if err := in.waitStreaming(ctx, in.active); err != nil {
 		return err
 	}
+	var version int
+	if err := queryRow(ctx, in.pg.URL, `SELECT current_setting('server_version_num')::int`, nil, &version); err != nil {
+		return err
+	}
+	failoverSlot := version >= 170000
 	standby, err := in.pg.StartStandby(ctx)
 	if err != nil {
 		return err
@@ -61,6 +75,11 @@ func (in *injector) failover(ctx context.Context) error {
 	if err := in.until(ctx, time.Minute, "the standby caught up", `SELECT count(*) > 0 FROM pg_stat_replication WHERE flush_lsn >= $1::pg_lsn`, lsn); err != nil {
 		return err
 	}
+	if failoverSlot {
+		if err := in.syncSlotTo(ctx, standby); err != nil {
+			return err
+		}
+	}
 
 	u, err := url.Parse(in.pg.URL)
 	if err != nil {
@@ -83,6 +102,18 @@ func (in *injector) failover(ctx context.Context) error {
 	in.ledger.failover.Store(false)
 	if err := os.RemoveAll(oldDir); err != nil {
 		return err
+	}
+	if failoverSlot {
+		// The same process reconnects to the promoted standby and goes on.
+		if err := in.waitStreaming(ctx, in.active); err != nil {
+			in.problems = append(in.problems, fmt.Sprintf("failover with a failover slot: %v", err))
+			return err
+		}
+		ms := float64(time.Since(died).Microseconds()) / 1000
+		in.failovers = append(in.failovers, ms)
+		in.backfilled = append(in.backfilled, 0)
+		in.log.Info("failover: streaming on from the synchronized slot", "ms", ms)
+		return nil
 	}
 
 	select {
@@ -118,6 +149,34 @@ func (in *injector) failover(ctx context.Context) error {
 	in.backfilled = append(in.backfilled, rows)
 	in.log.Info("failover recovered", "ms", ms, "backfill_where", pred, "backfilled_rows", rows)
 	return nil
+}
+
+// syncSlotTo makes the primary hold logical walsenders of failover slots
+// back until standby has the WAL (synchronized_standby_slots), and waits
+// until standby's copy of the slot is synchronized and persistent (a copy
+// stays temporary, and is dropped at promotion, until the primary's slot
+// has moved past what the standby holds).
+func (in *injector) syncSlotTo(ctx context.Context, standby *testbed.Postgres) error {
+	physical, err := os.ReadFile(filepath.Join(standby.Dir, "primary_slot"))
+	if err != nil {
+		return err
+	}
+	if err := execSQL(ctx, in.pg.URL, `ALTER SYSTEM SET synchronized_standby_slots = '`+strings.TrimSpace(string(physical))+`'`); err != nil {
+		return err
+	}
+	if err := execSQL(ctx, in.pg.URL, `SELECT pg_reload_conf()`); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		var ok bool
+		err := queryRow(ctx, standby.URL, `SELECT synced AND NOT temporary FROM pg_replication_slots WHERE slot_name = $1`, []any{slotName}, &ok)
+		if err == nil && ok {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("the standby's copy of slot %s was not synchronized and persistent within 2 minutes", slotName)
 }
 
 // until polls a boolean query (up to d) until it is true.

@@ -59,6 +59,7 @@ type Options struct {
 type Report struct {
 	Result
 	Delivery               string        `json:"delivery"`
+	PostgresVersion        int           `json:"postgres_version_num"`
 	RolledBackTransactions int           `json:"rolled_back_transactions"`
 	FaultsInjected         map[Fault]int `json:"faults_injected"`
 	TakeoverMS             []float64     `json:"standby_takeover_ms"`
@@ -90,11 +91,19 @@ const (
 	// status goes out at least 100 ms after the last one, checked at
 	// least every 100 ms.
 	confirmPeriods = 2
+	// slotSyncPeriods is how many 100 ms periods a standby's copy of a
+	// failover slot may trail the primary's: PostgreSQL 17's slot sync
+	// worker naps 200 ms after a cycle that changed a slot, doubling (up
+	// to 30 s) after each that did not; the primary's slot moves with every
+	// confirmation (each --status-interval, 500 ms here), so the nap stays
+	// under a second. Twice that.
+	slotSyncPeriods = 20
 )
 
 // faultBound is the documented bound on the duplicates one fault of a kind
 // may cause (docs/guarantees.md; a failover's is the rows its recovery
-// backfilled, counted as it happens):
+// backfilled, counted as it happens, or with a failover slot (17+) a
+// kill -9's plus slotSyncPeriods at the peak rate):
 //   - kill -9 and standby takeover (the active is killed): everything not
 //     yet confirmed: the records in flight (--max-in-flight-records), what
 //     Kafka acknowledged in the last confirmation periods (the peak rate
@@ -147,6 +156,9 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	}
 	defer func() { err = errors.Join(err, kafka.Remove(context.WithoutCancel(ctx))) }()
 	log.Info("servers up", "postgres", pg.URL, "kafka", kafka.Addr)
+	if err := queryRow(ctx, pg.URL, `SELECT current_setting('server_version_num')::int`, nil, &rep.PostgresVersion); err != nil {
+		return rep, err
+	}
 
 	topic := "chaos.events"
 	// Append times tell which fault each duplicate followed.
@@ -309,6 +321,9 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		if fault == FaultFailover {
 			for _, rows := range inj.backfilled {
 				b += int(rows)
+				if rows == 0 { // a failover slot: its copy trails the primary's by a sync period
+					b += o.MaxInFlight + (confirmPeriods+slotSyncPeriods)*rep.MaxEventsPer100ms + maxTxnRows
+				}
 			}
 		}
 		rep.DuplicateBoundByFault[fault] = b
