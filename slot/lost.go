@@ -43,7 +43,8 @@ func LostError(slot string, rec Record, found bool, systemID string, timeline in
 	fmt.Fprintf(&b, "%s: it was created by %s at %s on system %s timeline %d and is gone",
 		slot, rec.CreatedBy, rec.CreatedAt.UTC().Format(time.RFC3339), rec.SystemID, rec.Timeline)
 	if rec.SystemID != systemID || rec.Timeline != timeline {
-		fmt.Fprintf(&b, " (this server is system %s timeline %d: a failover to a standby without the slot, or a restore)", systemID, timeline)
+		fmt.Fprintf(&b, " (this server is system %s timeline %d: a failover to a standby without the slot, or a restore; "+
+			"on PostgreSQL 17+ a failover slot synchronized to the standby survives a failover: README, Failover slots)", systemID, timeline)
 	} else {
 		b.WriteString(" (dropped, or never carried over to this server)")
 	}

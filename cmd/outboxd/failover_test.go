@@ -254,3 +254,53 @@ func TestRunRefusesAStandby(t *testing.T) {
 		}
 	}
 }
+
+// --failover-slot on an existing slot: auto only offers to turn failover
+// on (a warning naming the flag), on turns it on (17+), and before 17 on
+// is refused naming the version.
+func TestFailoverSlotTurnedOnForAnExistingSlot(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.Database(t)
+	w := &world{url: dbURL, brokers: strings.Join(testenv.Brokers(t), ","), topic: testenv.Topic(t, 3), slot: testenv.Name(t, "slot")}
+	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--slot", w.slot, "--failover-slot=off").CombinedOutput(); err != nil {
+		t.Fatalf("outboxd migrate: %v\n%s", err, out)
+	}
+	var err error
+	if w.pool, err = pgxpool.New(t.Context(), w.url); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.pool.Close)
+	failover := func() bool {
+		var on bool
+		if err := w.pool.QueryRow(t.Context(), `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, w.slot).Scan(&on); err != nil {
+			t.Fatal(err)
+		}
+		return on
+	}
+	stopped := func(p *proc) {
+		t.Helper()
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		if code := p.wait(t, time.Minute); code != exitOK {
+			t.Fatalf("exit %d after SIGTERM; log:\n%s", code, p.log())
+		}
+	}
+	if serverVersion(t, dbURL) < slot.FailoverVersion {
+		p := w.start(t, "--failover-slot=on")
+		if code := p.wait(t, time.Minute); code != exitError || !strings.Contains(p.log(), "needs PostgreSQL 17") {
+			t.Fatalf("--failover-slot=on before 17: exit %d, want %d saying it needs 17; log:\n%s", code, exitError, p.log())
+		}
+		return
+	}
+	p := w.start(t) // auto
+	waitFor(t, 30*time.Second, "streaming", func() bool { return strings.Contains(p.log(), "msg=streaming") })
+	stopped(p)
+	if !strings.Contains(p.log(), "--failover-slot=on") || failover() {
+		t.Fatalf("--failover-slot=auto on a slot without failover: failover %v, want false and a warning naming --failover-slot=on; log:\n%s", failover(), p.log())
+	}
+	p = w.start(t, "--failover-slot=on")
+	waitFor(t, 30*time.Second, "streaming", func() bool { return strings.Contains(p.log(), "msg=streaming") })
+	stopped(p)
+	if !failover() || !strings.Contains(p.log(), "turned failover on") {
+		t.Fatalf("--failover-slot=on: failover %v, want true, logged; log:\n%s", failover(), p.log())
+	}
+}
