@@ -14,8 +14,10 @@
 #                (docs/bench/), then the idempotent consumer against a plain one
 #                (docs/bench/consumer/); BENCH_FLAGS adds flags, e.g. -events 100000
 #   make chaos   the long fault-injection runs (1,000,000 events, every fault
-#                kind many times), at-least-once then exactly-once
-#                (docs/chaos-report*.json); CHAOS_FLAGS adds flags, e.g. -v or -events
+#                kind many times), at-least-once then exactly-once, then
+#                300,000 events with 5 failovers on PostgreSQL 17 (failover
+#                slots) (docs/chaos-report*.json); CHAOS_FLAGS adds flags, e.g. -v
+#                or -events
 
 SHELL := /bin/bash
 GO ?= go
@@ -105,6 +107,8 @@ chaos: build
 	$(GO) build -o bin/outboxd-chaos ./cmd/outboxd-chaos
 	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -json docs/chaos-report.json $(CHAOS_FLAGS)
 	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -exactly-once -postgres_failover 0 -json docs/chaos-report-exactly-once.json $(CHAOS_FLAGS)
+	OUTBOXD_PG_VERSION=17 bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -events 300000 -postgres_failover 5 -kill9 5 -standby_takeover 2 \
+		-walsender_terminate 3 -broker_restart 2 -postgres_restart 2 -sigterm_restart 2 -json docs/chaos-report-pg17.json $(CHAOS_FLAGS)
 
 BENCH_FLAGS ?=
 bench: build

@@ -43,6 +43,9 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		printStatus(stdout, st)
 	}
 	switch {
+	case !st.Exists && st.InRecovery:
+		fmt.Fprintf(stderr, "outboxd status: replication slot %s is not on this standby (only failover slots are synchronized to standbys with sync_replication_slots = on, PostgreSQL 17+)\n", cfg.Stream.Slot)
+		return exitError
 	case !st.Exists:
 		fmt.Fprintf(stderr, "outboxd status: replication slot %s does not exist (run `outboxd migrate`)\n", cfg.Stream.Slot)
 		return exitError

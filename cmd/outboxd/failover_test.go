@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -152,6 +153,11 @@ func TestFailoverSlotContinuesAfterPromotion(t *testing.T) {
 		exists, synced, persistent := standbySlot(t, standbyApp, w.slot)
 		return exists && synced && persistent
 	})
+	// status on the standby shows its copy of the slot.
+	onStandby, err := exec.Command(builtBinary, "status", "--database-url", standbyApp, "--slot", w.slot).CombinedOutput()
+	if err != nil || !regexp.MustCompile(`synced\s+yes`).Match(onStandby) || !strings.Contains(string(onStandby), "standby (in recovery)") {
+		t.Errorf("outboxd status on the standby (%v) does not show the synchronized slot:\n%s", err, onStandby)
+	}
 	waitFor(t, time.Minute, "more rows written", func() bool { return ws.count() >= 400 })
 
 	// The primary dies; the standby is promoted. outboxd and the writers
