@@ -30,7 +30,6 @@ GOTESTFLAGS ?= -race -count=1 -timeout 30m
 PG_VERSIONS ?= 15 16 17 18
 empty :=
 space := $(empty) $(empty)
-export OUTBOXD_PG_VERSIONS := $(PG_VERSIONS)
 CORE_PKGS := ./cdc ./slot ./idempotent ./cmd/outboxd ./internal/testkit/chaos
 CORE_TEST_NAMES := TestMissingSlotStopsWithTheRecoveryCommand \
 	TestBackfillThenStreamHasNoGapAndNoOverlap \
@@ -75,14 +74,17 @@ CORE_TESTS := ^($(subst $(space),|,$(strip $(CORE_TEST_NAMES))))$$
 .PHONY: test test-go up down env build chaos bench
 
 test:
-	$(TESTBED) run -- $(MAKE) --no-print-directory test-go
+	OUTBOXD_PG_VERSIONS="$(PG_VERSIONS)" $(TESTBED) run -- $(MAKE) --no-print-directory test-go
 
-# test-go runs against whatever OUTBOXD_TEST_* points at (make up, or your own).
+# test-go runs against whatever OUTBOXD_TEST_* points at (make up, or your
+# own): everything against OUTBOXD_TEST_DATABASE_URL, then the core tests
+# against OUTBOXD_TEST_DATABASE_URL_<v> for each version after the first in
+# OUTBOXD_PG_VERSIONS (both exported by the test bed).
 test-go:
 	$(GO) vet ./...
 	@echo "== all tests, PostgreSQL $${OUTBOXD_PG_VERSION:-15}"
 	set -o pipefail; $(GO) test $(GOTESTFLAGS) -json ./... | $(GO) run ./internal/testkit/testbed/testsummary
-	set -o pipefail; for v in $(wordlist 2,$(words $(PG_VERSIONS)),$(PG_VERSIONS)); do \
+	set -o pipefail; versions=($${OUTBOXD_PG_VERSIONS:-$${OUTBOXD_PG_VERSION:-15}}); for v in "$${versions[@]:1}"; do \
 		url=OUTBOXD_TEST_DATABASE_URL_$$v; \
 		[ -n "$${!url:-}" ] || { echo "PostgreSQL $$v is not in the test bed (make up with PG_VERSIONS)"; exit 1; }; \
 		echo "== core integration tests, PostgreSQL $$v"; \
@@ -91,7 +93,7 @@ test-go:
 	done
 
 up:
-	$(TESTBED) up
+	OUTBOXD_PG_VERSIONS="$(PG_VERSIONS)" $(TESTBED) up
 
 down:
 	$(TESTBED) down

@@ -2,11 +2,16 @@ package cdc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/outbox"
@@ -59,35 +64,24 @@ type serverID struct {
 	timeline int32
 }
 
-// checkServer identifies the server at every (re)connect. On a server other
-// than the last one, the position this process carried over is not
-// trusted: the session starts from the slot's own confirmed position, and
-// on a new timeline of the same system (a promoted standby) only a slot
-// synchronized from the old primary is (info: the slot on this server).
+// checkServer identifies the server at every (re)connect and applies
+// serverChange (info: the slot on this server). On a server other than
+// the last one, the position this process carried over is not trusted:
+// the session starts from the slot's own confirmed position.
 func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info slot.Status) error {
 	sys, err := pglogrepl.IdentifySystem(ctx, conn)
 	if err != nil {
 		return fmt.Errorf("identifying the server: %w", err)
 	}
 	now := serverID{systemID: sys.SystemID, timeline: sys.Timeline}
-	// A server of the same system on an older timeline than one this
-	// process streamed from, or than another host of the URL that is a
-	// primary, is an old primary that came back after a failover: its
-	// history forked from the one outboxd follows.
-	if s.server.systemID == now.systemID && now.timeline < s.server.timeline {
-		return permanent(oldPrimaryError(now, s.server.timeline, "this process streamed from"))
-	}
-	if newer, host := newerPrimary(ctx, s.cfg.DatabaseURL, now); newer > 0 {
+	if newer, host := newerPrimary(ctx, s.cfg.DatabaseURL, now, s.log); newer > 0 {
 		return permanent(oldPrimaryError(now, newer, "host "+host+" of the database URL is a primary on"))
 	}
-	if s.server != (serverID{}) && s.server != now && s.cfg.StopOnServerChange {
-		return permanent(fmt.Errorf("the server changed (system identifier %s timeline %d, was %s timeline %d: a failover, a restore or another cluster): exactly-once mode stops here, and the next start reads the progress of the new timeline (the slot's unconfirmed tail is sent again: duplicates, no loss)",
-			now.systemID, now.timeline, s.server.systemID, s.server.timeline))
+	changed, err := serverChange(s.server, now, info, s.cfg.Slot, s.cfg.StopOnServerChange)
+	if err != nil {
+		return permanent(err)
 	}
-	if s.server.systemID == now.systemID && s.server.timeline != now.timeline && !slot.SyncedAcrossFailover(info) {
-		return permanent(slot.UnsyncedError(s.cfg.Slot, slot.Record{SystemID: s.server.systemID, Timeline: s.server.timeline}, now.timeline))
-	}
-	if s.server != (serverID{}) && s.server != now {
+	if changed {
 		s.log.Warn("the server changed (failover, restore or another cluster): starting from the slot's own confirmed position, not from what this process confirmed before",
 			"slot", s.cfg.Slot, "system_id", now.systemID, "timeline", now.timeline,
 			"previous_system_id", s.server.systemID, "previous_timeline", s.server.timeline, "previous_confirmed_lsn", s.confirmed)
@@ -95,6 +89,33 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info sl
 	}
 	s.server = now
 	return nil
+}
+
+// serverChange decides what a session on server now may do after one on
+// prev (zero before the first session), the slot on now being info. It
+// reports whether the server changed (the carried-over position is then
+// dropped), or an error that stops the process:
+//   - an older timeline of the same system than prev: an old primary that
+//     came back after a failover, whose history forked from the one
+//     outboxd follows;
+//   - any change, when stopOnChange (exactly-once: the next start reads
+//     the new timeline's progress);
+//   - a new timeline of the same system (a promoted standby) whose slot
+//     was not synchronized from the old primary (slot.SyncedAcrossFailover).
+func serverChange(prev, now serverID, info slot.Status, slotName string, stopOnChange bool) (changed bool, err error) {
+	if prev == (serverID{}) || prev == now {
+		return false, nil
+	}
+	switch {
+	case prev.systemID == now.systemID && now.timeline < prev.timeline:
+		return true, oldPrimaryError(now, prev.timeline, "this process streamed from")
+	case stopOnChange:
+		return true, fmt.Errorf("the server changed (system identifier %s timeline %d, was %s timeline %d: a failover, a restore or another cluster): exactly-once mode stops here, and the next start reads the progress of the new timeline (the slot's unconfirmed tail is sent again: duplicates, no loss)",
+			now.systemID, now.timeline, prev.systemID, prev.timeline)
+	case prev.systemID == now.systemID && !slot.SyncedAcrossFailover(info):
+		return true, slot.UnsyncedError(slotName, slot.Record{SystemID: prev.systemID, Timeline: prev.timeline}, now.timeline, info.ServerVersion)
+	}
+	return true, nil
 }
 
 func oldPrimaryError(now serverID, newer int32, where string) error {
@@ -105,28 +126,54 @@ func oldPrimaryError(now serverID, newer int32, where string) error {
 }
 
 // newerPrimary asks every host of a multi-host database URL (as users
-// list a primary and its standbys, with target_session_attrs=read-write)
-// for its system identifier, timeline and whether it is in recovery, and
-// returns the newest timeline of a primary of now's system that is newer
-// than now's, with its host; 0 when there is none. Hosts that do not
-// answer within a few seconds are left out: the check guards against an
-// old primary that came back, it is not a health check.
-func newerPrimary(ctx context.Context, url string, now serverID) (int32, string) {
+// list a primary and its standbys, with target_session_attrs=read-write),
+// all at once, for its system identifier, timeline and whether it is in
+// recovery, and returns the newest timeline of a primary of now's system
+// that is newer than now's, with its host; 0 when there is none or the URL
+// names one host. Hosts that do not answer within a few seconds are left
+// out (logged at debug): the check guards against an old primary that came
+// back, it is not a health check.
+func newerPrimary(ctx context.Context, url string, now serverID, log *slog.Logger) (int32, string) {
 	cfg, err := pgconn.ParseConfig(url)
-	if err != nil || len(cfg.Fallbacks) == 0 {
+	if err != nil {
 		return 0, ""
 	}
-	hosts := append([]*pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port, TLSConfig: cfg.TLSConfig}}, cfg.Fallbacks...)
-	var newest int32
-	var newestHost string
-	for _, h := range hosts {
+	// Fallbacks also hold each host's TLS and plain variants (sslmode
+	// prefer): one attempt per host:port, the first variant.
+	seen := map[string]bool{}
+	var hosts []*pgconn.FallbackConfig
+	for _, h := range append([]*pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port, TLSConfig: cfg.TLSConfig}}, cfg.Fallbacks...) {
+		addr := net.JoinHostPort(h.Host, strconv.Itoa(int(h.Port)))
+		if !seen[addr] {
+			seen[addr] = true
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) < 2 {
+		return 0, ""
+	}
+	ids := make([]serverID, len(hosts))
+	primary := make([]bool, len(hosts))
+	var g errgroup.Group
+	for i, h := range hosts {
 		one := cfg.Copy()
 		one.Host, one.Port, one.TLSConfig, one.Fallbacks = h.Host, h.Port, h.TLSConfig, nil
 		one.ValidateConnect = nil // every host, whatever target_session_attrs says
 		one.RuntimeParams["replication"] = "database"
-		id, primary, err := identifyHost(ctx, one)
-		if err == nil && primary && id.systemID == now.systemID && id.timeline > now.timeline && id.timeline > newest {
-			newest, newestHost = id.timeline, fmt.Sprintf("%s:%d", h.Host, h.Port)
+		g.Go(func() error {
+			var err error
+			if ids[i], primary[i], err = identifyHost(ctx, one); err != nil {
+				log.Debug("could not ask a host of the database URL for its timeline", "host", net.JoinHostPort(h.Host, strconv.Itoa(int(h.Port))), "err", err)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // the goroutines only log
+	var newest int32
+	var newestHost string
+	for i, h := range hosts {
+		if primary[i] && ids[i].systemID == now.systemID && ids[i].timeline > now.timeline && ids[i].timeline > newest {
+			newest, newestHost = ids[i].timeline, net.JoinHostPort(h.Host, strconv.Itoa(int(h.Port)))
 		}
 	}
 	return newest, newestHost
@@ -142,14 +189,16 @@ func identifyHost(ctx context.Context, cfg *pgconn.Config) (serverID, bool, erro
 	defer conn.Close(context.WithoutCancel(ctx))
 	sys, err := pglogrepl.IdentifySystem(ctx, conn)
 	if err != nil {
-		return serverID{}, false, err
+		return serverID{}, false, fmt.Errorf("identifying the server: %w", err)
 	}
 	res, err := conn.Exec(ctx, "SELECT pg_catalog.pg_is_in_recovery()").ReadAll()
-	if err != nil || len(res) != 1 || len(res[0].Rows) != 1 {
+	switch {
+	case err != nil:
 		return serverID{}, false, fmt.Errorf("asking whether the server is in recovery: %w", err)
+	case len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 1:
+		return serverID{}, false, errors.New("asking whether the server is in recovery: unexpected result shape")
 	}
-	primary := string(res[0].Rows[0][0]) == "f"
-	return serverID{systemID: sys.SystemID, timeline: sys.Timeline}, primary, nil
+	return serverID{systemID: sys.SystemID, timeline: sys.Timeline}, string(res[0].Rows[0][0]) == "f", nil
 }
 
 // startReplication issues START_REPLICATION. lsn is the watermark: the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/outbox"
@@ -47,6 +48,11 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 	if st.InRecovery {
 		return permanent(slot.StandbyError(s.cfg.Slot))
 	}
+	// An old primary that came back (a newer primary among the URL's
+	// hosts) must not get a slot created or a backfill run on it either.
+	if newer, host := newerPrimary(ctx, s.cfg.DatabaseURL, serverID{systemID: systemID, timeline: timeline}, s.log); newer > 0 {
+		return permanent(oldPrimaryError(serverID{systemID: systemID, timeline: timeline}, newer, "host "+host+" of the database URL is a primary on"))
+	}
 	failover, err := s.cfg.FailoverSlot.CreateFailover(st.ServerVersion)
 	if err != nil {
 		return permanent(err)
@@ -83,7 +89,7 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 		// old primary (17+); one that was not synchronized holds some
 		// other position.
 		if found && rec.SystemID == systemID && rec.Timeline != timeline && !slot.SyncedAcrossFailover(st) {
-			return permanent(slot.UnsyncedError(s.cfg.Slot, rec, timeline))
+			return permanent(slot.UnsyncedError(s.cfg.Slot, rec, timeline, st.ServerVersion))
 		}
 		s.adoptSlot(ctx, conn, rec, found, systemID, timeline)
 		if s.cfg.BackfillWhere != "" {
@@ -117,11 +123,12 @@ func (s *Streamer) turnFailoverOn(ctx context.Context, st slot.Status) error {
 	}
 	defer repl.Close(context.WithoutCancel(ctx))
 	_, err = repl.Exec(ctx, "ALTER_REPLICATION_SLOT "+sqlquote.Identifier(s.cfg.Slot)+" ( FAILOVER true )").ReadAll()
-	switch err := slot.ClassifyStart(s.cfg.Slot, err); {
+	var pgErr *pgconn.PgError
+	switch {
 	case err == nil:
 		s.log.Info("turned failover on for the slot: standbys with sync_replication_slots = on now keep it", "slot", s.cfg.Slot)
 		return nil
-	case errors.As(err, new(*slot.InUseError)):
+	case errors.As(err, &pgErr) && pgErr.Code == "55006": // object_in_use: another process streams from it
 		s.log.Warn("cannot turn failover on while another process streams from the slot; the next start that finds it idle will",
 			"slot", s.cfg.Slot, "active_pid", st.ActivePID)
 		return nil

@@ -2,6 +2,7 @@ package slot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 )
@@ -74,8 +75,11 @@ func (m FailoverMode) AlterFailover(st Status, log *slog.Logger) bool {
 	return false
 }
 
-// ErrStandby: the server is a standby (in recovery).
-var ErrStandby = fmt.Errorf("%w: the server is a standby (in recovery)", ErrUnusable)
+// ErrStandby: the server is a standby (in recovery). It is not one of the
+// Permanent errors: during a failover a connection can land on a standby
+// that is about to be promoted, and a running process retries; a start
+// against a standby is refused (the caller makes it permanent).
+var ErrStandby = errors.New("the server is a standby (in recovery)")
 
 // StandbyError is the refusal to run against a standby.
 func StandbyError(slot string) error {
@@ -102,12 +106,18 @@ func SyncedAcrossFailover(st Status) bool {
 // system (a promoted standby) that was not synchronized from the old
 // primary: whatever it holds was not the position outboxd confirmed there,
 // so streaming from it could skip or invent commits.
-func UnsyncedError(slot string, rec Record, timeline int32) error {
+func UnsyncedError(slot string, rec Record, timeline int32, version int) error {
+	why := "pg_replication_slots.synced is false, so its position is not the one outboxd confirmed there"
+	after := "Make it a failover slot (--failover-slot) so the next failover needs none of this"
+	if version < FailoverVersion {
+		why = "PostgreSQL 16 cannot tell a slot carried over by a restore from one created on the standby (decoding on a standby), " +
+			"whose position is not the one outboxd confirmed there"
+		after = "PostgreSQL 17's failover slots are carried over with a synced flag"
+	}
 	return fmt.Errorf("%w: %s exists on this server (system %s timeline %d) but was not synchronized from the primary it was recorded on "+
-		"(timeline %d): pg_replication_slots.synced is false, so its position is not the one outboxd confirmed there. "+
-		"Drop it, then recover as from a lost slot: outboxd run --create-slot --backfill-where \"created_at >= '<time before the failover>'\" "+
-		"(README, section Cutover from a polling relay, and lost slots). Make it a failover slot (--failover-slot) so the next failover needs none of this",
-		ErrUnusable, slot, rec.SystemID, timeline, rec.Timeline)
+		"(timeline %d): %s. Drop it, then recover as from a lost slot: outboxd run --create-slot --backfill-where \"created_at >= '<time before the failover>'\" "+
+		"(README, section Cutover from a polling relay, and lost slots). %s",
+		ErrUnusable, slot, rec.SystemID, timeline, rec.Timeline, why, after)
 }
 
 // ServerVersion reads server_version_num (150000 for 15.0).

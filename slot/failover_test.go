@@ -130,3 +130,18 @@ func TestStatusLost(t *testing.T) {
 		}
 	}
 }
+
+// A standby is refused at start (the caller makes it permanent) but is not
+// one of the Permanent errors: a running process that lands on a standby
+// during a failover retries until it is promoted.
+func TestStandbyErrorIsRetriedBySessions(t *testing.T) {
+	err := StandbyError("s")
+	if !errors.Is(err, ErrStandby) || Permanent(err) {
+		t.Errorf("StandbyError: errors.Is(ErrStandby) = %v, Permanent = %v; want true, false", errors.Is(err, ErrStandby), Permanent(err))
+	}
+	for _, s := range []string{"standby", "target_session_attrs=read-write"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("StandbyError does not say %q: %v", s, err)
+		}
+	}
+}

@@ -139,7 +139,7 @@ func TestFailoverSlotContinuesAfterPromotion(t *testing.T) {
 		t.Fatalf("outboxd migrate: %v\n%s", err, out)
 	}
 	status, err := exec.Command(builtBinary, "status", "--database-url", w.url, "--slot", w.slot).CombinedOutput()
-	if err != nil || !strings.Contains(string(status), "failover") || !strings.Contains(string(status), "yes") {
+	if err != nil || !regexp.MustCompile(`failover\s+yes`).Match(status) {
 		t.Fatalf("outboxd status after migrate (%v) does not show a failover slot:\n%s", err, status)
 	}
 	if w.pool, err = pgxpool.New(ctx, w.url); err != nil {

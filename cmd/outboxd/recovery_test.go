@@ -427,25 +427,27 @@ func TestFailoverToAStandbyRecovers(t *testing.T) {
 // primary for one until the creation returns.
 func createSlotOnStandby(t *testing.T, primary *pgxpool.Pool, standbyURL, name string) {
 	t.Helper()
-	conn, err := pgx.Connect(t.Context(), standbyURL)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, standbyURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := conn.Exec(t.Context(), `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, name)
+		_, err := conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, name)
 		done <- err
 	}()
 	for {
 		select {
-		case err := <-done:
+		case err := <-done: // within the minute: ctx cancels the statement
 			if err != nil {
 				t.Fatalf("creating slot %s on the standby: %v", name, err)
 			}
 			return
 		case <-time.After(100 * time.Millisecond):
-			_, _ = primary.Exec(t.Context(), `SELECT pg_log_standby_snapshot()`)
+			_, _ = primary.Exec(ctx, `SELECT pg_log_standby_snapshot()`)
 		}
 	}
 }

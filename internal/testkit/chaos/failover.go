@@ -153,9 +153,9 @@ func (in *injector) failover(ctx context.Context) error {
 
 // syncSlotTo makes the primary hold logical walsenders of failover slots
 // back until standby has the WAL (synchronized_standby_slots), and waits
-// until standby's copy of the slot is synchronized and persistent (a copy
+// until standby's copy of the slot is synchronized, persistent (a copy
 // stays temporary, and is dropped at promotion, until the primary's slot
-// has moved past what the standby holds).
+// has moved past what the standby holds) and caught up with the primary's.
 func (in *injector) syncSlotTo(ctx context.Context, standby *testbed.Postgres) error {
 	physical, err := os.ReadFile(filepath.Join(standby.Dir, "primary_slot"))
 	if err != nil {
@@ -167,16 +167,24 @@ func (in *injector) syncSlotTo(ctx context.Context, standby *testbed.Postgres) e
 	if err := execSQL(ctx, in.pg.URL, `SELECT pg_reload_conf()`); err != nil {
 		return err
 	}
+	// The copy must also have caught up with where the primary's slot is
+	// now: the duplicates of the failover are then what the copy trails
+	// by when the primary dies, the bound's slot sync lag.
+	var confirmed string
+	if err := queryRow(ctx, in.pg.URL, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, []any{slotName}, &confirmed); err != nil {
+		return err
+	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		var ok bool
-		err := queryRow(ctx, standby.URL, `SELECT synced AND NOT temporary FROM pg_replication_slots WHERE slot_name = $1`, []any{slotName}, &ok)
+		err := queryRow(ctx, standby.URL, `SELECT synced AND NOT temporary AND confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
+			[]any{slotName, confirmed}, &ok)
 		if err == nil && ok {
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("the standby's copy of slot %s was not synchronized and persistent within 2 minutes", slotName)
+	return fmt.Errorf("the standby's copy of slot %s was not synchronized, persistent and at %s within 2 minutes", slotName, confirmed)
 }
 
 // until polls a boolean query (up to d) until it is true.

@@ -96,8 +96,8 @@ const (
 	// worker naps 200 ms after a cycle that changed a slot, doubling (up
 	// to 30 s) after each that did not; the primary's slot moves with every
 	// confirmation (each --status-interval, 500 ms here), so the nap stays
-	// under a second. Twice that.
-	slotSyncPeriods = 20
+	// under a second.
+	slotSyncPeriods = 10
 )
 
 // faultBound is the documented bound on the duplicates one fault of a kind
@@ -321,7 +321,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		if fault == FaultFailover {
 			for _, rows := range inj.backfilled {
 				b += int(rows)
-				if rows == 0 { // a failover slot: its copy trails the primary's by a sync period
+				if rep.PostgresVersion >= 170000 { // a failover slot: its copy trails the primary's by a sync period
 					b += o.MaxInFlight + (confirmPeriods+slotSyncPeriods)*rep.MaxEventsPer100ms + maxTxnRows
 				}
 			}

@@ -114,7 +114,7 @@ cluster_bindir() {
 # into the cache (Maven keeps the jar in its own repository: a second run
 # downloads nothing).
 fetch_zonky() {
-	local v=$1 full arch tmp dest
+	local v=$1 full arch tmp dest unpack
 	full=${zonky_versions[$v]:-}
 	[ -n "$full" ] || die "no PostgreSQL $v binaries known: choose from 15 (Debian) and ${!zonky_versions[*]} (zonky)"
 	case "$(uname -m)" in
@@ -129,9 +129,11 @@ fetch_zonky() {
 	mvn -q -B -Dstyle.color=never dependency:copy \
 		-Dartifact="io.zonky.test.postgres:embedded-postgres-binaries-linux-$arch:$full" \
 		-DoutputDirectory="$tmp" >&2 || { rm -rf "$tmp"; die "fetching PostgreSQL $full binaries with Maven failed (see above)"; }
-	rm -rf "$dest"
-	mkdir -p "$dest"
-	python3 - "$tmp"/*.jar "$dest" <<'PY' || { rm -rf "$tmp" "$dest"; die "unpacking PostgreSQL $full binaries failed"; }
+	# Unpacked beside dest and renamed into place: a dest that exists is
+	# complete, also for a parallel pg-start.
+	mkdir -p "$(pg_cache)"
+	unpack=$(mktemp -d "$(pg_cache)/unpacking-$v.XXXXXX")
+	python3 - "$tmp"/*.jar "$unpack" <<'PY' || { rm -rf "$tmp" "$unpack"; die "unpacking PostgreSQL $full binaries failed"; }
 import io, sys, tarfile, zipfile
 jar, dest = sys.argv[1], sys.argv[2]
 with zipfile.ZipFile(jar) as z:
@@ -140,8 +142,13 @@ with zipfile.ZipFile(jar) as z:
         t.extractall(dest)
 PY
 	rm -rf "$tmp"
-	chmod -R a+rX "$(pg_cache)"
-	[ -x "$dest/bin/initdb" ] || die "the PostgreSQL $full jar held no bin/initdb"
+	[ -x "$unpack/bin/initdb" ] || { rm -rf "$unpack"; die "the PostgreSQL $full jar held no bin/initdb"; }
+	chmod -R a+rX "$unpack"
+	chmod a+rx "$(pg_cache)"
+	if ! mv -T "$unpack" "$dest" 2>/dev/null; then
+		rm -rf "$unpack" # another process put it there first
+	fi
+	pg_bindir "$v" >/dev/null || die "no PostgreSQL $v binaries in $dest after unpacking"
 }
 
 # ensure_postgres [VERSION]: install or fetch the server binaries of a version.
@@ -342,7 +349,17 @@ pg_stop() {
 	# root-only directory holding a symlink to it (run's state directory),
 	# so pg_ctl status failed there and the server was left running.
 	dir=$(cd "$dir" && pwd -P)
-	bin=$(cluster_bindir "$dir") || return 0
+	if ! bin=$(cluster_bindir "$dir"); then
+		# The binaries are gone (a cleared cache) but the server may not
+		# be: stop it by its pid (SIGQUIT: immediate, SIGINT: fast).
+		if [ -f "$dir/data/postmaster.pid" ]; then
+			local sig=INT
+			[ "$mode" = immediate ] && sig=QUIT
+			kill -"$sig" "$(head -n 1 "$dir/data/postmaster.pid")" 2>/dev/null || true
+			sleep 1
+		fi
+		return 0
+	fi
 	if as_pg "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
 		as_pg "$bin/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null || true
 	fi

@@ -1,0 +1,54 @@
+package cdc
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/outboxd/outboxd/slot"
+)
+
+// serverChange's decisions across a failover, a restore and an old
+// primary's return (issue 15), without servers.
+func TestServerChange(t *testing.T) {
+	yes, no := true, false
+	t1 := serverID{systemID: "7001", timeline: 1}
+	t2 := serverID{systemID: "7001", timeline: 2}
+	other := serverID{systemID: "8002", timeline: 1}
+	synced17 := slot.Status{ServerVersion: 170006, Synced: &yes}
+	unsynced17 := slot.Status{ServerVersion: 170006, Synced: &no}
+	for _, tc := range []struct {
+		name         string
+		prev, now    serverID
+		info         slot.Status
+		stopOnChange bool
+		changed      bool
+		err          string // substring; "" for none
+	}{
+		{"first session", serverID{}, t1, unsynced17, false, false, ""},
+		{"same server", t1, t1, unsynced17, true, false, ""},
+		{"promoted standby, synchronized slot", t1, t2, synced17, false, true, ""},
+		{"promoted standby, slot not synchronized (17)", t1, t2, unsynced17, false, true, "synced is false"},
+		{"promoted standby, slot on 16", t1, t2, slot.Status{ServerVersion: 160010}, false, true, "PostgreSQL 16 cannot tell"},
+		{"restore on 15 keeps its slot", t1, t2, slot.Status{ServerVersion: 150018}, false, true, ""},
+		{"old primary back", t2, t1, synced17, false, true, "old primary that came back"},
+		{"another cluster", t1, other, unsynced17, false, true, ""},
+		{"exactly-once stops on any change", t1, t2, synced17, true, true, "exactly-once mode stops"},
+		{"exactly-once, old primary back", t2, t1, synced17, true, true, "old primary that came back"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			changed, err := serverChange(tc.prev, tc.now, tc.info, "s", tc.stopOnChange)
+			if changed != tc.changed {
+				t.Errorf("changed = %v, want %v", changed, tc.changed)
+			}
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("error %v, want none", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("error %v, want one saying %q", err, tc.err)
+			case err != nil && !errors.Is(err, slot.ErrUnusable) && !tc.stopOnChange:
+				t.Errorf("error %v does not wrap slot.ErrUnusable", err)
+			}
+		})
+	}
+}
