@@ -30,8 +30,9 @@
 #   testbed.sh pg-move DIR PORT         restart the cluster in DIR on PORT (a promoted
 #                                       standby taking over its old primary's address)
 #
-# PostgreSQL versions: 15 is Debian's package (installed when missing); 16, 17
-# and 18 are the zonky embedded-postgres server binaries from Maven Central,
+# PostgreSQL versions: 15 is Debian's package (installed when missing; the
+# zonky 15 binaries where Debian has no postgresql-15); 16, 17 and 18 are
+# the zonky embedded-postgres server binaries from Maven Central,
 # fetched once and unpacked into the cache (a version Debian has installed
 # under /usr/lib/postgresql is used instead). `up` and `run` start one cluster
 # per version in OUTBOXD_PG_VERSIONS; the first is OUTBOXD_TEST_DATABASE_URL,
@@ -78,7 +79,8 @@ apt_install() {
 }
 
 # zonky_versions: the zonky embedded-postgres-binaries release per major version.
-declare -A zonky_versions=([16]=16.10.0 [17]=17.6.0 [18]=18.1.0)
+# 15's is the fallback where Debian has no postgresql-15 package.
+declare -A zonky_versions=([15]=15.14.0 [16]=16.10.0 [17]=17.6.0 [18]=18.1.0)
 
 # pg_cache: where unpacked server binaries live. The postgres OS user runs
 # them under root, and cannot traverse /root: keep them outside it there.
@@ -116,7 +118,7 @@ cluster_bindir() {
 fetch_zonky() {
 	local v=$1 full arch tmp dest unpack
 	full=${zonky_versions[$v]:-}
-	[ -n "$full" ] || die "no PostgreSQL $v binaries known: choose from 15 (Debian) and ${!zonky_versions[*]} (zonky)"
+	[ -n "$full" ] || die "no PostgreSQL $v binaries known: choose from ${!zonky_versions[*]}"
 	case "$(uname -m)" in
 	x86_64) arch=amd64 ;;
 	aarch64) arch=arm64v8 ;;
@@ -155,7 +157,7 @@ PY
 ensure_postgres() {
 	local v=${1:-${OUTBOXD_PG_VERSION:-15}}
 	if ! pg_bindir "$v" >/dev/null; then
-		if [ "$v" = 15 ]; then
+		if [ "$v" = 15 ] && command -v apt-get >/dev/null && apt-cache show postgresql-15 >/dev/null 2>&1; then
 			apt_install postgresql-15
 		else
 			fetch_zonky "$v"
