@@ -369,7 +369,7 @@ func TestFailoverToAStandbyRecovers(t *testing.T) {
 	waitFor(t, time.Minute, "200 rows written", func() bool { return ws.count() >= 200 })
 	unsynced := serverVersion(t, primary.URL) >= 160000
 	if unsynced {
-		createSlotOnStandby(t, w.pool, onDB(standby.URL), w.slot)
+		createSlotOnStandby(t, w.pool, standby.URL, "app", w.slot)
 	}
 
 	// The primary dies; the standby is promoted; everyone moves to it.
@@ -425,11 +425,26 @@ func TestFailoverToAStandbyRecovers(t *testing.T) {
 // createSlotOnStandby creates a logical slot on a standby (16+), which
 // waits for a snapshot of running transactions from the primary: ask the
 // primary for one until the creation returns.
-func createSlotOnStandby(t *testing.T, primary *pgxpool.Pool, standbyURL, name string) {
+func createSlotOnStandby(t *testing.T, primary *pgxpool.Pool, standbyServer, db, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, standbyURL)
+	// The standby must first have replayed the database itself (under
+	// load it trailed the primary by seconds and had no "app" yet).
+	var lsn string
+	if err := primary.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the standby replayed the primary's WAL", func() bool {
+		c, err := pgx.Connect(ctx, standbyServer)
+		if err != nil {
+			return false
+		}
+		defer c.Close(context.Background())
+		var ok bool
+		return c.QueryRow(ctx, `SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn`, lsn).Scan(&ok) == nil && ok
+	})
+	conn, err := pgx.Connect(ctx, onDatabase(t, standbyServer, db))
 	if err != nil {
 		t.Fatal(err)
 	}
