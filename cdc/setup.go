@@ -85,13 +85,9 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 			}
 		}
 	case st.Exists:
-		// A promoted standby continues from a slot synchronized from the
-		// old primary (17+); one that was not synchronized holds some
-		// other position.
-		if found && rec.SystemID == systemID && rec.Timeline != timeline && !slot.SyncedAcrossFailover(st) {
-			return permanent(slot.UnsyncedError(s.cfg.Slot, rec, timeline, st.ServerVersion))
+		if err := s.adoptSlot(ctx, conn, st, rec, found, systemID, timeline); err != nil {
+			return err
 		}
-		s.adoptSlot(ctx, conn, rec, found, systemID, timeline)
 		if s.cfg.BackfillWhere != "" {
 			s.log.Info("the slot exists: no backfill (--backfill-where applies only when the slot is created)", "slot", s.cfg.Slot)
 		}
@@ -139,11 +135,18 @@ func (s *Streamer) turnFailoverOn(ctx context.Context, st slot.Status) error {
 
 // adoptSlot records an existing slot that outboxd_slots does not know yet,
 // and logs a slot that is now on another server (a failover to a standby
-// that has it, a restore).
-func (s *Streamer) adoptSlot(ctx context.Context, conn *pgx.Conn, rec slot.Record, found bool, systemID string, timeline int32) {
-	if err := slot.Adopt(ctx, conn, rec, found, s.cfg.Slot, systemID, timeline, s.log); err != nil {
+// that has it, a restore): slot.Adopt. Its refusal of a slot not
+// synchronized across a failover is returned (permanent); failing to
+// write the record is only logged.
+func (s *Streamer) adoptSlot(ctx context.Context, conn *pgx.Conn, st slot.Status, rec slot.Record, found bool, systemID string, timeline int32) error {
+	err := slot.Adopt(ctx, conn, st, rec, found, systemID, timeline, s.log)
+	switch {
+	case slot.Permanent(err): // not synchronized across a failover
+		return permanent(err)
+	case err != nil:
 		s.log.Warn("could not record the slot in outboxd_slots; a lost slot will not be recognized as lost", "slot", s.cfg.Slot, "err", err)
 	}
+	return nil
 }
 
 // createSlot creates the slot at the current position, without a backfill.

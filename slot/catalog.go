@@ -116,13 +116,20 @@ func MarkBackfilled(ctx context.Context, q Querier, slot string, consistentPoint
 	return catalogWriteError("recording the backfill of slot "+slot+" as done", err)
 }
 
-// Adopt keeps the record of an existing slot current: a slot without a
-// record (created before outboxd_slots, or by hand) is recorded as
+// Adopt keeps the record of the existing slot st current: a slot without
+// a record (created before outboxd_slots, or by hand) is recorded as
 // adopted, and one recorded on another server (a failover to a standby
 // that has the slot, or a restore) is logged with both servers and
-// recorded on this one.
-func Adopt(ctx context.Context, q Querier, rec Record, found bool, slot, systemID string, timeline int32, log *slog.Logger) error {
+// recorded on this one. A slot on a new timeline of the system it was
+// recorded on that was not synchronized from the old primary
+// (SyncedAcrossFailover) is refused with UnsyncedError, wrapping
+// ErrUnusable, and its record left as it is: recording it as moved would
+// hide it from the next check.
+func Adopt(ctx context.Context, q Querier, st Status, rec Record, found bool, systemID string, timeline int32, log *slog.Logger) error {
+	slot := st.Slot
 	switch {
+	case found && rec.SystemID == systemID && rec.Timeline != timeline && !SyncedAcrossFailover(st):
+		return UnsyncedError(slot, rec, timeline, st.ServerVersion)
 	case !found:
 		return SaveRecord(ctx, q, Record{Slot: slot, SystemID: systemID, Timeline: timeline, CreatedBy: CreatedByAdopted})
 	case rec.SystemID != systemID || rec.Timeline != timeline:

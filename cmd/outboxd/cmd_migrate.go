@@ -92,7 +92,7 @@ func migrateSlot(ctx context.Context, conn *pgx.Conn, cfg config.Config, log *sl
 	}
 	switch {
 	case st.Exists:
-		if err := slot.Adopt(ctx, conn, rec, found, name, systemID, timeline, log); err != nil {
+		if err := slot.Adopt(ctx, conn, st, rec, found, systemID, timeline, log); err != nil {
 			return err
 		}
 		log.Info("replication slot exists", "slot", name, "confirmed_lsn", st.ConfirmedFlushLSN)

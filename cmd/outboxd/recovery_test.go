@@ -393,6 +393,13 @@ func TestFailoverToAStandbyRecovers(t *testing.T) {
 		// Regression test for issue 15: outboxd took a slot of the same
 		// name on the promoted standby for its own (logged as moved to
 		// another server) and streamed from a position it never confirmed.
+		// migrate (run first in many deploys) must refuse it too: it
+		// recorded the slot as moved, and run then no longer saw the
+		// change of timeline.
+		out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--slot", w.slot, "--failover-slot=off").CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "was not synchronized") {
+			t.Fatalf("migrate with an unsynchronized slot on the promoted standby = %v, want a refusal saying it was not synchronized:\n%s", err, out)
+		}
 		q := w.start(t)
 		if code := q.wait(t, time.Minute); code != exitError || !strings.Contains(q.log(), "was not synchronized") || !strings.Contains(q.log(), "timeline 2") {
 			t.Fatalf("run with an unsynchronized slot on the promoted standby: exit %d, want %d saying it was not synchronized; log:\n%s", code, exitError, q.log())
