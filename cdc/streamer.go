@@ -85,12 +85,18 @@ func (s *Streamer) Run(ctx context.Context) error {
 	return err
 }
 
-func (s *Streamer) loop(ctx context.Context) error {
-	bo := backoff.NewExponentialBackOff(
+// reconnectBackOff is the backoff between attempts to reach PostgreSQL:
+// from 250 ms up to ReconnectMaxInterval, forever.
+func (s *Streamer) reconnectBackOff() *backoff.ExponentialBackOff {
+	return backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(250*time.Millisecond),
 		backoff.WithMaxInterval(s.cfg.ReconnectMaxInterval),
 		backoff.WithMaxElapsedTime(0),
 	)
+}
+
+func (s *Streamer) loop(ctx context.Context) error {
+	bo := s.reconnectBackOff()
 	waitingForSlot := false
 	for {
 		s.counters.state.Store(int32(StateStarting))
@@ -121,9 +127,7 @@ func (s *Streamer) loop(ctx context.Context) error {
 			}
 			continue
 		case errors.As(err, &inUse):
-			switch {
-			case waitingForSlot:
-			default:
+			if !waitingForSlot {
 				s.log.Info("replication slot is in use by another process; standing by to take over",
 					"slot", s.cfg.Slot, "active_pid", inUse.PID, "retry_interval", s.cfg.SlotRetryInterval)
 			}
@@ -157,24 +161,15 @@ func (s *Streamer) loop(ctx context.Context) error {
 // reached; any other failure is returned (a backfill that failed is run
 // again by the next start, from a new slot).
 func (s *Streamer) setUp(ctx context.Context) error {
-	bo := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(250*time.Millisecond),
-		backoff.WithMaxInterval(s.cfg.ReconnectMaxInterval),
-		backoff.WithMaxElapsedTime(0),
-	)
-	for {
+	return backoff.RetryNotify(func() error {
 		err := s.setUpSlot(ctx)
-		if err == nil || !unreachable(err) || ctx.Err() != nil {
-			return err
+		if err != nil && (!unreachable(err) || ctx.Err() != nil) {
+			return backoff.Permanent(err)
 		}
-		wait := bo.NextBackOff()
+		return err
+	}, backoff.WithContext(s.reconnectBackOff(), ctx), func(err error, wait time.Duration) {
 		s.log.Warn("cannot reach PostgreSQL to set the slot up; reconnecting", "slot", s.cfg.Slot, "err", err, "retry_in", wait)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-	}
+	})
 }
 
 // unreachable reports whether err is a failure to connect (the server down
