@@ -201,15 +201,25 @@ kafka_cmd() {
 		-cp "$kafka_libs/*" "$@")
 }
 
+# build_tool NAME: build a Go helper of the test bed into the cache, once per
+# source version.
+build_tool() {
+	local name=$1 out sum
+	sum=$(cat "$here/$name"/*.go | sha256sum | cut -c1-12)
+	out="$cache_dir/bin/$name-$sum"
+	if [ ! -x "$out" ]; then
+		(cd "$here/../../.." && go build -o "$out" "./internal/testkit/testbed/$name") ||
+			die "building the test bed's $name failed"
+	fi
+	echo "$out"
+}
+
 # wait_kafka ADDR: wait until the broker answers a metadata request.
 wait_kafka() {
-	local addr=$1 dir=$2 i
-	if [ ! -x "$cache_dir/bin/kafkaping" ]; then
-		(cd "$here/../../.." && go build -o "$cache_dir/bin/kafkaping" ./internal/testkit/testbed/kafkaping) ||
-			die "building the Kafka readiness probe failed"
-	fi
+	local addr=$1 dir=$2 i ping
+	ping=$(build_tool kafkaping)
 	for i in $(seq 1 120); do
-		if "$cache_dir/bin/kafkaping" "$addr" >/dev/null 2>&1; then
+		if "$ping" "$addr" >/dev/null 2>&1; then
 			return 0
 		fi
 		if ! kill -0 "$(cat "$dir/kafka.pid")" 2>/dev/null; then
@@ -365,19 +375,6 @@ pg_stop() {
 	if as_pg "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
 		as_pg "$bin/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null || true
 	fi
-}
-
-# build_tool NAME: build a Go helper of the test bed into the cache, once per
-# source version.
-build_tool() {
-	local name=$1 out sum
-	sum=$(cat "$here/$name"/*.go | sha256sum | cut -c1-12)
-	out="$cache_dir/bin/$name-$sum"
-	if [ ! -x "$out" ]; then
-		(cd "$here/../../.." && go build -o "$out" "./internal/testkit/testbed/$name") ||
-			die "building the test bed's $name failed"
-	fi
-	echo "$out"
 }
 
 pg_standby() {
