@@ -74,8 +74,8 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info sl
 		return fmt.Errorf("identifying the server: %w", err)
 	}
 	now := serverID{systemID: sys.SystemID, timeline: sys.Timeline}
-	if newer, host := newerPrimary(ctx, s.cfg.DatabaseURL, now, s.log); newer > 0 {
-		return permanent(oldPrimaryError(now, newer, "host "+host+" of the database URL is a primary on"))
+	if err := noNewerPrimary(ctx, s.cfg.DatabaseURL, now, s.log); err != nil {
+		return err
 	}
 	changed, err := serverChange(s.server, now, info, s.cfg.Slot, s.cfg.StopOnServerChange)
 	if err != nil {
@@ -123,6 +123,15 @@ func oldPrimaryError(now serverID, newer int32, where string) error {
 		"this is an old primary that came back after a failover, and its history forked from the one outboxd follows; "+
 		"refusing to stream from it (make it a standby of the new primary, or take it out of the database URL)",
 		slot.ErrUnusable, now.systemID, now.timeline, where, newer)
+}
+
+// noNewerPrimary refuses (permanently) a server that another host of the
+// database URL shows to be an old primary: see newerPrimary.
+func noNewerPrimary(ctx context.Context, url string, now serverID, log *slog.Logger) error {
+	if newer, host := newerPrimary(ctx, url, now, log); newer > 0 {
+		return permanent(oldPrimaryError(now, newer, "host "+host+" of the database URL is a primary on"))
+	}
+	return nil
 }
 
 // newerPrimary asks every host of a multi-host database URL (as users

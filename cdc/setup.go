@@ -50,8 +50,8 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 	}
 	// An old primary that came back (a newer primary among the URL's
 	// hosts) must not get a slot created or a backfill run on it either.
-	if newer, host := newerPrimary(ctx, s.cfg.DatabaseURL, serverID{systemID: systemID, timeline: timeline}, s.log); newer > 0 {
-		return permanent(oldPrimaryError(serverID{systemID: systemID, timeline: timeline}, newer, "host "+host+" of the database URL is a primary on"))
+	if err := noNewerPrimary(ctx, s.cfg.DatabaseURL, serverID{systemID: systemID, timeline: timeline}, s.log); err != nil {
+		return err
 	}
 	failover, err := s.cfg.FailoverSlot.CreateFailover(st.ServerVersion)
 	if err != nil {
