@@ -174,25 +174,21 @@ func (in *injector) syncSlotTo(ctx context.Context, standby *testbed.Postgres) e
 	if err := queryRow(ctx, in.pg.URL, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, []any{slotName}, &confirmed); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		var ok bool
-		err := queryRow(ctx, standby.URL, `SELECT synced AND NOT temporary AND confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`,
-			[]any{slotName, confirmed}, &ok)
-		if err == nil && ok {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("the standby's copy of slot %s was not synchronized, persistent and at %s within 2 minutes", slotName, confirmed)
+	return until(ctx, standby.URL, 2*time.Minute, fmt.Sprintf("the standby's copy of slot %s synchronized, persistent and at %s", slotName, confirmed),
+		`SELECT synced AND NOT temporary AND confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`, slotName, confirmed)
 }
 
 // until polls a boolean query (up to d) until it is true.
 func (in *injector) until(ctx context.Context, d time.Duration, what, sql string, args ...any) error {
+	return until(ctx, in.pg.URL, d, what, sql, args...)
+}
+
+// until polls a boolean query on the server at url (up to d) until it is true.
+func until(ctx context.Context, url string, d time.Duration, what, sql string, args ...any) error {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		var ok bool
-		if err := queryRow(ctx, in.pg.URL, sql, args, &ok); err == nil && ok {
+		if err := queryRow(ctx, url, sql, args, &ok); err == nil && ok {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
