@@ -135,16 +135,10 @@ func TestFailoverSlotContinuesAfterPromotion(t *testing.T) {
 	admin.Close(ctx)
 
 	both := hostsURL(t, "app", primary, standby)
-	w := &world{url: both, brokers: strings.Join(testenv.Brokers(t), ","), topic: testenv.Topic(t, 3), slot: testenv.Name(t, "slot")}
-	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--slot", w.slot).CombinedOutput(); err != nil {
-		t.Fatalf("outboxd migrate: %v\n%s", err, out)
-	}
+	w := migratedWorld(t, both)
 	status, err := exec.Command(builtBinary, "status", "--database-url", w.url, "--slot", w.slot).CombinedOutput()
 	if err != nil || !regexp.MustCompile(`failover\s+yes`).Match(status) {
 		t.Fatalf("outboxd status after migrate (%v) does not show a failover slot:\n%s", err, status)
-	}
-	if w.pool, err = pgxpool.New(ctx, w.url); err != nil {
-		t.Fatal(err)
 	}
 	p := w.start(t, "--wal-check-interval", "200ms")
 	ws := startWriters(t, w.url, "outbox", w.topic, 2)
@@ -242,10 +236,7 @@ func TestRunRefusesAStandby(t *testing.T) {
 	t.Parallel()
 	primary := testenv.StartPostgres(t)
 	createDatabase(t, primary.URL, "app")
-	w := &world{url: onDatabase(t, primary.URL, "app"), brokers: strings.Join(testenv.Brokers(t), ","), topic: testenv.Topic(t, 3), slot: testenv.Name(t, "slot")}
-	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--slot", w.slot).CombinedOutput(); err != nil {
-		t.Fatalf("outboxd migrate: %v\n%s", err, out)
-	}
+	w := migratedWorld(t, onDatabase(t, primary.URL, "app"))
 	standby := testenv.StartStandby(t, primary)
 	onStandby := *w
 	onStandby.url = onDatabase(t, standby.URL, "app")
@@ -267,16 +258,7 @@ func TestRunRefusesAStandby(t *testing.T) {
 // is refused naming the version.
 func TestFailoverSlotTurnedOnForAnExistingSlot(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.Database(t)
-	w := &world{url: dbURL, brokers: strings.Join(testenv.Brokers(t), ","), topic: testenv.Topic(t, 3), slot: testenv.Name(t, "slot")}
-	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--slot", w.slot, "--failover-slot=off").CombinedOutput(); err != nil {
-		t.Fatalf("outboxd migrate: %v\n%s", err, out)
-	}
-	var err error
-	if w.pool, err = pgxpool.New(t.Context(), w.url); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.pool.Close)
+	w := migratedWorld(t, testenv.Database(t), "--failover-slot=off")
 	failover := func() bool {
 		var on bool
 		if err := w.pool.QueryRow(t.Context(), `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, w.slot).Scan(&on); err != nil {
@@ -291,7 +273,7 @@ func TestFailoverSlotTurnedOnForAnExistingSlot(t *testing.T) {
 			t.Fatalf("exit %d after SIGTERM; log:\n%s", code, p.log())
 		}
 	}
-	if serverVersion(t, dbURL) < slot.FailoverVersion {
+	if serverVersion(t, w.url) < slot.FailoverVersion {
 		p := w.start(t, "--failover-slot=on")
 		if code := p.wait(t, time.Minute); code != exitError || !strings.Contains(p.log(), "needs PostgreSQL 17") {
 			t.Fatalf("--failover-slot=on before 17: exit %d, want %d saying it needs 17; log:\n%s", code, exitError, p.log())

@@ -37,8 +37,15 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{url: testenv.Database(t), brokers: strings.Join(testenv.Brokers(t), ","), topic: testenv.Topic(t, 3), slot: testenv.Name(t, "slot")}
-	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--slot", w.slot).CombinedOutput(); err != nil {
+	return migratedWorld(t, testenv.Database(t))
+}
+
+// migratedWorld is newWorld on the database at dbURL, with migrateArgs
+// added to `outboxd migrate`'s.
+func migratedWorld(t *testing.T, dbURL string, migrateArgs ...string) *world {
+	t.Helper()
+	w := &world{url: dbURL, brokers: strings.Join(testenv.Brokers(t), ","), topic: testenv.Topic(t, 3), slot: testenv.Name(t, "slot")}
+	if out, err := exec.Command(builtBinary, append([]string{"migrate", "--database-url", w.url, "--slot", w.slot}, migrateArgs...)...).CombinedOutput(); err != nil {
 		t.Fatalf("outboxd migrate: %v\n%s", err, out)
 	}
 	var err error

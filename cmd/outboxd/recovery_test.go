@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -340,29 +339,8 @@ func TestFailoverToAStandbyRecovers(t *testing.T) {
 	primary := testenv.StartPostgres(t)
 	standby := testenv.StartStandby(t, primary)
 	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, primary.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE app"); err != nil {
-		t.Fatal(err)
-	}
-	admin.Close(ctx)
-	onDB := func(server string) string {
-		u, err := url.Parse(server)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Path = "/app"
-		return u.String()
-	}
-	w := &world{url: onDB(primary.URL), brokers: strings.Join(testenv.Brokers(t), ","), topic: testenv.Topic(t, 3), slot: testenv.Name(t, "slot")}
-	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--slot", w.slot, "--failover-slot=off").CombinedOutput(); err != nil {
-		t.Fatalf("outboxd migrate: %v\n%s", err, out)
-	}
-	if w.pool, err = pgxpool.New(ctx, w.url); err != nil {
-		t.Fatal(err)
-	}
+	createDatabase(t, primary.URL, "app")
+	w := migratedWorld(t, onDatabase(t, primary.URL, "app"), "--failover-slot=off")
 	p := w.start(t, "--wal-check-interval", "200ms")
 	ws := startWriters(t, w.url, "outbox", w.topic, 2)
 	waitAcknowledgedRecorded(t, w.pool, w.slot)
@@ -380,8 +358,9 @@ func TestFailoverToAStandbyRecovers(t *testing.T) {
 	if err := standby.Promote(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w.url = onDB(standby.URL)
+	w.url = onDatabase(t, standby.URL, "app")
 	ws.url.Store(&w.url)
+	var err error
 	if w.pool, err = pgxpool.New(ctx, w.url); err != nil {
 		t.Fatal(err)
 	}
@@ -537,15 +516,7 @@ func TestMigrateCreatesTheSlotOnlyOnAFreshInstall(t *testing.T) {
 // run: nothing of the table is lost, and the record says it finished.
 func TestBackfillKilledMidwayRunsAgainWhole(t *testing.T) {
 	t.Parallel()
-	w := &world{url: testenv.Database(t), brokers: strings.Join(testenv.Brokers(t), ","), topic: testenv.Topic(t, 3), slot: testenv.Name(t, "slot")}
-	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--slot", w.slot, "--create-slot=false").CombinedOutput(); err != nil {
-		t.Fatalf("outboxd migrate: %v\n%s", err, out)
-	}
-	var err error
-	if w.pool, err = pgxpool.New(t.Context(), w.url); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.pool.Close)
+	w := migratedWorld(t, testenv.Database(t), "--create-slot=false")
 	const rows = 200_000
 	if _, err := w.pool.Exec(t.Context(), `INSERT INTO outbox (aggregate_id, topic, payload)
 		SELECT ('00000000-0000-4000-8000-' || lpad((g % 50)::text, 12, '0'))::uuid, $1, jsonb_build_object('n', g) FROM generate_series(1, $2) g`, w.topic, rows); err != nil {
