@@ -83,8 +83,8 @@ func (r *reader) run(ctx context.Context, stop <-chan struct{}) error {
 			}
 		}
 		wait := confirmInterval
-		if pacer.pacing() {
-			wait = pacerWait
+		if w := pacer.wait(); w > 0 {
+			wait = w
 		}
 		if r.renewWake(ctx, wait) {
 			pacer.renewed()
@@ -103,6 +103,7 @@ func (r *reader) run(ctx context.Context, stop <-chan struct{}) error {
 			if err := r.handle(ctx, m.Data); err != nil {
 				return err
 			}
+			pacer.transaction(r.inTx)
 		case *pgproto3.ErrorResponse:
 			return fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(m))
 		case *pgproto3.CopyDone:
@@ -113,12 +114,18 @@ func (r *reader) run(ctx context.Context, stop <-chan struct{}) error {
 
 // renewWake keeps one deadline context for every read until it expires or
 // a status falls due before it: one per message cost a tenth of outboxd's
-// CPU during a backlog drain. It reports whether it renewed.
+// CPU during a backlog drain. A short deadline (the pacer's) is also
+// replaced once reads no longer ask for one: left to expire, it woke the
+// reader once more per transaction for nothing. It reports whether it
+// renewed.
 func (r *reader) renewWake(ctx context.Context, wait time.Duration) bool {
 	now := time.Now()
-	if r.wake.ctx != nil && r.wake.ctx.Err() == nil && !r.nextStatus.Before(r.wake.at) && !r.wake.at.After(now.Add(wait)) {
+	short := wait < confirmInterval
+	if r.wake.ctx != nil && r.wake.ctx.Err() == nil && !r.nextStatus.Before(r.wake.at) && !r.wake.at.After(now.Add(wait)) &&
+		(short || !r.wake.short) {
 		return false
 	}
+	r.wake.short = short
 	at := now.Add(wait)
 	if r.nextStatus.Before(at) {
 		at = r.nextStatus
@@ -271,6 +278,7 @@ type deadlineCtx struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	at     time.Time
+	short  bool // set for the pacer
 }
 
 func (d *deadlineCtx) renew(parent context.Context, at time.Time) {
