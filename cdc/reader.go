@@ -178,6 +178,7 @@ func (r *reader) handle(ctx context.Context, data []byte) error {
 			r.inTx = true
 		case decode.KindCommit:
 			r.inTx = false
+			m.SentTime = xld.ServerTime
 		case decode.KindIgnored:
 			return nil
 		}

@@ -44,6 +44,9 @@ type Message struct {
 	CommitTime time.Time  // Begin and Commit: the transaction's commit time
 	CommitLSN  outbox.LSN // Commit
 	EndLSN     outbox.LSN // Commit: TransactionEndLSN — the only position ever confirmed
+	// SentTime is when the walsender sent the message (its XLogData
+	// header's server clock). Decode leaves it zero; the reader sets it.
+	SentTime time.Time
 	// Event is set for KindEvent. Its byte slices are its own (never
 	// aliasing the decoded message) and capacity-limited, so appending to
 	// one never overwrites another. Value is the payload: jsonb/json/text as

@@ -90,7 +90,7 @@ func (p *Pump) Apply(ctx context.Context, m decode.Message) error {
 		}
 		p.txns.Add(1)
 		if p.obs != nil {
-			p.obs.Received(m.CommitTime)
+			p.obs.Received(m.CommitTime, m.SentTime)
 		}
 		p.flush()
 		if err := p.Err(); err != nil {

@@ -468,12 +468,14 @@ type countingObserver struct {
 	mu           sync.Mutex
 	deadLettered map[string]int
 	received     []time.Time
+	sent         []time.Time
 }
 
-func (o *countingObserver) Received(commitTime time.Time) {
+func (o *countingObserver) Received(commitTime, sentTime time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.received = append(o.received, commitTime)
+	o.sent = append(o.sent, sentTime)
 }
 
 func (o *countingObserver) Acknowledged(string, int, time.Duration, time.Time) {}
@@ -527,9 +529,13 @@ func TestObserverHearsEachCommit(t *testing.T) {
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	c1, c2 := commit(0x200), commit(0x400)
 	c1.CommitTime, c2.CommitTime = at, at.Add(time.Second)
+	c1.SentTime, c2.SentTime = at.Add(time.Millisecond), at.Add(time.Second+time.Millisecond)
 	apply(t, p, begin(0x100), event(1, "a"), c1, begin(0x300), c2)
 	if len(obs.received) != 2 || !obs.received[0].Equal(at) || !obs.received[1].Equal(at.Add(time.Second)) {
 		t.Errorf("observer received commit times %v, want %v and one second later", obs.received, at)
+	}
+	if len(obs.sent) != 2 || !obs.sent[0].Equal(c1.SentTime) || !obs.sent[1].Equal(c2.SentTime) {
+		t.Errorf("observer received send times %v, want %v and %v", obs.sent, c1.SentTime, c2.SentTime)
 	}
 }
 

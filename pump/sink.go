@@ -33,8 +33,9 @@ type Sink interface {
 // reader's goroutine, the others on the sink's callback goroutines.
 type Observer interface {
 	// Received: a transaction's commit message was decoded; commitTime is
-	// the server's commit time.
-	Received(commitTime time.Time)
+	// the server's commit time and sentTime when the walsender sent the
+	// commit message (zero when unknown).
+	Received(commitTime, sentTime time.Time)
 	Acknowledged(topic string, bytes int, produceLatency time.Duration, commitTime time.Time)
 	DeadLettered(topic string)
 }

@@ -84,6 +84,7 @@ func TestMetricsAndHealthFollowTheStream(t *testing.T) {
 		`outboxd_produce_latency_seconds_count`:                           20,
 		`outboxd_commit_to_ack_seconds_count`:                             20,
 		`outboxd_commit_to_receive_seconds_count`:                         4,
+		`outboxd_commit_to_send_seconds_count`:                            4,
 	} {
 		if v := metric(body, name); v < min {
 			t.Errorf("%s = %v, want at least %v", name, v, min)

@@ -42,6 +42,7 @@ type Metrics struct {
 	produceLatency prometheus.Histogram
 	commitToAck    prometheus.Histogram
 	commitToRecv   prometheus.Histogram
+	commitToSend   prometheus.Histogram
 }
 
 // NewMetrics registers every metric on a new registry.
@@ -68,6 +69,11 @@ func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
 			Help:    "From the PostgreSQL commit to outboxd decoding the transaction's commit message, one per transaction: the walsender's and the reader's share of the latency (commit_to_ack minus this is the producer's).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
+		commitToSend: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "outboxd_commit_to_send_seconds",
+			Help:    "From the PostgreSQL commit to the walsender sending the transaction's commit message (its own clock, from the stream), one per transaction: decoding's share of the latency (commit_to_receive minus this is the network's and the reader's).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
 		commitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "outboxd_commit_to_ack_seconds", Help: "From the PostgreSQL commit to Kafka's acknowledgment of the record.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
@@ -88,7 +94,7 @@ func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
 		}
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
 	}
-	reg.MustRegister(m.records, m.bytes, m.deadLettered, m.produceLatency, m.commitToAck, m.commitToRecv,
+	reg.MustRegister(m.records, m.bytes, m.deadLettered, m.produceLatency, m.commitToAck, m.commitToRecv, m.commitToSend,
 		optional("outboxd_kafka_data_loss_total", "Times Kafka reported losing records it had acknowledged (see the Error log).", counts.DataLoss),
 		optional("outboxd_heartbeats_total", "Heartbeat messages written (--heartbeat-interval).", counts.Heartbeats),
 		optional("outboxd_kafka_transactions_total", "Kafka transactions committed (--delivery exactly-once).", counts.KafkaTransactions),
@@ -110,8 +116,11 @@ func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
 }
 
 // Received implements pump.Observer.
-func (m *Metrics) Received(commitTime time.Time) {
+func (m *Metrics) Received(commitTime, sentTime time.Time) {
 	m.commitToRecv.Observe(time.Since(commitTime).Seconds())
+	if !sentTime.IsZero() {
+		m.commitToSend.Observe(max(0, sentTime.Sub(commitTime).Seconds()))
+	}
 }
 
 // DeadLettered implements pump.Observer.
