@@ -85,10 +85,11 @@ func (w *cpuWatch) firstPid() int {
 	return 0
 }
 
-// finish stops sampling and returns the walsender's CPU seconds and the
-// fraction of the machine's CPU time that was busy during the first wall
-// of the watch (the drain itself, not the system's shutdown after it).
-func (w *cpuWatch) finish(wall time.Duration) (walsenderCPU, machineBusy float64) {
+// finish stops sampling and returns the walsender's CPU seconds (it starts
+// when the system connects) and the fraction of the machine's CPU time that
+// was busy between from and to after the watch began (the drain itself, not
+// the system's start-up or shutdown).
+func (w *cpuWatch) finish(from, to time.Duration) (walsenderCPU, machineBusy float64) {
 	w.cancel()
 	<-w.done
 	w.mu.Lock()
@@ -96,16 +97,18 @@ func (w *cpuWatch) finish(wall time.Duration) (walsenderCPU, machineBusy float64
 	for _, cpu := range w.walsender {
 		walsenderCPU += cpu
 	}
-	end := w.start.Add(wall)
-	var last cpuSample
+	begin, end := w.start.Add(from), w.start.Add(to)
+	var first, last cpuSample
 	for _, s := range w.machine {
 		if s.at.After(end) {
 			break
 		}
+		if first.at.IsZero() || !s.at.After(begin) {
+			first = s
+		}
 		last = s
 	}
-	if len(w.machine) > 0 && last.total > w.machine[0].total {
-		first := w.machine[0]
+	if last.total > first.total {
 		machineBusy = float64(last.busy-first.busy) / float64(last.total-first.total)
 	}
 	return walsenderCPU, machineBusy

@@ -68,7 +68,6 @@ func (e *env) runDebezium(ctx context.Context, db, topic, slot string, exactlyOn
 		defer adm.Close()
 		_, _ = adm.DeleteTopics(context.WithoutCancel(ctx), routed)
 	}()
-	start := time.Now()
 	pid, work, stop, err := e.startDebezium(ctx, db, slot, prefix, "drain", exactlyOnce)
 	if err != nil {
 		return usage{}, err
@@ -95,7 +94,7 @@ func (e *env) runDebezium(ctx context.Context, db, topic, slot string, exactlyOn
 			return usage{}, err
 		}
 	}
-	wall := time.Since(start)
+	end := time.Now()
 	rss, err := procstat.PeakRSS(pid)
 	if err != nil {
 		return usage{}, err
@@ -104,7 +103,7 @@ func (e *env) runDebezium(ctx context.Context, db, topic, slot string, exactlyOn
 	if err != nil {
 		return usage{}, err
 	}
-	return usage{wall: wall, maxRSS: rss, cpu: cpu}, nil
+	return usage{end: end, maxRSS: rss, cpu: cpu}, nil
 }
 
 func lastLine(s string) string {

@@ -132,6 +132,15 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 	if rep == 0 && watchSlot != "" && e.o.perf {
 		perfc = walsenderPerf(ctx, w, 3*time.Second)
 	}
+	// The drain is timed from the first record in Kafka: a system's
+	// start-up (Debezium's JVM and Connect) is reported apart.
+	var first func() time.Time
+	switch sys {
+	case "outboxd", "outboxd-baseline", "outboxd-eos", "relay":
+		first = e.firstRecord(ctx, topic)
+	case "debezium", "debezium-eos":
+		first = e.firstRecord(ctx, debeziumTopic(topic))
+	}
 	start := time.Now()
 	var u usage
 	switch sys {
@@ -147,13 +156,21 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 	if err != nil {
 		return d, "", err
 	}
-	d.Seconds = u.wall.Seconds()
-	if d.Seconds == 0 {
-		d.Seconds = time.Since(start).Seconds()
+	end := u.end
+	if end.IsZero() {
+		end = time.Now()
 	}
+	from := start
+	if first != nil {
+		if at := first(); !at.IsZero() && at.Before(end) {
+			from = at
+		}
+	}
+	d.StartupSeconds = from.Sub(start).Seconds()
+	d.Seconds = end.Sub(from).Seconds()
 	d.EventsPerSec = float64(e.o.events) / d.Seconds
 	d.PeakRSSBytes, d.CPUSeconds = u.maxRSS, u.cpu
-	d.WalsenderCPUSeconds, d.MachineBusy = w.finish(time.Duration(d.Seconds * float64(time.Second)))
+	d.WalsenderCPUSeconds, d.MachineBusy = w.finish(from.Sub(w.start), end.Sub(w.start))
 	if perfc != nil {
 		d.WalsenderPerf = <-perfc
 	}
@@ -186,11 +203,48 @@ func (e *env) dropDatabase(ctx context.Context, db string) {
 	e.log.Warn("could not drop a benchmark database", "database", db)
 }
 
-// usage is what a system cost: wall time of the drain, peak RSS, CPU.
+// usage is what a system cost: when its drain ended, peak RSS, CPU
+// (start-up included).
 type usage struct {
-	wall   time.Duration
+	end    time.Time
 	maxRSS int64
 	cpu    float64
+}
+
+// firstRecord polls topic's end offsets every 10 ms from now until a record
+// is there; the returned function stops polling and tells when it saw the
+// first (zero if none).
+func (e *env) firstRecord(ctx context.Context, topic string) func() time.Time {
+	ctx, cancel := context.WithCancel(ctx)
+	seen := make(chan time.Time, 1)
+	go func() {
+		adm := e.admin()
+		defer adm.Close()
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if n, err := recordsIn(ctx, adm, topic); err == nil && n > 0 {
+				seen <- time.Now()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				seen <- time.Time{}
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return sync.OnceValue(func() time.Time {
+		select {
+		case at := <-seen:
+			cancel()
+			return at
+		default:
+		}
+		cancel()
+		return <-seen
+	})
 }
 
 // cpuSeconds is the user and system CPU time of an exited child.
@@ -227,23 +281,22 @@ func peakRSS(pid int) func() int64 {
 	return sync.OnceValue(func() int64 { close(done); return <-result })
 }
 
-// runChild runs cmd to its end, returning its combined output, wall time,
+// runChild runs cmd to its end, returning its combined output, end time,
 // own peak RSS and CPU seconds.
 func runChild(cmd *exec.Cmd) ([]byte, usage, error) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, usage{}, err
 	}
 	peak := peakRSS(cmd.Process.Pid)
 	err := cmd.Wait()
-	wall := time.Since(start)
+	end := time.Now()
 	rss := peak()
 	if err != nil {
 		return out.Bytes(), usage{}, err
 	}
-	return out.Bytes(), usage{wall: wall, maxRSS: rss, cpu: cpuSeconds(cmd.ProcessState)}, nil
+	return out.Bytes(), usage{end: end, maxRSS: rss, cpu: cpuSeconds(cmd.ProcessState)}, nil
 }
 
 func (e *env) migrate(ctx context.Context, db string) error {
@@ -299,7 +352,6 @@ func (e *env) runOutboxd(ctx context.Context, sys, db, slot string, target int64
 	cmd := exec.Command(e.outboxdBinary(sys), append([]string{"run", "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--slot", slot,
 		"--metrics-addr", addr, "--pprof", "--log-level", "warn"}, outboxdArgs(sys)...)...)
 	cmd.Stderr = os.Stderr
-	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return usage{}, "", err
 	}
@@ -314,7 +366,7 @@ func (e *env) runOutboxd(ctx context.Context, sys, db, slot string, target int64
 	if err := e.waitConfirmed(ctx, db, slot, target, 10*time.Minute); err != nil {
 		return usage{}, "", err
 	}
-	wall := time.Since(start)
+	end := time.Now()
 	prof := ""
 	if profile {
 		// Formatted only now: go tool pprof would take CPU from the drain.
@@ -329,7 +381,7 @@ func (e *env) runOutboxd(ctx context.Context, sys, db, slot string, target int64
 	if err := cmd.Wait(); err != nil {
 		return usage{}, "", fmt.Errorf("outboxd exited with %v after the drain", err)
 	}
-	return usage{wall: wall, maxRSS: max(rss, peak()), cpu: cpuSeconds(cmd.ProcessState)}, prof, nil
+	return usage{end: end, maxRSS: max(rss, peak()), cpu: cpuSeconds(cmd.ProcessState)}, prof, nil
 }
 
 // cpuProfile takes a CPU profile through --pprof (waiting for the server)

@@ -49,6 +49,9 @@ type latencyResult struct {
 	// Profile is set instead of the figures on the unmeasured profiled
 	// run of outboxd at this rate (go tool pprof -top).
 	Profile string `json:"profile_top,omitempty"`
+	// Stages is where outboxd's latency arose in this run, from its own
+	// histograms (outboxd only).
+	Stages []stageLatency `json:"stages,omitempty"`
 }
 
 // latencySummary is one system at one rate over the repetitions: the run
@@ -138,10 +141,16 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 	var insert string
 	var stop func()
 	probe := cpuProbe{db: db, slot: slot}
-	pprofAddr := "" // outboxd's --metrics-addr, for profiling steady runs
+	pprofAddr := ""   // outboxd's --metrics-addr, for profiling steady runs
+	metricsAddr := "" // outboxd's --metrics-addr, for its stage histograms
 	switch sys {
 	case "outboxd", "outboxd-baseline", "outboxd-eos":
 		if err := e.migrate(ctx, db); err != nil {
+			return nil, err
+		}
+		// run never creates a slot on its own (it would publish nothing
+		// committed before); the drain creates its slot the same way.
+		if err := e.sql(ctx, db, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
 			return nil, err
 		}
 		insert = `INSERT INTO outbox (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
@@ -152,6 +161,7 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 		if sys == "outboxd" {
 			pprofAddr = addr
 		}
+		metricsAddr = addr
 		cmd := exec.Command(e.outboxdBinary(sys), append([]string{"run", "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--slot", slot, "--log-level", "warn",
 			"--metrics-addr", addr, "--pprof"}, outboxdArgs(sys)...)...)
 		cmd.Stderr = os.Stderr
@@ -202,7 +212,7 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 	}
 	// Warm up, unmeasured: connections, the JIT of the JVM systems, caches.
 	time.Sleep(time.Second)
-	if _, err := e.steady(ctx, db, topic, insert, probe, rates[0], 5*time.Second); err != nil {
+	if _, err := e.steady(ctx, db, topic, insert, metricsAddr, probe, rates[0], 5*time.Second); err != nil {
 		return nil, fmt.Errorf("warming up: %w", err)
 	}
 	var out []latencyResult
@@ -213,7 +223,7 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 			file := filepath.Join(e.o.out, fmt.Sprintf("outboxd-steady-%d.pprof", rate))
 			profc := make(chan error, 1)
 			go func() { profc <- cpuProfile(pprofAddr, e.o.rateDuration-time.Second, file) }()
-			if _, err := e.steady(ctx, db, topic, insert, probe, rate, e.o.rateDuration); err != nil {
+			if _, err := e.steady(ctx, db, topic, insert, metricsAddr, probe, rate, e.o.rateDuration); err != nil {
 				return out, fmt.Errorf("profiled run at %d events/s: %w", rate, err)
 			}
 			if err := <-profc; err != nil {
@@ -225,7 +235,7 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 	}
 	for rep := range e.o.latencyReps {
 		for _, rate := range rates {
-			res, err := e.steady(ctx, db, topic, insert, probe, rate, e.o.rateDuration)
+			res, err := e.steady(ctx, db, topic, insert, metricsAddr, probe, rate, e.o.rateDuration)
 			if err != nil {
 				return out, err
 			}
@@ -252,7 +262,7 @@ func parseRates(s string) ([]int, error) {
 
 // steady writes rate events/s (10-row statements from 4 writers) for d
 // while a consumer notes when each id arrives.
-func (e *env) steady(ctx context.Context, db, topic, insert string, probe cpuProbe, rate int, d time.Duration) (latencyResult, error) {
+func (e *env) steady(ctx context.Context, db, topic, insert, metricsAddr string, probe cpuProbe, rate int, d time.Duration) (latencyResult, error) {
 	res := latencyResult{TargetRate: rate}
 	var mu sync.Mutex
 	committed := map[string]time.Time{}
@@ -296,6 +306,10 @@ func (e *env) steady(ctx context.Context, db, topic, insert string, probe cpuPro
 	wctx, cancelWriters := context.WithTimeout(ctx, d)
 	defer cancelWriters()
 	g, gctx := errgroup.WithContext(wctx)
+	var stagesBefore histSnapshot
+	if metricsAddr != "" {
+		stagesBefore, _ = scrapeStages(metricsAddr) // nil: the stages are left out
+	}
 	cpuBefore := probe.read(ctx, e)
 	start := time.Now()
 	for range writers {
@@ -347,6 +361,11 @@ func (e *env) steady(ctx context.Context, db, topic, insert string, probe cpuPro
 		time.Sleep(50 * time.Millisecond)
 	}
 	cpuAfter := probe.read(ctx, e)
+	if stagesBefore != nil {
+		if after, err := scrapeStages(metricsAddr); err == nil {
+			res.Stages = stagesBetween(stagesBefore, after)
+		}
+	}
 	cancelConsumer()
 	<-consumerDone
 	var lat []float64

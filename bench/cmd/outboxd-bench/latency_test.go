@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -43,5 +44,40 @@ func TestHighestSustained(t *testing.T) {
 		if !strings.HasPrefix(got[i], want[i]) {
 			t.Errorf("line %d = %q, want it to start with %q", i, got[i], want[i])
 		}
+	}
+}
+
+func TestStageQuantiles(t *testing.T) {
+	snap := func(counts ...uint64) histSnapshot {
+		les := []float64{0.001, 0.002, 0.004, inf}
+		var bs []bucket
+		for i, c := range counts {
+			bs = append(bs, bucket{le: les[i], count: c})
+		}
+		return histSnapshot{"outboxd_commit_to_ack_seconds": bs}
+	}
+	tests := []struct {
+		name          string
+		before, after histSnapshot
+		count         uint64
+		p50, p99      float64 // ms
+	}{
+		// 100 new observations: 50 up to 1 ms, 40 in (1, 2], 10 in (2, 4].
+		{"interpolated", snap(10, 10, 10, 10), snap(60, 100, 110, 110), 100, 1, 3.8},
+		// Observations above the last finite bound give that bound.
+		{"over the top bucket", snap(0, 0, 0, 0), snap(0, 0, 0, 10), 10, 4, 4},
+		{"nothing observed", snap(5, 5, 5, 5), snap(5, 5, 5, 5), 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := stagesBetween(tt.before, tt.after)
+			if len(got) != 1 || got[0].Stage != "commit to Kafka ack" {
+				t.Fatalf("stages %+v, want the commit-to-ack stage alone", got)
+			}
+			g := got[0]
+			if g.Count != tt.count || math.Abs(g.P50ms-tt.p50) > 1e-9 || math.Abs(g.P99ms-tt.p99) > 1e-9 {
+				t.Errorf("got count %d p50 %v p99 %v, want %d %v %v", g.Count, g.P50ms, g.P99ms, tt.count, tt.p50, tt.p99)
+			}
+		})
 	}
 }

@@ -89,8 +89,14 @@ func targets(r Results) map[string]string {
 			}
 		}
 		if l.TargetRate >= 1000 && l.TargetRate <= 10000 {
-			t[fmt.Sprintf("CPU per event <= 10 µs at %d events/s", l.TargetRate)] = fmt.Sprintf("%s: %.1f µs (median of %d runs; %.1f-%.1f)",
-				verdict(l.PublisherCPUMedianUs <= 10), l.PublisherCPUMedianUs, l.Runs, l.PublisherCPUMinUs, l.PublisherCPUMaxUs)
+			floor := ""
+			for _, w := range r.WakeFloors {
+				if w.PerSecond == l.TargetRate/10 {
+					floor = fmt.Sprintf("; this machine's floor for two wake-ups per transaction: %.1f µs, so %.1f x the floor", w.FloorUsPerEvent(), l.PublisherCPUMedianUs/w.FloorUsPerEvent())
+				}
+			}
+			t[fmt.Sprintf("CPU per event <= 10 µs at %d events/s", l.TargetRate)] = fmt.Sprintf("%s: %.1f µs (median of %d runs; %.1f-%.1f)%s",
+				verdict(l.PublisherCPUMedianUs <= 10), l.PublisherCPUMedianUs, l.Runs, l.PublisherCPUMinUs, l.PublisherCPUMaxUs, floor)
 		}
 	}
 	if rss := s["outboxd"].PeakRSSBytes; rss > 0 {
@@ -143,7 +149,7 @@ func write(dir string, r Results) error {
 type row struct {
 	System                                             string
 	Rate, Ratio, RSS, CPU, InsWAL, DrainWAL, Dead, Upd string
-	Walsender, Busy                                    string
+	Walsender, Busy, WalsenderUs, Startup              string
 }
 
 func view(r Results) map[string]any {
@@ -157,12 +163,19 @@ func view(r Results) map[string]any {
 		rows = append(rows, row{System: sys, Rate: fmt.Sprintf("%.0f", s.EventsPerSec), Ratio: "-",
 			RSS: fmt.Sprintf("%.0f", float64(s.PeakRSSBytes)/(1<<20)), CPU: fmt.Sprintf("%.2f", s.CPUSecondsPer100k),
 			InsWAL: fmt.Sprintf("%.0f", s.InsertWALPerEvent), DrainWAL: fmt.Sprintf("%.0f", s.DrainWALPerEvent), Dead: fmt.Sprintf("%.2f", s.DeadTuplesPerEvent), Upd: fmt.Sprintf("%.2f", s.UpdatesPerEvent),
-			Walsender: "-", Busy: fmt.Sprintf("%.0f", 100*s.MachineBusy)})
+			Walsender: "-", WalsenderUs: "-", Busy: fmt.Sprintf("%.0f", 100*s.MachineBusy), Startup: fmt.Sprintf("%.1f", s.StartupSeconds)})
+		if strings.HasPrefix(sys, "debezium") {
+			rows[len(rows)-1].RSS += " (JVM heap -Xms1g -Xmx1g)"
+		}
+		if sys == "pg_recvlogical" {
+			rows[len(rows)-1].Startup = "-"
+		}
 		if x, ok := r.RatioToRef[sys]; ok && x > 0 {
 			rows[len(rows)-1].Ratio = fmt.Sprintf("%.2f", x)
 		}
 		if sys != "relay" {
 			rows[len(rows)-1].Walsender = fmt.Sprintf("%.2f", s.WalsenderCores)
+			rows[len(rows)-1].WalsenderUs = fmt.Sprintf("%.1f", s.WalsenderUsPerEvent)
 		}
 	}
 	var targets []string
@@ -218,21 +231,27 @@ Settings: {{range $k, $v := .R.Settings}}{{$k}} {{$v}}; {{end}}
 
 ## Backlog drain (median of the repetitions)
 
-Time from starting the system until the whole backlog is acknowledged in
-Kafka (outboxd: the slot confirmed the backlog's end; Debezium: every record
-in the routed topic; relay: nothing left unpublished). pg_recvlogical
-decodes the slot to /dev/null: the decoding limit of one slot. The WAL was
+Time from the first record in Kafka until the whole backlog is acknowledged
+(outboxd: the slot confirmed the backlog's end; Debezium: every record in
+the routed topic; relay: nothing left unpublished). "start-up s" is from
+launching the system to that first record, apart: a user restarting
+Debezium pays its JVM and Kafka Connect start, but it is not drain speed.
+CPU per 100k events includes the start-up. pg_recvlogical decodes the slot
+to /dev/null, timed from its launch (it writes no records). The WAL was
 read into the page cache before each timing. "Dead row versions" counts
 the rows updated (each UPDATE leaves the old version behind); "dead tuples
 left" is what remained after the drain with autovacuum off on the table:
 the relay's own reads prune most dead versions as they go. "Walsender
-CPU" is the CPU time of the server process that decodes the slot, over the
-drain's duration (1.00 = one core busy all the time); "machine CPU busy"
-is the share of both cores' time that was busy during the drain.
+µs/event" is the CPU time of the server process that decodes the slot per
+event: 1,000,000 over it is the most one slot can deliver on this machine
+with its walsender busy all the time. "Walsender busy" is that CPU over
+the drain's duration, which is also the drain rate as a share of that
+limit (1.00 = the walsender never waited for its reader); "machine CPU
+busy" is the share of both cores' time that was busy during the drain.
 
-| system | events/s | ratio to pg_recvlogical | peak RSS MiB | CPU s per 100k events | walsender CPU, cores | machine CPU busy % | insert WAL B/event | WAL written while draining B/event | dead row versions/event | dead tuples left/event |
-|---|---|---|---|---|---|---|---|---|---|---|
-{{range .Rows}}| {{.System}} | {{.Rate}} | {{.Ratio}} | {{.RSS}} | {{.CPU}} | {{.Walsender}} | {{.Busy}} | {{.InsWAL}} | {{.DrainWAL}} | {{.Upd}} | {{.Dead}} |
+| system | events/s | ratio to pg_recvlogical | start-up s | peak RSS MiB | CPU s per 100k events | walsender µs/event | walsender busy, share of the limit | machine CPU busy % | insert WAL B/event | WAL written while draining B/event | dead row versions/event | dead tuples left/event |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|
+{{range .Rows}}| {{.System}} | {{.Rate}} | {{.Ratio}} | {{.Startup}} | {{.RSS}} | {{.CPU}} | {{.WalsenderUs}} | {{.Walsender}} | {{.Busy}} | {{.InsWAL}} | {{.DrainWAL}} | {{.Upd}} | {{.Dead}} |
 {{end}}
 ## Steady latency: commit (as the writer saw it) to receipt by a consumer
 
@@ -263,6 +282,35 @@ in the same run (below 1: cheaper).
 |---|---|---|---|---|---|---|
 {{range .CPURows}}| {{.System}} | {{.Rate}} | {{.Publisher}} | {{.Server}} | {{.Total}} | {{.VsBaseline}} | {{.Busy}} |
 {{end}}
+### Where outboxd's latency arises
+
+outboxd's own histograms over the run with the median p99 (read from its
+/metrics before and after the run; p50 and p99 interpolated inside
+power-of-two buckets, so they are estimates): commit to the walsender
+sending the commit message (decoding, from the send time in the stream),
+commit to outboxd reading it (adds the network and the reader's pacing),
+a record handed to the producer to Kafka's acknowledgment, and commit to
+acknowledgment. The consumer's p99 in the table above adds the consumer's
+fetch wait (10 ms at most).
+
+| system | events/s | stage | transactions or records | p50 ms | p99 ms |
+|---|---|---|---|---|---|
+{{range .R.LatencySum}}{{$l := .}}{{range .Stages}}| {{$l.System}} | {{$l.TargetRate}} | {{.Stage}} | {{.Count}} | {{printf "%.2f" .P50ms}} | {{printf "%.2f" .P99ms}} |
+{{end}}{{end}}
+### The floor: what a wake-up costs on this machine
+
+bench/cmd/wakecost, run in the same session: a Go process (GOMAXPROCS 1,
+as outboxd runs) woken by one 100-byte TCP message at a time, at each
+rate's transaction rate, doing nothing else. Its CPU per message is the
+cost of one wake-up (kernel, hypervisor, Go's scheduler). A publisher
+that sends each transaction on its own is woken at least twice per
+transaction (its arrival, Kafka's acknowledgment), so with 10-event
+transactions its CPU per event cannot fall below 2 x that / 10.
+
+| transactions/s | CPU µs per wake-up | floor, µs per event |
+|---|---|---|
+{{range .R.WakeFloors}}| {{.PerSecond}} | {{printf "%.1f" .UsPerWakeup}} | {{printf "%.1f" .FloorUsPerEvent}} |
+{{end}}
 Highest rate sustained (every event delivered, median p99 under 1 s):
 {{range .Highest}}
 - {{.}}{{end}}
@@ -281,8 +329,8 @@ Highest rate sustained (every event delivered, median p99 under 1 s):
   pgoutput decoding. That is the limit of one slot for a client that keeps
   up, and the reference every other figure is a ratio to.
 {{end}}{{end}}- outboxd paces its reads (SO_RCVLOWAT follows the stream's rate, about
-  1 ms of data per wake-up, at most 2 ms of waiting): it wakes once per many
-  messages, and its walsender is busy {{with index .R.Summary "outboxd"}}{{printf "%.2f" .WalsenderCores}}{{end}} of a core. The
+  1 ms of data per wake-up, at most 2 ms of waiting; inside a transaction it
+  waits at most 1-2 ms for the rest): it wakes once per many messages, and its walsender is busy {{with index .R.Summary "outboxd"}}{{printf "%.2f" .WalsenderCores}}{{end}} of a core. The
   walsender, outboxd ({{with index .R.Summary "outboxd"}}{{printf "%.2f" (cores .CPUSecondsPer100k .EventsPerSec)}}{{end}} cores) and the broker share the 2
   cores, and the machine is {{with index .R.Summary "outboxd"}}{{printf "%.0f" (mul100 .MachineBusy)}}{{end}}% busy: CPU is what bounds the
   drain here. Pacing and reusing batches (instead of allocating one per
@@ -290,8 +338,9 @@ Highest rate sustained (every event delivered, median p99 under 1 s):
   100k events in an A/B run of the same drain; the Go profile below is
   what remains: reading, decoding and the producer.
 {{with index .R.Summary "debezium"}}{{if .Reps}}- Debezium is bound by its own CPU: its JVM uses {{printf "%.2f" .CPUSecondsPer100k}} CPU seconds per
-  100k events, {{printf "%.2f" (cores .CPUSecondsPer100k .EventsPerSec)}} cores at its rate, while its walsender mostly waits
-  (its JVM is started for each drain, as after a restart).
+  100k events (its JVM start included), {{printf "%.2f" (cores .CPUSecondsPer100k .EventsPerSec)}} cores at its rate, while its walsender
+  mostly waits. Its JVM is started for each drain, as after a restart:
+  {{printf "%.0f" .StartupSeconds}} s to its first record, left out of its drain time.
 {{end}}{{end}}- The polling relay is bound by PostgreSQL: its SELECT ... FOR UPDATE SKIP
   LOCKED and UPDATE run in server backends (machine {{with index .R.Summary "relay"}}{{printf "%.0f" (mul100 .MachineBusy)}}{{end}}% busy). 5 x the
   relay would be several times what one slot delivers to any reader on

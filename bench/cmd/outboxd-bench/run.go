@@ -37,10 +37,15 @@ type env struct {
 
 // drainResult is one drain of one system.
 type drainResult struct {
-	System         string  `json:"system"`
-	Rep            int     `json:"rep"`
-	Events         int     `json:"events"`
+	System string `json:"system"`
+	Rep    int    `json:"rep"`
+	Events int    `json:"events"`
+	// Seconds is the drain's time from the first record in Kafka to the
+	// last acknowledged (pg_recvlogical, which writes no records: from its
+	// launch); StartupSeconds is from launching the system to that first
+	// record (a JVM and Kafka Connect for Debezium), reported apart.
 	Seconds        float64 `json:"seconds"`
+	StartupSeconds float64 `json:"startup_seconds"`
 	EventsPerSec   float64 `json:"events_per_second"`
 	PeakRSSBytes   int64   `json:"peak_rss_bytes"`
 	CPUSeconds     float64 `json:"cpu_seconds"`
@@ -73,6 +78,9 @@ type Results struct {
 	Errors     map[string]string         `json:"errors,omitempty"`
 	RatioToRef map[string]float64        `json:"drain_ratio_to_pg_recvlogical"`
 	Extra      map[string]map[string]any `json:"extra,omitempty"`
+	// WakeFloors is the machine's cost of one wake-up at each steady
+	// rate's transaction rate: the floor under steady CPU per event.
+	WakeFloors []wakeFloor `json:"wake_floors,omitempty"`
 }
 
 // summary is the median drain of a system.
@@ -85,8 +93,12 @@ type summary struct {
 	DeadTuplesPerEvent float64 `json:"dead_tuples_per_event"`
 	UpdatesPerEvent    float64 `json:"dead_row_versions_per_event"`
 	WalsenderCores     float64 `json:"walsender_cores"`
-	MachineBusy        float64 `json:"machine_cpu_busy"`
-	Reps               int     `json:"reps"`
+	// WalsenderUsPerEvent is the walsender's CPU per event; 1e6 over it
+	// is the drain rate of a walsender kept fully busy.
+	WalsenderUsPerEvent float64 `json:"walsender_cpu_us_per_event"`
+	StartupSeconds      float64 `json:"startup_seconds"`
+	MachineBusy         float64 `json:"machine_cpu_busy"`
+	Reps                int     `json:"reps"`
 }
 
 func run(ctx context.Context, o options, log *slog.Logger) error {
@@ -169,6 +181,13 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		}
 		res.Latency = append(res.Latency, lat...)
 	}
+	if rates, err := parseRates(o.rates); err == nil {
+		floors, err := measureWakeFloors(ctx, rates)
+		if err != nil {
+			res.Errors["wake floor"] = err.Error()
+		}
+		res.WakeFloors = floors
+	}
 	res.Micro = microBenchmarks(ctx)
 	res.LatencySum = summarizeLatency(res.Latency)
 	res.Targets = targets(res)
@@ -193,7 +212,8 @@ func summarize(all []drainResult, sys string) summary {
 		EventsPerSec: m.EventsPerSec, PeakRSSBytes: m.PeakRSSBytes, CPUSecondsPer100k: m.CPUSeconds / ev * 100000,
 		InsertWALPerEvent: float64(m.InsertWALBytes) / ev, DrainWALPerEvent: float64(m.DrainWALBytes) / ev,
 		DeadTuplesPerEvent: float64(m.DeadTuples) / ev, UpdatesPerEvent: float64(m.UpdatedRows) / ev,
-		WalsenderCores: m.WalsenderCPUSeconds / m.Seconds, MachineBusy: m.MachineBusy, Reps: len(ds),
+		WalsenderCores: m.WalsenderCPUSeconds / m.Seconds, WalsenderUsPerEvent: m.WalsenderCPUSeconds / ev * 1e6,
+		StartupSeconds: m.StartupSeconds, MachineBusy: m.MachineBusy, Reps: len(ds),
 	}
 }
 

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// wakeFloor is what one wake-up of an idle Go process costs on this machine
+// at a given rate (bench/cmd/wakecost), measured in the same run as the
+// systems.
+type wakeFloor struct {
+	PerSecond   int     `json:"wakeups_per_second"`
+	UsPerWakeup float64 `json:"cpu_us_per_wakeup"`
+}
+
+// FloorUsPerEvent is the least CPU per event a publisher woken twice per
+// transaction (its arrival, Kafka's acknowledgment) can cost, with
+// 10-event transactions.
+func (w wakeFloor) FloorUsPerEvent() float64 { return 2 * w.UsPerWakeup / 10 }
+
+// measureWakeFloors runs wakecost at each steady rate's transaction rate
+// (10 events per transaction).
+func measureWakeFloors(ctx context.Context, rates []int) ([]wakeFloor, error) {
+	dir, err := os.MkdirTemp("", "outboxd-bench-wakecost-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "wakecost")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./bench/cmd/wakecost").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building wakecost: %w\n%s", err, out)
+	}
+	var floors []wakeFloor
+	for _, rate := range rates {
+		tx := max(1, rate/10)
+		out, err := exec.CommandContext(ctx, bin, "-rate", fmt.Sprint(tx), "-n", fmt.Sprint(max(300, 4*tx))).Output()
+		if err != nil {
+			return floors, fmt.Errorf("wakecost at %d/s: %w", tx, err)
+		}
+		var r struct {
+			US float64 `json:"cpu_us_per_message"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil {
+			return floors, fmt.Errorf("wakecost output %q: %w", out, err)
+		}
+		floors = append(floors, wakeFloor{PerSecond: tx, UsPerWakeup: r.US})
+	}
+	return floors, nil
+}
