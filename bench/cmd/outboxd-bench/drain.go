@@ -141,6 +141,9 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 	case "debezium", "debezium-eos":
 		first = e.firstRecord(ctx, debeziumTopic(topic))
 	}
+	if first != nil {
+		defer first() // stops the polling when the drain fails
+	}
 	start := time.Now()
 	var u usage
 	switch sys {
