@@ -151,11 +151,12 @@ func newerPrimary(ctx context.Context, url string, now serverID, log *slog.Logge
 	// prefer): one attempt per host:port, the first variant.
 	seen := map[string]bool{}
 	var hosts []*pgconn.FallbackConfig
+	var addrs []string // host:port of each of hosts
 	for _, h := range append([]*pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port, TLSConfig: cfg.TLSConfig}}, cfg.Fallbacks...) {
 		addr := net.JoinHostPort(h.Host, strconv.Itoa(int(h.Port)))
 		if !seen[addr] {
 			seen[addr] = true
-			hosts = append(hosts, h)
+			hosts, addrs = append(hosts, h), append(addrs, addr)
 		}
 	}
 	if len(hosts) < 2 {
@@ -172,7 +173,7 @@ func newerPrimary(ctx context.Context, url string, now serverID, log *slog.Logge
 		g.Go(func() error {
 			var err error
 			if ids[i], primary[i], err = identifyHost(ctx, one); err != nil {
-				log.Debug("could not ask a host of the database URL for its timeline", "host", net.JoinHostPort(h.Host, strconv.Itoa(int(h.Port))), "err", err)
+				log.Debug("could not ask a host of the database URL for its timeline", "host", addrs[i], "err", err)
 			}
 			return nil
 		})
@@ -180,9 +181,9 @@ func newerPrimary(ctx context.Context, url string, now serverID, log *slog.Logge
 	_ = g.Wait() // the goroutines only log
 	var newest int32
 	var newestHost string
-	for i, h := range hosts {
+	for i := range hosts {
 		if primary[i] && ids[i].systemID == now.systemID && ids[i].timeline > now.timeline && ids[i].timeline > newest {
-			newest, newestHost = ids[i].timeline, net.JoinHostPort(h.Host, strconv.Itoa(int(h.Port)))
+			newest, newestHost = ids[i].timeline, addrs[i]
 		}
 	}
 	return newest, newestHost
