@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/internal/testkit/testbed"
+	"github.com/outboxd/outboxd/slot"
 )
 
 // failoverMargin is how far before the recorded acknowledged commit time
@@ -46,7 +47,7 @@ func (in *injector) failover(ctx context.Context) error {
 	if err := queryRow(ctx, in.pg.URL, `SELECT current_setting('server_version_num')::int`, nil, &version); err != nil {
 		return err
 	}
-	failoverSlot := version >= 170000
+	failoverSlot := version >= slot.FailoverVersion
 	standby, err := in.pg.StartStandby(ctx)
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/internal/testkit/testbed"
+	"github.com/outboxd/outboxd/slot"
 )
 
 // Fault is a kind of fault the run injects.
@@ -321,7 +322,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		if fault == FaultFailover {
 			for _, rows := range inj.backfilled {
 				b += int(rows)
-				if rep.PostgresVersion >= 170000 { // a failover slot: its copy trails the primary's by a sync period
+				if rep.PostgresVersion >= slot.FailoverVersion { // a failover slot: its copy trails the primary's by a sync period
 					b += o.MaxInFlight + (confirmPeriods+slotSyncPeriods)*rep.MaxEventsPer100ms + maxTxnRows
 				}
 			}
