@@ -92,9 +92,7 @@ func (c Config) WithDefaults() Config {
 	if c.Publication == "" {
 		c.Publication = DefaultPublication
 	}
-	if c.Columns == (decode.Columns{}) {
-		c.Columns = decode.DefaultColumns()
-	}
+	c.Columns = c.Columns.WithDefaults()
 	if c.StatusInterval <= 0 {
 		c.StatusInterval = DefaultStatusInterval
 	}

@@ -9,14 +9,31 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Columns names the outbox columns of the tables in the publication.
-// An empty field means its default (see [DefaultColumns]).
+// Columns maps the columns of the tables in the publication to the parts of
+// a record. An empty name means its default (see [DefaultColumns]); the
+// zero Columns is the default outbox table. Check a mapping with
+// [Columns.Validate] before use; a Decoder with an invalid one treats every
+// table as unusable.
 type Columns struct {
 	ID      string // bigint/int/smallint, the idempotency key; default "id"
-	Topic   string // text/varchar; default "topic"
+	Topic   string // text/varchar; default "topic"; not used with TopicTemplate
 	Key     string // uuid/text/varchar; default "aggregate_id"
 	Payload string // jsonb/json/bytea/text/varchar; default "payload"
 	Headers string // jsonb/json, nullable, optional column; default "headers"
+	// Timestamp is a timestamptz or timestamp column whose value is the
+	// record timestamp (a timestamp without time zone is taken as UTC; a
+	// NULL value falls back to the commit time). Default "": the commit time.
+	Timestamp string
+	// TopicTemplate builds the topic from columns instead of the topic
+	// column: literal text with {column} placeholders, each replaced by the
+	// column's text form, e.g. "orders.{aggregatetype}". A placeholder
+	// column is text, varchar, uuid or an integer; NULL or empty in a row
+	// is a *RowError. Default "": the topic column.
+	TopicTemplate string
+	// HeaderColumns are placed as record headers after the id header, each
+	// named after its column, its value the column's text form (NULL: a
+	// header with a null value). Default none.
+	HeaderColumns []string
 }
 
 // DefaultColumns returns the column names of the default outbox table.
@@ -24,13 +41,17 @@ func DefaultColumns() Columns {
 	return Columns{ID: "id", Topic: "topic", Key: "aggregate_id", Payload: "payload", Headers: "headers"}
 }
 
-// withDefaults fills empty names with the defaults.
-func (c Columns) withDefaults() Columns {
+// WithDefaults fills empty names with the defaults (no topic column when
+// there is a topic template).
+func (c Columns) WithDefaults() Columns {
 	d := DefaultColumns()
 	if c.ID == "" {
 		c.ID = d.ID
 	}
-	if c.Topic == "" {
+	switch {
+	case c.TopicTemplate != "":
+		c.Topic = "" // the template replaces the column
+	case c.Topic == "":
 		c.Topic = d.Topic
 	}
 	if c.Key == "" {
@@ -58,17 +79,23 @@ const (
 	roleKey
 	rolePayload
 	roleHeaders
+	roleTimestamp
 	numRoles
 )
 
 // roleName names a role in error messages.
 func roleName(role int) string {
-	return [numRoles]string{"id", "topic", "key", "payload", "headers"}[role]
+	return [numRoles]string{"id", "topic", "key", "payload", "headers", "timestamp"}[role]
 }
 
+// names gives each role its column name; "" for a role not mapped.
 func (c Columns) names() [numRoles]string {
-	return [numRoles]string{c.ID, c.Topic, c.Key, c.Payload, c.Headers}
+	return [numRoles]string{c.ID, c.Topic, c.Key, c.Payload, c.Headers, c.Timestamp}
 }
+
+// optional reports whether a table may lack the role's column: the headers
+// column may be absent; a timestamp column, once named, may not.
+func optional(role int) bool { return role == roleHeaders }
 
 // Type OIDs of the built-in types the outbox columns may have.
 const (
@@ -81,6 +108,9 @@ const (
 	oidVarchar = pgtype.VarcharOID
 	oidUUID    = pgtype.UUIDOID
 	oidJSONB   = pgtype.JSONBOID
+
+	oidTimestamp   = pgtype.TimestampOID
+	oidTimestamptz = pgtype.TimestamptzOID
 )
 
 // accepted lists, per role, the column types that role accepts.
@@ -96,6 +126,10 @@ func accepted(role int) []uint32 {
 		return []uint32{oidJSONB, oidJSON, oidBytea, oidText, oidVarchar}
 	case roleHeaders:
 		return []uint32{oidJSONB, oidJSON}
+	case roleTimestamp:
+		return []uint32{oidTimestamptz, oidTimestamp}
+	case roleTemplate:
+		return []uint32{oidText, oidVarchar, oidUUID, oidInt8, oidInt4, oidInt2}
 	}
 	return nil
 }
@@ -165,44 +199,82 @@ func describeAccepted(oids []uint32) string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// locate finds the position of each outbox column in cols (-1 when absent)
-// and reports every problem: a name mapped to two roles, a missing required
-// column, a column whose type the role does not accept.
-func locate(table string, cols []Column, want Columns) (pos [numRoles]int, errs []error) {
-	names := want.withDefaults().names()
-	for r := range pos {
-		pos[r] = -1
-		for o := 0; o < r; o++ {
-			if names[o] == names[r] {
-				errs = append(errs, fmt.Errorf("table %s: column %q is configured as both the %s and the %s column",
-					table, names[r], roleName(o), roleName(r)))
-			}
-		}
+// layout is where a table keeps the parts of a record: the result of
+// checking a mapping against its columns.
+type layout struct {
+	pos  [numRoles]int    // per role: its column position, or -1 (absent or not mapped)
+	oid  [numRoles]uint32 // per role: the column's type OID
+	tmpl []tmplPart       // the topic template, its placeholders resolved to positions; nil: the topic column
+	hdr  []int            // per Columns.HeaderColumns: its column position
+}
+
+// locate finds the columns of the mapping want in cols and reports every
+// problem: an invalid mapping, a name mapped to two roles, a missing
+// column, a column whose type its role does not accept.
+func locate(table string, cols []Column, want Columns) (l layout, errs []error) {
+	want = want.WithDefaults()
+	if err := want.Validate(); err != nil {
+		return l, []error{fmt.Errorf("table %s: %w", table, err)}
 	}
-	for r, name := range names {
+	find := func(name string) int {
 		for i, c := range cols {
 			if c.Name == name {
-				pos[r] = i
-				break
+				return i
 			}
 		}
-		if pos[r] < 0 {
-			if r != roleHeaders {
+		return -1
+	}
+	check := func(what string, role, at int) {
+		oid := cols[at].TypeOID
+		for _, a := range accepted(role) {
+			if a == oid {
+				return
+			}
+		}
+		errs = append(errs, fmt.Errorf("table %s: %s %q has %s, want %s",
+			table, what, cols[at].Name, describeType(oid), describeAccepted(accepted(role))))
+	}
+	names := want.names()
+	for r, name := range names {
+		l.pos[r] = -1
+		if name == "" {
+			continue
+		}
+		for o := 0; o < r; o++ {
+			if names[o] == name {
+				errs = append(errs, fmt.Errorf("table %s: column %q is configured as both the %s and the %s column",
+					table, name, roleName(o), roleName(r)))
+			}
+		}
+		if l.pos[r] = find(name); l.pos[r] < 0 {
+			if !optional(r) {
 				errs = append(errs, fmt.Errorf("table %s: missing %s column %q", table, roleName(r), name))
 			}
 			continue
 		}
-		oid := cols[pos[r]].TypeOID
-		ok := false
-		for _, a := range accepted(r) {
-			ok = ok || a == oid
-		}
-		if !ok {
-			errs = append(errs, fmt.Errorf("table %s: %s column %q has %s, want %s",
-				table, roleName(r), name, describeType(oid), describeAccepted(accepted(r))))
-		}
+		l.oid[r] = cols[l.pos[r]].TypeOID
+		check(roleName(r)+" column", r, l.pos[r])
 	}
-	return pos, errs
+	parts, _ := parseTemplate(want.TopicTemplate) // valid: checked above
+	for _, p := range parts {
+		if p.column != "" {
+			if p.col = find(p.column); p.col < 0 {
+				errs = append(errs, fmt.Errorf("table %s: missing column %q of the topic template", table, p.column))
+				continue
+			}
+			p.oid = cols[p.col].TypeOID
+			check("topic template column", roleTemplate, p.col)
+		}
+		l.tmpl = append(l.tmpl, p)
+	}
+	for _, name := range want.HeaderColumns {
+		at := find(name)
+		if at < 0 {
+			errs = append(errs, fmt.Errorf("table %s: missing header column %q", table, name))
+		}
+		l.hdr = append(l.hdr, at)
+	}
+	return l, errs
 }
 
 // ValidateTable checks that a table has the outbox columns with usable types.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outboxd/outboxd/outbox"
 )
@@ -80,8 +81,11 @@ type Decoder struct {
 	commitLSN  outbox.LSN
 	index      int // events of the open transaction so far
 
-	hdrs  []outbox.Header   // scratch for the headers of the event being built
-	names map[string]string // interned topics and header keys
+	hdrs    []outbox.Header   // scratch for the headers of the event being built
+	row     []value           // scratch: the values of the insert being decoded
+	scratch []byte            // scratch: the topic being built
+	names   map[string]string // interned topics and header keys
+	types   *pgtype.Map       // pgx's codecs, for a timestamp column; made when first needed
 }
 
 // Bounds of the string interning in Decoder.names.
@@ -94,7 +98,7 @@ const (
 // Empty names in cols mean their defaults (see [DefaultColumns]).
 func NewDecoder(cols Columns) *Decoder {
 	return &Decoder{
-		cols:  cols.withDefaults(),
+		cols:  cols.WithDefaults(),
 		rels:  make(map[uint32]*relation),
 		names: make(map[string]string),
 	}

@@ -35,6 +35,9 @@ func diffEvent(got, want outbox.Event) string {
 	if !got.CommitTime.Equal(want.CommitTime) {
 		d = append(d, fmt.Sprintf("CommitTime %v, want %v", got.CommitTime, want.CommitTime))
 	}
+	if !got.Timestamp.Equal(want.Timestamp) {
+		d = append(d, fmt.Sprintf("Timestamp %v, want %v", got.Timestamp, want.Timestamp))
+	}
 	if got.CommitLSN != want.CommitLSN || got.Index != want.Index {
 		d = append(d, fmt.Sprintf("position (%v, %d), want (%v, %d)", got.CommitLSN, got.Index, want.CommitLSN, want.Index))
 	}
@@ -42,7 +45,7 @@ func diffEvent(got, want outbox.Event) string {
 		d = append(d, fmt.Sprintf("Headers %s, want %s", showHeaders(got.Headers), showHeaders(want.Headers)))
 	} else {
 		for i := range got.Headers {
-			if got.Headers[i].Key != want.Headers[i].Key || !bytes.Equal(got.Headers[i].Value, want.Headers[i].Value) {
+			if got.Headers[i].Key != want.Headers[i].Key || !sameBytes(got.Headers[i].Value, want.Headers[i].Value) {
 				d = append(d, fmt.Sprintf("Headers %s, want %s", showHeaders(got.Headers), showHeaders(want.Headers)))
 				break
 			}

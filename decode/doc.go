@@ -7,7 +7,11 @@
 // in the stream, the commit LSN and its index in the transaction), or the
 // Commit that ends the transaction with the end LSN that may be confirmed
 // once every event before it is acknowledged. Relation messages are
-// remembered so that inserts can be mapped to outbox columns; a table
+// remembered so that inserts can be mapped to the parts of a record
+// ([Columns]: the default outbox table, or a mapping of another table's
+// columns, a topic template, header columns and a timestamp column); each
+// Relation is checked against the mapping again, so an ALTER TABLE that
+// breaks it is noticed at the next insert; a table
 // without usable outbox columns (see [ValidateTable]) is remembered as
 // unusable and each insert into it is a [*RowError]. Everything else
 // (updates, deletes, truncates, types, origins, logical decoding messages)

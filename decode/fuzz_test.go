@@ -50,43 +50,68 @@ func FuzzDecode(f *testing.F) {
 	f.Add(testCommit())
 	priming := fuzzPriming(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
-		orig := bytes.Clone(in)
-		got, err := primed(t, priming).Decode(in)
-		if !bytes.Equal(in, orig) {
-			t.Fatal("Decode modified its input")
-		}
-		if err != nil {
-			if got.Kind != KindIgnored {
-				t.Fatalf("Kind %v with error %v", got.Kind, err)
-			}
-			return
-		}
-		if got.Kind == KindEvent {
-			ev := got.Event
-			if len(ev.Headers) == 0 || ev.Headers[0].Key != "id" {
-				t.Fatalf("event headers %s do not start with id", showHeaders(ev.Headers))
-			}
-			if ev.Topic == "" {
-				t.Fatal("event with an empty topic")
-			}
-			want := cloneEvent(ev)
-			for i := range in {
-				in[i] ^= 0xff
-			}
-			if diff := diffEvent(ev, want); diff != "" {
-				t.Fatalf("event aliases the input: %s", diff)
-			}
-			copy(in, orig)
-		}
-		if len(in) > 4096 {
-			return // keep the quadratic check below cheap
-		}
-		for n := 0; n < len(in); n++ {
-			if p, err := primed(t, priming).Decode(in[:n]); err == nil {
-				t.Fatalf("prefix of %d/%d bytes of a valid %v message decodes as %v without error", n, len(in), got.Kind, p.Kind)
-			}
-		}
+		checkDecode(t, func() *Decoder { return primed(t, priming) }, in)
 	})
+}
+
+// FuzzDecodeMapped is FuzzDecode for a decoder with a column mapping (topic
+// template, header columns, timestamp column) over a table of another shape.
+func FuzzDecodeMapped(f *testing.F) {
+	ts := text("2026-11-30 22:15:01+00")
+	f.Add(eventsInsert(text("7"), text("order"), text("o-1"), text("T"), text(`{}`), text("acme"), ts))
+	f.Add(eventsInsert(bin("\x00\x00\x00\x00\x00\x00\x00\x07"), bin("order"), null, text("T"), bin("\x01{}"), null, bin("\x00\x00\x00\x00\x00\x00\x00\x01")))
+	f.Add(encRelation(eventsRelID, "public", "events", eventsColumns()[1:]...))
+	priming := [][]byte{encRelation(eventsRelID, "public", "events", eventsColumns()...), capturedMessage(f, "01-Begin")}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		checkDecode(t, func() *Decoder {
+			d := NewDecoder(eventsMapping())
+			decodeAll(t, d, priming...)
+			return d
+		}, in)
+	})
+}
+
+// checkDecode decodes in with a fresh decoder: it must not panic or modify
+// its input; an event must not alias the input, must start with the id
+// header and have a topic; and when in decodes without error, every strict
+// prefix of it must be an error.
+func checkDecode(t *testing.T, fresh func() *Decoder, in []byte) {
+	orig := bytes.Clone(in)
+	got, err := fresh().Decode(in)
+	if !bytes.Equal(in, orig) {
+		t.Fatal("Decode modified its input")
+	}
+	if err != nil {
+		if got.Kind != KindIgnored {
+			t.Fatalf("Kind %v with error %v", got.Kind, err)
+		}
+		return
+	}
+	if got.Kind == KindEvent {
+		ev := got.Event
+		if len(ev.Headers) == 0 || ev.Headers[0].Key != "id" {
+			t.Fatalf("event headers %s do not start with id", showHeaders(ev.Headers))
+		}
+		if ev.Topic == "" {
+			t.Fatal("event with an empty topic")
+		}
+		want := cloneEvent(ev)
+		for i := range in {
+			in[i] ^= 0xff
+		}
+		if diff := diffEvent(ev, want); diff != "" {
+			t.Fatalf("event aliases the input: %s", diff)
+		}
+		copy(in, orig)
+	}
+	if len(in) > 4096 {
+		return // keep the quadratic check below cheap
+	}
+	for n := 0; n < len(in); n++ {
+		if p, err := fresh().Decode(in[:n]); err == nil {
+			t.Fatalf("prefix of %d/%d bytes of a valid %v message decodes as %v without error", n, len(in), got.Kind, p.Kind)
+		}
+	}
 }
 
 // FuzzHeaders decodes inserts whose headers column holds arbitrary text and

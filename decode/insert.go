@@ -41,7 +41,7 @@ func (d *Decoder) decodeInsert(body []byte) (Message, error) {
 	if int(n) != len(rel.columns) {
 		return Message{}, rel.insertError(fmt.Errorf("tuple has %d columns, the relation message described %d", n, len(rel.columns)))
 	}
-	var vals [numRoles]value
+	row := d.row[:0]
 	for i := range rel.columns {
 		kind, data, err := nextValue(&r)
 		if err != nil {
@@ -50,17 +50,17 @@ func (d *Decoder) decodeInsert(body []byte) (Message, error) {
 		if kind == valueUnchanged {
 			return Message{}, rel.insertError(fmt.Errorf("column %q: unchanged TOAST value in an insert", rel.columns[i].Name))
 		}
-		if role := rel.role[i]; role >= 0 {
-			vals[role] = value{kind: kind, data: data}
-		}
+		row = append(row, value{kind: kind, data: data})
 	}
+	d.row = row
+	defer clear(d.row) // its values alias the message
 	if err := r.done(); err != nil {
 		return Message{}, rel.insertError(err)
 	}
 	if rel.unusable != nil {
-		return Message{}, d.rowError(rel, &vals, -1, rel.unusable)
+		return Message{}, d.rowError(rel, row, -1, rel.unusable)
 	}
-	ev, err := d.buildEvent(rel, &vals)
+	ev, err := d.buildEvent(rel, row)
 	if err != nil {
 		return Message{}, err
 	}
@@ -71,26 +71,34 @@ func (rel *relation) insertError(err error) error {
 	return fmt.Errorf("decoding insert into %s: %w", rel.table, err)
 }
 
+// val is the value of the role's column in row; absent (kind 0) when the
+// table has no such column.
+func (rel *relation) val(row []value, role int) value {
+	if p := rel.pos[role]; p >= 0 {
+		return row[p]
+	}
+	return value{}
+}
+
 // rowError describes a row that cannot become a record, with what could be
-// read of it (copied: the row's bytes alias the message). role is the
-// column at fault, -1 for the table as a whole.
-func (d *Decoder) rowError(rel *relation, v *[numRoles]value, role int, err error) error {
+// read of it (copied: the row's bytes alias the message). col is the
+// position of the column at fault, -1 for the table as a whole.
+func (d *Decoder) rowError(rel *relation, row []value, col int, err error) error {
 	e := &RowError{Table: rel.table, Err: err, CommitTime: d.commitTime, CommitLSN: d.commitLSN, Index: d.index}
 	d.index++ // the row keeps its place among the transaction's events
-	if role >= 0 {
-		e.Column = rel.columns[rel.pos[role]].Name
+	if col >= 0 {
+		e.Column = rel.columns[col].Name
 	}
-	if rel.pos[roleID] >= 0 {
-		e.ID, err = parseID(v[roleID], rel.oid[roleID])
-		e.HasID = err == nil
+	e.ID, err = parseID(rel.val(row, roleID), rel.oid[roleID])
+	e.HasID = err == nil
+	// The topic template of an unusable table may lack a placeholder.
+	if t, _, err := d.appendTopic(d.scratch[:0], rel, row); err == nil && rel.unusable == nil {
+		e.Topic = string(t)
 	}
-	if t := v[roleTopic]; rel.pos[roleTopic] >= 0 && t.present() {
-		e.Topic = string(t.data)
-	}
-	if k := v[roleKey]; rel.pos[roleKey] >= 0 && k.present() {
+	if k := rel.val(row, roleKey); k.present() {
 		e.Key = appendKey(nil, k, rel.oid[roleKey])
 	}
-	if p := v[rolePayload]; rel.pos[rolePayload] >= 0 && p.present() {
+	if p := rel.val(row, rolePayload); p.present() {
 		var perr error
 		if e.Value, perr = appendPayload(nil, p, rel.oid[rolePayload]); perr != nil {
 			e.Value = append([]byte(nil), p.data...) // as sent
@@ -99,30 +107,74 @@ func (d *Decoder) rowError(rel *relation, v *[numRoles]value, role int, err erro
 	return e
 }
 
-// buildEvent turns the outbox column values of a well-formed insert into an
+// appendTopic appends the row's topic: the topic column's value, or the
+// topic template with each placeholder replaced. col is the position of the
+// column at fault when it returns an error.
+func (d *Decoder) appendTopic(buf []byte, rel *relation, row []value) (topic []byte, col int, err error) {
+	if rel.tmpl == nil {
+		t := rel.val(row, roleTopic)
+		switch {
+		case !t.present():
+			return buf, rel.pos[roleTopic], errors.New("null topic")
+		case len(t.data) == 0:
+			return buf, rel.pos[roleTopic], errors.New("empty topic")
+		}
+		return append(buf, t.data...), -1, nil
+	}
+	for _, p := range rel.tmpl {
+		if p.column == "" {
+			buf = append(buf, p.literal...)
+			continue
+		}
+		v := row[p.col]
+		if !v.present() {
+			return buf, p.col, errors.New("null value in the topic template")
+		}
+		n := len(buf)
+		if buf, err = appendText(buf, v, p.oid); err != nil {
+			return buf, p.col, fmt.Errorf("topic template: %w", err)
+		}
+		if len(buf) == n {
+			return buf, p.col, errors.New("empty value in the topic template")
+		}
+	}
+	if len(buf) == 0 {
+		return buf, -1, errors.New("empty topic")
+	}
+	return buf, -1, nil
+}
+
+// buildEvent turns the column values of a well-formed insert into an
 // Event. All its bytes (id header, key, value, header values) are carved
 // from one allocation.
-func (d *Decoder) buildEvent(rel *relation, v *[numRoles]value) (outbox.Event, error) {
-	id, err := parseID(v[roleID], rel.oid[roleID])
+func (d *Decoder) buildEvent(rel *relation, row []value) (outbox.Event, error) {
+	id, err := parseID(rel.val(row, roleID), rel.oid[roleID])
 	if err != nil {
-		return outbox.Event{}, d.rowError(rel, v, roleID, err)
+		return outbox.Event{}, d.rowError(rel, row, rel.pos[roleID], err)
 	}
-	topic := v[roleTopic]
-	if !topic.present() {
-		return outbox.Event{}, d.rowError(rel, v, roleTopic, errors.New("null topic"))
+	topic, col, err := d.appendTopic(d.scratch[:0], rel, row)
+	d.scratch = topic[:0]
+	if err != nil {
+		return outbox.Event{}, d.rowError(rel, row, col, err)
 	}
-	if len(topic.data) == 0 {
-		return outbox.Event{}, d.rowError(rel, v, roleTopic, errors.New("empty topic"))
-	}
-	ev := outbox.Event{Table: rel.table, ID: id, Topic: d.intern(topic.data), CommitTime: d.commitTime,
+	ev := outbox.Event{Table: rel.table, ID: id, Topic: d.intern(topic), CommitTime: d.commitTime,
 		CommitLSN: d.commitLSN, Index: d.index}
+	if ts := rel.val(row, roleTimestamp); ts.present() {
+		if ev.Timestamp, err = d.parseTimestamp(ts, rel.oid[roleTimestamp]); err != nil {
+			return outbox.Event{}, d.rowError(rel, row, rel.pos[roleTimestamp], err)
+		}
+	}
 
-	key, payload, headers := v[roleKey], v[rolePayload], v[roleHeaders]
+	key, payload, headers := rel.val(row, roleKey), rel.val(row, rolePayload), rel.val(row, roleHeaders)
 	// One allocation holds all: decoded values are at most as long as their
-	// text, except in rare cases (a binary uuid key, invalid UTF-8 replaced in
-	// an escaped header string) where append grows buf; the slices carved
-	// before stay valid either way.
-	buf := make([]byte, 0, 20+len(key.data)+len(payload.data)+len(headers.data))
+	// text, except in rare cases (a binary uuid key or integer header
+	// column, invalid UTF-8 replaced in an escaped header string) where
+	// append grows buf; the slices carved before stay valid either way.
+	size := 20 + len(key.data) + len(payload.data) + len(headers.data)
+	for _, p := range rel.hdr {
+		size += len(row[p].data)
+	}
+	buf := make([]byte, 0, size)
 	buf = strconv.AppendInt(buf, id, 10)
 	idValue := buf[:len(buf):len(buf)]
 
@@ -135,12 +187,24 @@ func (d *Decoder) buildEvent(rel *relation, v *[numRoles]value) (outbox.Event, e
 		start := len(buf)
 		buf, err = appendPayload(buf, payload, rel.oid[rolePayload])
 		if err != nil {
-			return outbox.Event{}, d.rowError(rel, v, rolePayload, err)
+			return outbox.Event{}, d.rowError(rel, row, rel.pos[rolePayload], err)
 		}
 		ev.Value = buf[start:len(buf):len(buf)]
 	}
 
 	d.hdrs = append(d.hdrs[:0], outbox.Header{Key: "id", Value: idValue})
+	for _, p := range rel.hdr {
+		h := outbox.Header{Key: rel.columns[p].Name}
+		if v := row[p]; v.present() {
+			start := len(buf)
+			if buf, err = appendText(buf, v, rel.columns[p].TypeOID); err != nil {
+				clear(d.hdrs)
+				return outbox.Event{}, d.rowError(rel, row, p, fmt.Errorf("header column: %w", err))
+			}
+			h.Value = buf[start:len(buf):len(buf)] // never nil: buf is not
+		}
+		d.hdrs = append(d.hdrs, h)
+	}
 	if headers.present() {
 		raw, err := jsonText(headers, rel.oid[roleHeaders])
 		if err == nil {
@@ -148,7 +212,7 @@ func (d *Decoder) buildEvent(rel *relation, v *[numRoles]value) (outbox.Event, e
 		}
 		if err != nil {
 			clear(d.hdrs)
-			return outbox.Event{}, d.rowError(rel, v, roleHeaders, err)
+			return outbox.Event{}, d.rowError(rel, row, rel.pos[roleHeaders], err)
 		}
 	}
 	ev.Headers = make([]outbox.Header, len(d.hdrs))

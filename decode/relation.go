@@ -8,11 +8,9 @@ import (
 // relation is what a Relation message says about a table in the publication,
 // reduced to what decoding an insert needs.
 type relation struct {
-	table   string           // schema-qualified
-	columns []Column         // in tuple order
-	role    []int8           // per column: its role (roleID...), or -1
-	pos     [numRoles]int    // per role: its column position, or -1 (absent)
-	oid     [numRoles]uint32 // per role: the column's type OID
+	table   string   // schema-qualified
+	columns []Column // in tuple order
+	layout           // where the parts of a record are
 	// unusable lists why rows of this table cannot become records (missing
 	// columns, unusable types); nil for a usable table.
 	unusable error
@@ -39,18 +37,8 @@ func (d *Decoder) decodeRelation(body []byte) (Message, error) {
 	// A table without usable outbox columns (or one an ALTER TABLE made
 	// unusable) is remembered with its problems: its inserts become
 	// *RowErrors, which the pipeline stops on or dead-letters.
-	pos, errs := locate(table, cols, d.cols)
-	rel := &relation{table: table, columns: cols, role: make([]int8, len(cols)), pos: pos, unusable: errors.Join(errs...)}
-	for i := range rel.role {
-		rel.role[i] = -1
-	}
-	for role, p := range pos {
-		if p >= 0 {
-			rel.role[p] = int8(role)
-			rel.oid[role] = cols[p].TypeOID
-		}
-	}
-	d.rels[id] = rel
+	l, errs := locate(table, cols, d.cols)
+	d.rels[id] = &relation{table: table, columns: cols, layout: l, unusable: errors.Join(errs...)}
 	return Message{Kind: KindIgnored}, nil
 }
 

@@ -66,6 +66,37 @@ func TestValidateTable(t *testing.T) {
 			errs: []string{`table public.outbox: column "payload" is configured as both the key and the payload column`},
 			n:    1,
 		},
+		{
+			name: "a topic template replaces the topic column",
+			cols: eventsColumns(),
+			want: eventsMapping(),
+		},
+		{
+			name: "every problem of a mapping at once",
+			cols: []Column{{"seq", oidInt8}, {"aggregateid", oidText}, {"payload", oidJSONB}, {"kind", oidJSONB}, {"at", 1082}},
+			want: Columns{ID: "seq", Key: "aggregateid", TopicTemplate: "e.{kind}.{region}", HeaderColumns: []string{"tenant"}, Timestamp: "at"},
+			errs: []string{
+				`table public.outbox: timestamp column "at" has type date (oid 1082), want timestamp with time zone or timestamp without time zone`,
+				`table public.outbox: topic template column "kind" has type jsonb (oid 3802), want text, character varying, uuid, bigint, integer or smallint`,
+				`table public.outbox: missing column "region" of the topic template`,
+				`table public.outbox: missing header column "tenant"`,
+			},
+			n: 4,
+		},
+		{
+			name: "a named timestamp column must exist",
+			cols: outboxColumns(),
+			want: Columns{Timestamp: "occurred_at"},
+			errs: []string{`table public.outbox: missing timestamp column "occurred_at"`},
+			n:    1,
+		},
+		{
+			name: "an invalid mapping is reported for the table",
+			cols: outboxColumns(),
+			want: Columns{TopicTemplate: "x.{"},
+			errs: []string{`table public.outbox: topic template "x.{": '{' without '}'`},
+			n:    1,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

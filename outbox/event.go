@@ -18,9 +18,12 @@ type Event struct {
 	// Headers[0] is {"id", decimal ID}; then one header per member of the
 	// row's headers object, in the order of its text.
 	Headers    []Header
-	CommitTime time.Time // the transaction's commit time: the record timestamp
-	CommitLSN  LSN       // the LSN of the transaction's commit record
-	Index      int       // 0-based position among the events of the transaction
+	CommitTime time.Time // the transaction's commit time
+	// Timestamp is the record timestamp when the table maps a timestamp
+	// column and the row has one; zero: the record timestamp is CommitTime.
+	Timestamp time.Time
+	CommitLSN LSN // the LSN of the transaction's commit record
+	Index     int // 0-based position among the events of the transaction
 }
 
 // Size is what the event weighs in Kafka's terms: key, value, and every
@@ -33,7 +36,17 @@ func (e *Event) Size() int {
 	return n
 }
 
-// Header is one Kafka record header.
+// RecordTime is the record timestamp: Timestamp, or CommitTime when the
+// row gave none.
+func (e *Event) RecordTime() time.Time {
+	if e.Timestamp.IsZero() {
+		return e.CommitTime
+	}
+	return e.Timestamp
+}
+
+// Header is one Kafka record header. A nil Value is a null header value
+// (a NULL header column); an empty one is the empty string.
 type Header struct {
 	Key   string
 	Value []byte

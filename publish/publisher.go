@@ -130,7 +130,7 @@ func toRecord(ev *outbox.Event) *kgo.Record {
 		Topic:     ev.Topic,
 		Key:       ev.Key,
 		Value:     ev.Value,
-		Timestamp: ev.CommitTime,
+		Timestamp: ev.RecordTime(),
 		Headers:   make([]kgo.RecordHeader, len(ev.Headers)),
 	}
 	for i, h := range ev.Headers {

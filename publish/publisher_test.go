@@ -42,34 +42,64 @@ func publishOne(t *testing.T, p *publish.Producer, ev outbox.Event) error {
 // test of the mapping; the integration tests use the real broker).
 func TestRecordContract(t *testing.T) {
 	t.Parallel()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p, err := publish.New(publish.Config{Brokers: c.ListenAddrs()}, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
 	commit := time.Date(2026, 11, 30, 8, 0, 0, 123_000_000, time.UTC)
-	ev := outbox.Event{ID: 42, Topic: "t", Key: []byte("agg"), Value: []byte(`{"a":1}`), CommitTime: commit,
-		Headers: []outbox.Header{{Key: "id", Value: []byte("42")}, {Key: "type", Value: []byte("X")}}}
-	if err := publishOne(t, p, ev); err != nil {
-		t.Fatal(err)
+	occurred := time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		ev     outbox.Event
+		wantTS time.Time
+	}{
+		{
+			name: "default table",
+			ev: outbox.Event{ID: 42, Topic: "t", Key: []byte("agg"), Value: []byte(`{"a":1}`), CommitTime: commit,
+				Headers: []outbox.Header{{Key: "id", Value: []byte("42")}, {Key: "type", Value: []byte("X")}}},
+			wantTS: commit,
+		},
+		{
+			name: "a timestamp column, a null and an empty header",
+			ev: outbox.Event{ID: 42, Topic: "t", Key: []byte("agg"), Value: []byte(`{"a":1}`), CommitTime: commit, Timestamp: occurred,
+				Headers: []outbox.Header{{Key: "id", Value: []byte("42")}, {Key: "tenant"}, {Key: "type", Value: []byte{}}}},
+			wantTS: occurred,
+		},
 	}
-	cl, _ := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	recs := cl.PollFetches(ctx).Records()
-	if len(recs) != 1 {
-		t.Fatalf("consumed %d records", len(recs))
-	}
-	r := recs[0]
-	if string(r.Key) != "agg" || string(r.Value) != `{"a":1}` || !r.Timestamp.Equal(commit) ||
-		len(r.Headers) != 2 || r.Headers[0].Key != "id" || string(r.Headers[0].Value) != "42" || r.Headers[1].Key != "type" {
-		t.Errorf("record = key %q value %q ts %s headers %v", r.Key, r.Value, r.Timestamp, r.Headers)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			p, err := publish.New(publish.Config{Brokers: c.ListenAddrs()}, quiet())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if err := publishOne(t, p, tt.ev); err != nil {
+				t.Fatal(err)
+			}
+			cl, _ := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			recs := cl.PollFetches(ctx).Records()
+			if len(recs) != 1 {
+				t.Fatalf("consumed %d records", len(recs))
+			}
+			r := recs[0]
+			if string(r.Key) != string(tt.ev.Key) || string(r.Value) != string(tt.ev.Value) || !r.Timestamp.Equal(tt.wantTS) {
+				t.Errorf("record = key %q value %q ts %s, want %q %q %s", r.Key, r.Value, r.Timestamp, tt.ev.Key, tt.ev.Value, tt.wantTS)
+			}
+			if len(r.Headers) != len(tt.ev.Headers) {
+				t.Fatalf("headers %v, want %v", r.Headers, tt.ev.Headers)
+			}
+			for i, h := range tt.ev.Headers {
+				got := r.Headers[i]
+				if got.Key != h.Key || string(got.Value) != string(h.Value) || (got.Value == nil) != (h.Value == nil) {
+					t.Errorf("header %d = %q: %q (null %v), want %q: %q (null %v)", i, got.Key, got.Value, got.Value == nil, h.Key, h.Value, h.Value == nil)
+				}
+			}
+		})
 	}
 }
 
