@@ -30,7 +30,15 @@ type Target struct {
 	Table string
 	// Publication is the publication over Table.
 	Publication string
+	// OwnTable says Table is the application's own, of another shape than
+	// the default table: the migrations that create or constrain the
+	// default table (marked defaultTableOnly) are left out.
+	OwnTable bool
 }
+
+// defaultTableOnly marks, as the first line of its file, a migration that
+// creates or constrains the default outbox table.
+const defaultTableOnly = "-- outboxd: default table only"
 
 // Migration is one embedded SQL file rendered for a Target.
 type Migration struct {
@@ -74,6 +82,9 @@ func Load(t Target) ([]Migration, error) {
 		raw, err := sqlFiles.ReadFile(name)
 		if err != nil {
 			return nil, fmt.Errorf("reading migration %s: %w", base, err)
+		}
+		if t.OwnTable && strings.HasPrefix(string(raw), defaultTableOnly) {
+			continue
 		}
 		tmpl, err := template.New(base).Option("missingkey=error").Parse(string(raw))
 		if err != nil {

@@ -2,6 +2,7 @@ package migrations_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -37,6 +38,32 @@ func TestLoadQuotesNames(t *testing.T) {
 		if _, err := migrations.Load(migrations.Target{Table: bad, Publication: "p"}); err == nil {
 			t.Errorf("Load with table %q: no error", bad)
 		}
+	}
+}
+
+// TestLoadOwnTable: with the application's own table, only the migrations
+// that do not create or constrain the default table are loaded.
+func TestLoadOwnTable(t *testing.T) {
+	t.Parallel()
+	versions := func(own bool) []int {
+		ms, err := migrations.Load(migrations.Target{Table: "app.events", Publication: "p", OwnTable: own})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var vs []int
+		for _, m := range ms {
+			vs = append(vs, m.Version)
+			if own && strings.Contains(m.SQL, "CREATE TABLE IF NOT EXISTS \"app\".\"events\"") {
+				t.Errorf("migration %s creates the application's table", m.Name)
+			}
+		}
+		return vs
+	}
+	if got, want := fmt.Sprint(versions(false)), "[1 2 3 4 5]"; got != want {
+		t.Errorf("default table: versions %s, want %s", got, want)
+	}
+	if got, want := fmt.Sprint(versions(true)), "[2 5]"; got != want {
+		t.Errorf("own table: versions %s, want %s", got, want)
 	}
 }
 

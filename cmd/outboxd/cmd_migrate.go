@@ -17,12 +17,12 @@ import (
 	"github.com/outboxd/outboxd/slot"
 )
 
-var migrateGroups = []config.Group{config.GroupDatabase, config.GroupTable, config.GroupPublication, config.GroupSlot, config.GroupCreateSlot, config.GroupLog}
+var migrateGroups = []config.Group{config.GroupDatabase, config.GroupTable, config.GroupPublication, config.GroupSlot, config.GroupCreateSlot, config.GroupColumns, config.GroupLog}
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
 	cfg.Stream.CreateSlot = true // on a fresh install only: see migrateSlot
-	fs := newFlagSet("migrate", "Creates the outbox table and the insert-only publication over it (idempotently,\nrecording versions in outboxd_migrations), then, on a fresh install, the pgoutput\nreplication slot (recorded in outboxd_slots), so that every outbox row committed from\nnow on is published even if `run` starts later. It refuses to create a slot that\noutboxd_slots says was lost, or one over a table that already holds rows: see\n--create-slot. Note: a slot nobody reads retains WAL on the server until outboxd runs.", stderr)
+	fs := newFlagSet("migrate", "Creates the outbox table and the insert-only publication over it (idempotently,\nrecording versions in outboxd_migrations), then, on a fresh install, the pgoutput\nreplication slot (recorded in outboxd_slots), so that every outbox row committed from\nnow on is published even if `run` starts later. It refuses to create a slot that\noutboxd_slots says was lost, or one over a table that already holds rows: see\n--create-slot. With --own-table it leaves an existing table of another shape as it is\nand checks that the column flags fit it. Note: a slot nobody reads retains WAL on the\nserver until outboxd runs.", stderr)
 	cfg.Register(fs, migrateGroups...)
 	printSQL := fs.Bool("print-sql", false, "print the SQL migrate would run (for a DBA to apply by hand) and exit; needs no database")
 	if code, ok := parseFlags("migrate", fs, args, stderr, getenv); !ok {
@@ -53,8 +53,13 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	applied, err := migrations.Apply(ctx, conn, migrations.Target{Table: cfg.Table, Publication: cfg.Stream.Publication}, log)
+	applied, err := migrations.Apply(ctx, conn, migrations.Target{Table: cfg.Table, Publication: cfg.Stream.Publication, OwnTable: cfg.OwnTable}, log)
 	if err != nil {
+		return err
+	}
+	// What run checks at start, checked now: the column mapping fits
+	// every table of the publication.
+	if _, err := slot.CheckPublication(ctx, conn, cfg.Stream.Publication, cfg.Stream.Columns); err != nil {
 		return err
 	}
 	if len(applied) == 0 {
@@ -125,7 +130,7 @@ func migrateSlot(ctx context.Context, conn *pgx.Conn, cfg config.Config, log *sl
 // printMigrationSQL prints every migration and the slot creation as one
 // script a DBA can review and apply (each statement is idempotent).
 func printMigrationSQL(w io.Writer, cfg config.Config) error {
-	ms, err := migrations.Load(migrations.Target{Table: cfg.Table, Publication: cfg.Stream.Publication})
+	ms, err := migrations.Load(migrations.Target{Table: cfg.Table, Publication: cfg.Stream.Publication, OwnTable: cfg.OwnTable})
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ import (
 func envName(flagName string) string { return config.EnvName(flagName) }
 
 var runGroups = []config.Group{
-	config.GroupDatabase, config.GroupSlot, config.GroupPublication, config.GroupCreateSlot, config.GroupBackfill,
+	config.GroupDatabase, config.GroupSlot, config.GroupPublication, config.GroupCreateSlot, config.GroupBackfill, config.GroupColumns,
 	config.GroupPump, config.GroupKafka, config.GroupDelivery, config.GroupStream, config.GroupOps, config.GroupLog,
 }
 

@@ -32,7 +32,8 @@ type Config struct {
 	Monitor   slot.MonitorConfig // WAL retention checks (its names come from Stream)
 	Heartbeat time.Duration      // 0: off
 
-	Table string // migrate's outbox table, SQL syntax
+	Table    string // migrate's outbox table, SQL syntax
+	OwnTable bool   // migrate: the table is the application's own; create only the publication and outboxd's tables
 
 	LogLevel  string
 	LogFormat string
@@ -89,11 +90,12 @@ type Group int
 // The groups of flags.
 const (
 	GroupDatabase    Group = iota // --database-url
-	GroupTable                    // --table
+	GroupTable                    // --table, --own-table
 	GroupPublication              // --publication
 	GroupSlot                     // --slot
 	GroupCreateSlot               // --create-slot
 	GroupBackfill                 // --backfill-where (run)
+	GroupColumns                  // which columns of the outbox table make the record
 	GroupStream                   // the replication stream's timings
 	GroupPump                     // in-flight window, dead-letter topic
 	GroupKafka                    // brokers, record size, TLS, SASL

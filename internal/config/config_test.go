@@ -83,6 +83,12 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			[]string{"--backfill-where (OUTBOXD_BACKFILL_WHERE): must not be blank"}},
 		{"backfill with exactly-once", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--create-slot", "--backfill-where", "true", "--delivery", "exactly-once"},
 			[]string{"--backfill-where (OUTBOXD_BACKFILL_WHERE): not supported with --delivery exactly-once"}},
+		{"column mapping", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--id-column", "seq", "--topic-template", "orders.{aggregatetype}",
+			"--header-columns", "type, tenant", "--timestamp-column", "occurred_at"}, nil},
+		{"every column mapping problem", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--id-column", "", "--topic-template", "orders.{type",
+			"--header-columns", "type,id,type"},
+			[]string{"--id-column (OUTBOXD_ID_COLUMN): must not be empty", `--topic-template (OUTBOXD_TOPIC_TEMPLATE): topic template "orders.{type": '{' without '}'`,
+				`--header-columns (OUTBOXD_HEADER_COLUMNS): header columns: "id" is reserved for the outbox id header; header columns: "type" listed twice`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,7 +97,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			fs := flag.NewFlagSet("run", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
 			// Every flag, so a flag without a valid default fails "valid".
-			c.Register(fs, GroupDatabase, GroupTable, GroupPublication, GroupSlot, GroupCreateSlot, GroupBackfill, GroupStream, GroupPump, GroupKafka, GroupDelivery, GroupOps, GroupLog)
+			c.Register(fs, GroupDatabase, GroupTable, GroupPublication, GroupSlot, GroupCreateSlot, GroupBackfill, GroupColumns, GroupStream, GroupPump, GroupKafka, GroupDelivery, GroupOps, GroupLog)
 			if err := Parse(fs, tt.args, func(string) string { return "" }); err != nil {
 				t.Fatal(err)
 			}

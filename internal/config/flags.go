@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/slot"
 )
@@ -50,6 +51,10 @@ func flags() []flagSpec {
 				}
 				return ""
 			}},
+		{name: "own-table", group: GroupTable,
+			usage: "--table is the application's own outbox, of another shape: create only the publication over it and outboxd's own tables, not the default table or its constraints, " +
+				"and check that the column flags (--id-column, --topic-template, ...; give run the same) fit it",
+			bind: boolean(func(c *Config) *bool { return &c.OwnTable })},
 		{name: "publication", group: GroupPublication, usage: "publication over the outbox table",
 			bind:  str(func(c *Config) *string { return &c.Stream.Publication }),
 			check: func(c *Config) string { return nonEmpty(c.Stream.Publication) }},
@@ -98,6 +103,40 @@ func flags() []flagSpec {
 				}
 				return ""
 			}},
+
+		{name: "id-column", group: GroupColumns,
+			usage: "the outbox id column (bigint, integer or smallint): header id, the consumers' idempotency key",
+			bind:  str(func(c *Config) *string { return &c.Stream.Columns.ID }),
+			check: func(c *Config) string { return nonEmpty(c.Stream.Columns.ID) }},
+		{name: "key-column", group: GroupColumns, usage: "the record key column (uuid, text or varchar): one key's records stay in order on one partition",
+			bind:  str(func(c *Config) *string { return &c.Stream.Columns.Key }),
+			check: func(c *Config) string { return nonEmpty(c.Stream.Columns.Key) }},
+		{name: "topic-column", group: GroupColumns, usage: "the topic column (text or varchar); not read with --topic-template",
+			bind: str(func(c *Config) *string { return &c.Stream.Columns.Topic })},
+		{name: "topic-template", group: GroupColumns,
+			usage: "build the topic from columns instead of --topic-column: text with {column} placeholders, e.g. 'orders.{aggregatetype}' " +
+				"(placeholder columns text, varchar, uuid or integer; NULL or empty in a row makes it unreadable: the run stops at it, or --dead-letter-topic takes it); no placeholder: one topic for every row",
+			bind: str(func(c *Config) *string { return &c.Stream.Columns.TopicTemplate }),
+			check: func(c *Config) string {
+				return errText(decode.Columns{TopicTemplate: c.Stream.Columns.TopicTemplate}.Validate())
+			}},
+		{name: "payload-column", group: GroupColumns, usage: "the record value column (jsonb, json, bytea, text or varchar); NULL is a tombstone",
+			bind:  str(func(c *Config) *string { return &c.Stream.Columns.Payload }),
+			check: func(c *Config) string { return nonEmpty(c.Stream.Columns.Payload) }},
+		{name: "headers-column", group: GroupColumns, usage: "a jsonb or json column whose object members become headers; the table may lack it",
+			bind:  str(func(c *Config) *string { return &c.Stream.Columns.Headers }),
+			check: func(c *Config) string { return nonEmpty(c.Stream.Columns.Headers) }},
+		{name: "header-columns", group: GroupColumns,
+			usage: "COLUMN[,COLUMN...]: also place these columns as headers named after them, after the id header, value the column's text form (NULL: a null header value)",
+			bind: func(fs *flag.FlagSet, c *Config, name, usage string) {
+				fs.Var((*stringList)(&c.Stream.Columns.HeaderColumns), name, usage)
+			},
+			check: func(c *Config) string {
+				return errText(decode.Columns{HeaderColumns: c.Stream.Columns.HeaderColumns}.Validate())
+			}},
+		{name: "timestamp-column", group: GroupColumns,
+			usage: "a timestamptz or timestamp (taken as UTC) column whose value is the record timestamp; NULL in a row: the commit time (empty: always the commit time)",
+			bind:  str(func(c *Config) *string { return &c.Stream.Columns.Timestamp })},
 
 		{name: "status-interval", group: GroupStream, usage: "longest time between standby status updates; keep well below the server's wal_sender_timeout",
 			bind: duration(func(c *Config) *time.Duration { return &c.Stream.StatusInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.StatusInterval })},
@@ -330,6 +369,14 @@ func positiveInt(v func(*Config) int) func(*Config) string {
 		}
 		return ""
 	}
+}
+
+// errText is an error's text for a check ("" for nil), its lines joined.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }
 
 func nonEmpty(s string) string {

@@ -1,3 +1,4 @@
+-- outboxd: default table only (skipped with migrate --own-table)
 -- The default outbox table. The application inserts one row per event in the
 -- same transaction as its business write; outboxd publishes it from the WAL.
 -- There is no published_at column: nothing is ever updated, so publishing

@@ -1,3 +1,4 @@
+-- outboxd: default table only (skipped with migrate --own-table)
 -- Refuse, at insert time, every row outboxd could never publish. Such a row
 -- would otherwise reach the WAL and stop the publisher at it on every
 -- restart (the slot cannot move past a row without skipping it), so the
