@@ -13,6 +13,8 @@
 #                and both exactly-once (outboxd-eos, debezium-eos: KIP-618)
 #                (docs/bench/), then the idempotent consumer against a plain one
 #                (docs/bench/consumer/); BENCH_FLAGS adds flags, e.g. -events 100000
+#   make bench-compression  the drain with each --compression codec, and the
+#                bytes it puts in Kafka (docs/bench/compression/)
 #   make chaos   the long fault-injection runs (1,000,000 events, every fault
 #                kind many times), at-least-once then exactly-once, then
 #                300,000 events with 5 failovers on PostgreSQL 17 (failover
@@ -71,7 +73,7 @@ CORE_TEST_NAMES := TestMissingSlotStopsWithTheRecoveryCommand \
 	TestChaosShort
 CORE_TESTS := ^($(subst $(space),|,$(strip $(CORE_TEST_NAMES))))$$
 
-.PHONY: test test-go up down env build chaos bench
+.PHONY: test test-go up down env build chaos bench bench-compression
 
 test:
 	OUTBOXD_PG_VERSIONS="$(PG_VERSIONS)" $(TESTBED) run -- $(MAKE) --no-print-directory test-go
@@ -117,3 +119,9 @@ bench: build
 	$(GO) build -o bin/relay ./bench/cmd/relay
 	$(GO) run ./bench/cmd/outboxd-bench -outboxd bin/outboxd -relay bin/relay -testbed $(TESTBED) $(BENCH_FLAGS)
 	$(GO) run ./bench/cmd/consumer-bench -testbed $(TESTBED)
+
+# --compression's effect on the drain and on the bytes in Kafka: outboxd
+# (snappy, the default) beside none, gzip, lz4 and zstd (docs/bench/compression/).
+bench-compression: build
+	$(GO) run ./bench/cmd/outboxd-bench -outboxd bin/outboxd -testbed $(TESTBED) -systems outboxd,outboxd-none,outboxd-gzip,outboxd-lz4,outboxd-zstd \
+		-rates '' -debezium '' -perf=false -out docs/bench/compression $(BENCH_FLAGS)

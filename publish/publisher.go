@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,11 @@ type Config struct {
 	// Default 0: send as soon as possible (batches still form while a
 	// request is in flight). Raise it for throughput at the cost of latency.
 	Linger time.Duration
+	// Compression is the codec of produced batches: one of Compressions.
+	// Default DefaultCompression, snappy, franz-go's own default. A batch
+	// goes out compressed only where that makes it smaller; every consumer
+	// must be able to decode the codec (zstd needs Kafka 2.1+ clients).
+	Compression string
 	// AllowAutoTopicCreation asks the broker to create topics it does not
 	// know (the broker must have auto.create.topics.enable=true). Default
 	// false: a record for an unknown topic fails for good.
@@ -50,7 +56,18 @@ type Config struct {
 const (
 	DefaultClientID       = "outboxd"
 	DefaultMaxRecordBytes = 1048588
+	DefaultCompression    = "snappy"
 )
+
+// compressions are the codecs Config.Compression names, each with
+// franz-go's codec.
+var compressions = map[string]kgo.CompressionCodec{
+	"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+	"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+}
+
+// Compressions lists the names Config.Compression accepts.
+func Compressions() []string { return []string{"none", "gzip", "snappy", "lz4", "zstd"} }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
@@ -59,6 +76,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxRecordBytes <= 0 {
 		c.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if c.Compression == "" {
+		c.Compression = DefaultCompression
 	}
 	return c
 }
@@ -102,6 +122,7 @@ func clientOpts(cfg Config, log *slog.Logger, onDataLoss func(string, int32)) []
 		// the reader, which must keep sending standby status.
 		kgo.MaxBufferedRecords(1 << 30),
 		kgo.ProducerLinger(cfg.Linger),
+		kgo.ProducerBatchCompression(compressions[cfg.Compression]),
 		// RecordRetries and RecordDeliveryTimeout keep their unlimited
 		// defaults: an unavailable broker delays records, never fails them.
 		kgo.ProducerOnDataLossDetected(onDataLoss),
@@ -117,6 +138,9 @@ func clientOpts(cfg Config, log *slog.Logger, onDataLoss func(string, int32)) []
 func (cfg Config) validate() error {
 	if len(cfg.Brokers) == 0 {
 		return errors.New("creating Kafka producer: no brokers given")
+	}
+	if _, ok := compressions[cfg.Compression]; !ok {
+		return fmt.Errorf("creating Kafka producer: compression %q is not one of %s", cfg.Compression, strings.Join(Compressions(), ", "))
 	}
 	if cfg.MaxRecordBytes > 1<<30 {
 		return fmt.Errorf("creating Kafka producer: a record batch of %d bytes is over franz-go's limit of 1 GiB", cfg.MaxRecordBytes)

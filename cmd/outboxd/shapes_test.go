@@ -291,3 +291,33 @@ func TestInsertThenDeleteKeepsTheTableEmpty(t *testing.T) {
 		})
 	}
 }
+
+// TestCompressionCodecs: --compression chooses the codec of the batches
+// outboxd sends, as the real broker stores them (the consumer sees each
+// batch's codec in its attributes).
+func TestCompressionCodecs(t *testing.T) {
+	t.Parallel()
+	// Kafka's codec numbers (record batch attributes).
+	for codec, want := range map[string]uint8{"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4} {
+		t.Run(codec, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.start(t, "--compression", codec)
+			rows, err := w.pool.Query(t.Context(), `INSERT INTO outbox (aggregate_id, topic, payload)
+				SELECT '00000000-0000-4000-8000-000000000001', $1, jsonb_build_object('n', g, 'text', repeat('compressible ', 100))
+				FROM generate_series(1, 20) g RETURNING id`, w.topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				t.Fatal(err)
+			}
+			codecs := map[uint8]int{}
+			w.consumeEach(t, ids, time.Minute, func(r *kgo.Record, _ int64) { codecs[r.Attrs.CompressionType()]++ })
+			if len(codecs) != 1 || codecs[want] == 0 {
+				t.Errorf("records per codec %v, want all %d (%s)", codecs, want, codec)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/internal/sqlquote"
+	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -184,6 +186,15 @@ func flags() []flagSpec {
 			check: func(c *Config) string {
 				if c.Kafka.Linger < 0 {
 					return "must not be negative"
+				}
+				return ""
+			}},
+		{name: "compression", group: GroupKafka,
+			usage: "codec of the batches sent to Kafka: none, gzip, snappy, lz4 or zstd; a batch goes compressed only where that makes it smaller, and every consumer must decode the codec",
+			bind: str(func(c *Config) *string { return &c.Kafka.Compression }),
+			check: func(c *Config) string {
+				if !slices.Contains(publish.Compressions(), c.Kafka.Compression) {
+					return "\"" + c.Kafka.Compression + "\" is not one of " + strings.Join(publish.Compressions(), ", ")
 				}
 				return ""
 			}},

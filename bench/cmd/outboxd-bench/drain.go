@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,8 +65,8 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 		return d, "", err
 	}
 	var backlog, table string
-	switch sys {
-	case "pg_recvlogical", "outboxd", "outboxd-baseline", "outboxd-eos":
+	switch {
+	case sys == "pg_recvlogical" || isOutboxd(sys):
 		table = "outbox"
 		if err := e.migrate(ctx, db); err != nil {
 			return d, "", err
@@ -74,7 +75,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 			return d, "", err
 		}
 		backlog = backlogSQL("outbox", "aggregate_id, topic, payload", fmt.Sprintf("md5(((i*10+g) %% 1000)::text)::uuid, '%s', %s", topic, payloadSQL), e.o.events)
-	case "relay":
+	case sys == "relay":
 		table = "outbox_relay"
 		// Autovacuum off on the table: count the dead tuples the relay leaves
 		// for vacuum, rather than how many vacuum happened to remove meanwhile.
@@ -82,7 +83,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 			return d, "", err
 		}
 		backlog = backlogSQL("outbox_relay", "aggregate_id, topic, payload", fmt.Sprintf("md5(((i*10+g) %% 1000)::text)::uuid, '%s', %s", topic, payloadSQL), e.o.events)
-	case "debezium", "debezium-eos":
+	case sys == "debezium" || sys == "debezium-eos":
 		if e.o.debezium == "" {
 			return d, "", errSkipped
 		}
@@ -135,25 +136,29 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 	// The drain is timed from the first record in Kafka: a system's
 	// start-up (Debezium's JVM and Connect) is reported apart.
 	var first func() time.Time
-	switch sys {
-	case "outboxd", "outboxd-baseline", "outboxd-eos", "relay":
-		first = e.firstRecord(ctx, topic)
-	case "debezium", "debezium-eos":
-		first = e.firstRecord(ctx, debeziumTopic(topic))
+	kafkaTopic := "" // where the system's records go
+	switch {
+	case isOutboxd(sys) || sys == "relay":
+		kafkaTopic = topic
+	case sys == "debezium" || sys == "debezium-eos":
+		kafkaTopic = debeziumTopic(topic)
+	}
+	if kafkaTopic != "" {
+		first = e.firstRecord(ctx, kafkaTopic)
 	}
 	if first != nil {
 		defer first() // stops the polling when the drain fails
 	}
 	start := time.Now()
 	var u usage
-	switch sys {
-	case "pg_recvlogical":
+	switch {
+	case sys == "pg_recvlogical":
 		u, err = e.runRecvlogical(ctx, db, slot, target)
-	case "outboxd", "outboxd-baseline", "outboxd-eos":
+	case isOutboxd(sys):
 		u, prof, err = e.runOutboxd(ctx, sys, db, slot, target, profile && sys == "outboxd")
-	case "relay":
+	case sys == "relay":
 		u, err = e.runRelay(ctx, db)
-	case "debezium", "debezium-eos":
+	case sys == "debezium" || sys == "debezium-eos":
 		u, err = e.runDebezium(ctx, db, topic, slot, sys == "debezium-eos")
 	}
 	if err != nil {
@@ -182,6 +187,11 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 		return d, "", err
 	}
 	d.DrainWALBytes = after - base
+	if kafkaTopic != "" {
+		if d.TopicBytes, err = e.topicBytes(ctx, kafkaTopic); err != nil {
+			return d, "", fmt.Errorf("reading the size of topic %s: %w", kafkaTopic, err)
+		}
+	}
 	if sys == "relay" {
 		d.DeadTuples, d.UpdatedRows, err = e.deadTuples(ctx, db, "outbox_relay")
 		if err != nil {
@@ -337,14 +347,47 @@ func (e *env) outboxdBinary(sys string) string {
 	return e.o.outboxd
 }
 
+// codecSystems are the systems that are outboxd with another --compression
+// than its default, snappy.
+var codecSystems = []string{"outboxd-none", "outboxd-gzip", "outboxd-lz4", "outboxd-zstd"}
+
+// isOutboxd reports whether sys is an outboxd binary, whatever its flags.
+func isOutboxd(sys string) bool {
+	return sys == "outboxd" || sys == "outboxd-baseline" || sys == "outboxd-eos" || slices.Contains(codecSystems, sys)
+}
+
 // outboxdArgs are the flags that make sys what it is: "outboxd-eos" is the
 // same binary as "outboxd" with --delivery exactly-once (defaults
-// otherwise: a Kafka transaction every 100 ms).
+// otherwise: a Kafka transaction every 100 ms); "outboxd-zstd" and the
+// other codec systems are outboxd with that --compression.
 func outboxdArgs(sys string) []string {
 	if sys == "outboxd-eos" {
 		return []string{"--delivery", "exactly-once"}
 	}
+	if slices.Contains(codecSystems, sys) {
+		return []string{"--compression", strings.TrimPrefix(sys, "outboxd-")}
+	}
 	return nil
+}
+
+// topicBytes is the size of the topic's log on the broker: the record
+// batches as the producer sent them (compressed or not), framing included.
+func (e *env) topicBytes(ctx context.Context, topic string) (int64, error) {
+	adm := e.admin()
+	defer adm.Close()
+	dirs, err := adm.DescribeAllLogDirs(ctx, nil) // every partition; filtered below
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+			if p.Topic == topic {
+				n += p.Size
+			}
+		})
+	})
+	return n, nil
 }
 
 func (e *env) runOutboxd(ctx context.Context, sys, db, slot string, target int64, profile bool) (usage, string, error) {

@@ -143,8 +143,8 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 	probe := cpuProbe{db: db, slot: slot}
 	pprofAddr := ""   // outboxd's --metrics-addr, for profiling steady runs
 	metricsAddr := "" // outboxd's --metrics-addr, for its stage histograms
-	switch sys {
-	case "outboxd", "outboxd-baseline", "outboxd-eos":
+	switch {
+	case isOutboxd(sys):
 		if err := e.migrate(ctx, db); err != nil {
 			return nil, err
 		}
@@ -170,7 +170,7 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 		}
 		probe.pid = cmd.Process.Pid
 		stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
-	case "relay":
+	case sys == "relay":
 		if err := e.sql(ctx, db, relay.Schema); err != nil {
 			return nil, err
 		}
@@ -181,7 +181,7 @@ func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) 
 		}
 		probe.pid, probe.slot = cmd.Process.Pid, ""
 		stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
-	case "debezium", "debezium-eos":
+	case sys == "debezium" || sys == "debezium-eos":
 		schema, err := os.ReadFile(filepath.Join(filepath.Dir(e.o.debezium), "schema.sql"))
 		if err != nil {
 			return nil, err

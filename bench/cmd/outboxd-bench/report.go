@@ -59,6 +59,12 @@ func targets(r Results) map[string]string {
 	if x, ok := ratio("outboxd-eos", "outboxd"); ok {
 		t["exactly-once cost: drain events/s of outboxd-eos over outboxd"] = fmt.Sprintf("%.2f x", x)
 	}
+	for _, sys := range codecSystems {
+		if x, ok := ratio(sys, "outboxd"); ok && s["outboxd"].TopicBytesPerEvent > 0 {
+			t["compression: "+sys+" over outboxd (snappy)"] = fmt.Sprintf("drain events/s %.2f x, CPU per event %.2f x, Kafka bytes per event %.2f x",
+				x, s[sys].CPUSecondsPer100k/s["outboxd"].CPUSecondsPer100k, s[sys].TopicBytesPerEvent/s["outboxd"].TopicBytesPerEvent)
+		}
+	}
 	if x, ok := ratio("debezium-eos", "debezium"); ok {
 		t["exactly-once cost: drain events/s of debezium-eos (KIP-618) over debezium"] = fmt.Sprintf("%.2f x", x)
 	}
@@ -149,12 +155,13 @@ func write(dir string, r Results) error {
 type row struct {
 	System                                             string
 	Rate, Ratio, RSS, CPU, InsWAL, DrainWAL, Dead, Upd string
-	Walsender, Busy, WalsenderUs, Startup              string
+	Walsender, Busy, WalsenderUs, Startup, TopicBytes  string
 }
 
 func view(r Results) map[string]any {
 	var rows []row
-	order := []string{"pg_recvlogical", "outboxd", "outboxd-eos", "outboxd-baseline", "debezium", "debezium-eos", "relay"}
+	order := append([]string{"pg_recvlogical", "outboxd"}, codecSystems...)
+	order = append(order, "outboxd-eos", "outboxd-baseline", "debezium", "debezium-eos", "relay")
 	for _, sys := range order {
 		s, ok := r.Summary[sys]
 		if !ok || s.Reps == 0 {
@@ -163,12 +170,13 @@ func view(r Results) map[string]any {
 		rows = append(rows, row{System: sys, Rate: fmt.Sprintf("%.0f", s.EventsPerSec), Ratio: "-",
 			RSS: fmt.Sprintf("%.0f", float64(s.PeakRSSBytes)/(1<<20)), CPU: fmt.Sprintf("%.2f", s.CPUSecondsPer100k),
 			InsWAL: fmt.Sprintf("%.0f", s.InsertWALPerEvent), DrainWAL: fmt.Sprintf("%.0f", s.DrainWALPerEvent), Dead: fmt.Sprintf("%.2f", s.DeadTuplesPerEvent), Upd: fmt.Sprintf("%.2f", s.UpdatesPerEvent),
-			Walsender: "-", WalsenderUs: "-", Busy: fmt.Sprintf("%.0f", 100*s.MachineBusy), Startup: fmt.Sprintf("%.1f", s.StartupSeconds)})
+			Walsender: "-", WalsenderUs: "-", Busy: fmt.Sprintf("%.0f", 100*s.MachineBusy), Startup: fmt.Sprintf("%.1f", s.StartupSeconds),
+			TopicBytes: fmt.Sprintf("%.0f", s.TopicBytesPerEvent)})
 		if strings.HasPrefix(sys, "debezium") {
 			rows[len(rows)-1].RSS += " (JVM heap -Xms1g -Xmx1g)"
 		}
 		if sys == "pg_recvlogical" {
-			rows[len(rows)-1].Startup = "-"
+			rows[len(rows)-1].Startup, rows[len(rows)-1].TopicBytes = "-", "-"
 		}
 		if x, ok := r.RatioToRef[sys]; ok && x > 0 {
 			rows[len(rows)-1].Ratio = fmt.Sprintf("%.2f", x)
@@ -248,10 +256,16 @@ with its walsender busy all the time. "Walsender busy" is that CPU over
 the drain's duration, which is also the drain rate as a share of that
 limit (1.00 = the walsender never waited for its reader); "machine CPU
 busy" is the share of both cores' time that was busy during the drain.
+"Kafka B/event" is the size of the system's topic on the broker after the
+drain over the events: the record batches as sent, so it shows what
+compression saves on the wire and on disk (outboxd compresses with snappy
+by default; outboxd-none, -gzip, -lz4 and -zstd are outboxd with that
+--compression). The payload is synthetic (a number and 200 repeated
+characters), so it compresses better than most real events.
 
-| system | events/s | ratio to pg_recvlogical | start-up s | peak RSS MiB | CPU s per 100k events | walsender µs/event | walsender busy, share of the limit | machine CPU busy % | insert WAL B/event | WAL written while draining B/event | dead row versions/event | dead tuples left/event |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|
-{{range .Rows}}| {{.System}} | {{.Rate}} | {{.Ratio}} | {{.Startup}} | {{.RSS}} | {{.CPU}} | {{.WalsenderUs}} | {{.Walsender}} | {{.Busy}} | {{.InsWAL}} | {{.DrainWAL}} | {{.Upd}} | {{.Dead}} |
+| system | events/s | ratio to pg_recvlogical | start-up s | peak RSS MiB | CPU s per 100k events | walsender µs/event | walsender busy, share of the limit | machine CPU busy % | Kafka B/event | insert WAL B/event | WAL written while draining B/event | dead row versions/event | dead tuples left/event |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+{{range .Rows}}| {{.System}} | {{.Rate}} | {{.Ratio}} | {{.Startup}} | {{.RSS}} | {{.CPU}} | {{.WalsenderUs}} | {{.Walsender}} | {{.Busy}} | {{.TopicBytes}} | {{.InsWAL}} | {{.DrainWAL}} | {{.Upd}} | {{.Dead}} |
 {{end}}
 ## Steady latency: commit (as the writer saw it) to receipt by a consumer
 

@@ -53,6 +53,10 @@ type drainResult struct {
 	DrainWALBytes  int64   `json:"drain_wal_bytes"`  // WAL written while draining (the relay's UPDATEs)
 	DeadTuples     int64   `json:"dead_tuples"`      // left in the table after the drain (pgstattuple; autovacuum off)
 	UpdatedRows    int64   `json:"updated_rows"`     // each update leaves a dead row version to prune or vacuum
+	// TopicBytes is the size of the system's topic on the broker after the
+	// drain: the record batches as sent, compressed or not (0 for
+	// pg_recvlogical, which writes no records).
+	TopicBytes int64 `json:"topic_bytes"`
 	// WalsenderCPUSeconds is the CPU time of the slot's walsender (0 for
 	// the relay); over Seconds it is how much of a core decoding took.
 	WalsenderCPUSeconds float64 `json:"walsender_cpu_seconds"`
@@ -92,6 +96,7 @@ type summary struct {
 	DrainWALPerEvent   float64 `json:"drain_wal_bytes_per_event"`
 	DeadTuplesPerEvent float64 `json:"dead_tuples_per_event"`
 	UpdatesPerEvent    float64 `json:"dead_row_versions_per_event"`
+	TopicBytesPerEvent float64 `json:"topic_bytes_per_event"`
 	WalsenderCores     float64 `json:"walsender_cores"`
 	// WalsenderUsPerEvent is the walsender's CPU per event; 1e6 over it
 	// is the drain rate of a walsender kept fully busy.
@@ -168,7 +173,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		}
 	}
 	for _, sys := range systems {
-		if sys == "pg_recvlogical" {
+		if sys == "pg_recvlogical" || o.rates == "" {
 			continue
 		}
 		if _, failed := res.Errors[sys]; failed {
@@ -211,7 +216,7 @@ func summarize(all []drainResult, sys string) summary {
 	return summary{
 		EventsPerSec: m.EventsPerSec, PeakRSSBytes: m.PeakRSSBytes, CPUSecondsPer100k: m.CPUSeconds / ev * 100000,
 		InsertWALPerEvent: float64(m.InsertWALBytes) / ev, DrainWALPerEvent: float64(m.DrainWALBytes) / ev,
-		DeadTuplesPerEvent: float64(m.DeadTuples) / ev, UpdatesPerEvent: float64(m.UpdatedRows) / ev,
+		DeadTuplesPerEvent: float64(m.DeadTuples) / ev, UpdatesPerEvent: float64(m.UpdatedRows) / ev, TopicBytesPerEvent: float64(m.TopicBytes) / ev,
 		WalsenderCores: m.WalsenderCPUSeconds / m.Seconds, WalsenderUsPerEvent: m.WalsenderCPUSeconds / ev * 1e6,
 		StartupSeconds: m.StartupSeconds, MachineBusy: m.MachineBusy, Reps: len(ds),
 	}
