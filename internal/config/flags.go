@@ -191,7 +191,7 @@ func flags() []flagSpec {
 			}},
 		{name: "compression", group: GroupKafka,
 			usage: "codec of the batches sent to Kafka: none, gzip, snappy, lz4 or zstd; a batch goes compressed only where that makes it smaller, and every consumer must decode the codec",
-			bind: str(func(c *Config) *string { return &c.Kafka.Compression }),
+			bind:  str(func(c *Config) *string { return &c.Kafka.Compression }),
 			check: func(c *Config) string {
 				if !slices.Contains(publish.Compressions(), c.Kafka.Compression) {
 					return "\"" + c.Kafka.Compression + "\" is not one of " + strings.Join(publish.Compressions(), ", ")
