@@ -34,6 +34,9 @@ type Columns struct {
 	// named after its column, its value the column's text form (NULL: a
 	// header with a null value). Default none.
 	HeaderColumns []string
+	// CloudEvents, when set, makes every record a CloudEvent in the Kafka
+	// protocol binding's binary content mode. Default nil: plain records.
+	CloudEvents *CloudEvents
 }
 
 // DefaultColumns returns the column names of the default outbox table.
@@ -47,6 +50,11 @@ func (c Columns) WithDefaults() Columns {
 	d := DefaultColumns()
 	if c.ID == "" {
 		c.ID = d.ID
+	}
+	if ce := c.CloudEvents; ce != nil && ce.ContentType == "" {
+		withType := *ce
+		withType.ContentType = DefaultCloudEventsContentType
+		c.CloudEvents = &withType
 	}
 	switch {
 	case c.TopicTemplate != "":
@@ -205,7 +213,9 @@ type layout struct {
 	pos  [numRoles]int    // per role: its column position, or -1 (absent or not mapped)
 	oid  [numRoles]uint32 // per role: the column's type OID
 	tmpl []tmplPart       // the topic template, its placeholders resolved to positions; nil: the topic column
-	hdr  []int            // per Columns.HeaderColumns: its column position
+	// ceType is the CloudEvents type template, resolved; nil without CloudEvents.
+	ceType []tmplPart
+	hdr    []int // per Columns.HeaderColumns: its column position
 }
 
 // locate finds the columns of the mapping want in cols and reports every
@@ -255,17 +265,25 @@ func locate(table string, cols []Column, want Columns) (l layout, errs []error) 
 		l.oid[r] = cols[l.pos[r]].TypeOID
 		check(roleName(r)+" column", r, l.pos[r])
 	}
-	parts, _ := parseTemplate(want.TopicTemplate) // valid: checked above
-	for _, p := range parts {
-		if p.column != "" {
-			if p.col = find(p.column); p.col < 0 {
-				errs = append(errs, fmt.Errorf("table %s: missing column %q of the topic template", table, p.column))
-				continue
+	resolve := func(what, tmpl string) []tmplPart {
+		parts, _ := parseTemplate(what, tmpl) // valid: checked above
+		var out []tmplPart
+		for _, p := range parts {
+			if p.column != "" {
+				if p.col = find(p.column); p.col < 0 {
+					errs = append(errs, fmt.Errorf("table %s: missing column %q of the %s", table, p.column, what))
+					continue
+				}
+				p.oid = cols[p.col].TypeOID
+				check(what+" column", roleTemplate, p.col)
 			}
-			p.oid = cols[p.col].TypeOID
-			check("topic template column", roleTemplate, p.col)
+			out = append(out, p)
 		}
-		l.tmpl = append(l.tmpl, p)
+		return out
+	}
+	l.tmpl = resolve("topic template", want.TopicTemplate)
+	if want.CloudEvents != nil {
+		l.ceType = resolve("CloudEvents type template", want.CloudEvents.Type)
 	}
 	for _, name := range want.HeaderColumns {
 		at := find(name)

@@ -121,25 +121,34 @@ func (d *Decoder) appendTopic(buf []byte, rel *relation, row []value) (topic []b
 		}
 		return append(buf, t.data...), -1, nil
 	}
-	for _, p := range rel.tmpl {
+	if buf, col, err = appendTemplate(buf, "topic template", rel.tmpl, row); err != nil {
+		return buf, col, err
+	}
+	if len(buf) == 0 {
+		return buf, -1, errors.New("empty topic")
+	}
+	return buf, -1, nil
+}
+
+// appendTemplate appends a template with each placeholder replaced by its
+// column's text form; a NULL or empty value is an error (col: its column).
+func appendTemplate(buf []byte, what string, parts []tmplPart, row []value) (out []byte, col int, err error) {
+	for _, p := range parts {
 		if p.column == "" {
 			buf = append(buf, p.literal...)
 			continue
 		}
 		v := row[p.col]
 		if !v.present() {
-			return buf, p.col, errors.New("null value in the topic template")
+			return buf, p.col, fmt.Errorf("null value in the %s", what)
 		}
 		n := len(buf)
 		if buf, err = appendText(buf, v, p.oid); err != nil {
-			return buf, p.col, fmt.Errorf("topic template: %w", err)
+			return buf, p.col, fmt.Errorf("%s: %w", what, err)
 		}
 		if len(buf) == n {
-			return buf, p.col, errors.New("empty value in the topic template")
+			return buf, p.col, fmt.Errorf("empty value in the %s", what)
 		}
-	}
-	if len(buf) == 0 {
-		return buf, -1, errors.New("empty topic")
 	}
 	return buf, -1, nil
 }
@@ -193,6 +202,14 @@ func (d *Decoder) buildEvent(rel *relation, row []value) (outbox.Event, error) {
 	}
 
 	d.hdrs = append(d.hdrs[:0], outbox.Header{Key: "id", Value: idValue})
+	if d.cols.CloudEvents != nil {
+		var col int
+		if buf, col, err = d.appendCloudEvents(buf, rel, row, idValue, ev.RecordTime()); err != nil {
+			clear(d.hdrs)
+			return outbox.Event{}, d.rowError(rel, row, col, err)
+		}
+	}
+	fixed := len(d.hdrs) // the headers outboxd sets; the row's own follow
 	for _, p := range rel.hdr {
 		h := outbox.Header{Key: rel.columns[p].Name}
 		if v := row[p]; v.present() {
@@ -213,6 +230,14 @@ func (d *Decoder) buildEvent(rel *relation, row []value) (outbox.Event, error) {
 		if err != nil {
 			clear(d.hdrs)
 			return outbox.Event{}, d.rowError(rel, row, rel.pos[roleHeaders], err)
+		}
+	}
+	if d.cols.CloudEvents != nil {
+		for _, h := range d.hdrs[fixed:] {
+			if ceReserved(h.Key) {
+				clear(d.hdrs)
+				return outbox.Event{}, d.rowError(rel, row, rel.pos[roleHeaders], fmt.Errorf("header %q is set by CloudEvents", h.Key))
+			}
 		}
 	}
 	ev.Headers = make([]outbox.Header, len(d.hdrs))

@@ -27,7 +27,7 @@ type tmplPart struct {
 // placeholders. A brace that opens no placeholder, an unclosed or empty
 // placeholder is an error: Kafka topic names cannot contain braces, so no
 // escape is needed. A template without placeholders is one fixed topic.
-func parseTemplate(tmpl string) ([]tmplPart, error) {
+func parseTemplate(what, tmpl string) ([]tmplPart, error) {
 	var parts []tmplPart
 	for rest := tmpl; rest != ""; {
 		open := strings.IndexAny(rest, "{}")
@@ -36,18 +36,18 @@ func parseTemplate(tmpl string) ([]tmplPart, error) {
 			break
 		}
 		if rest[open] == '}' {
-			return nil, fmt.Errorf("topic template %q: '}' without '{'", tmpl)
+			return nil, fmt.Errorf("%s %q: '}' without '{'", what, tmpl)
 		}
 		if open > 0 {
 			parts = append(parts, tmplPart{literal: rest[:open]})
 		}
 		end := strings.IndexAny(rest[open+1:], "{}")
 		if end < 0 || rest[open+1+end] == '{' {
-			return nil, fmt.Errorf("topic template %q: '{' without '}'", tmpl)
+			return nil, fmt.Errorf("%s %q: '{' without '}'", what, tmpl)
 		}
 		name := rest[open+1 : open+1+end]
 		if strings.TrimSpace(name) == "" {
-			return nil, fmt.Errorf("topic template %q: empty placeholder {}", tmpl)
+			return nil, fmt.Errorf("%s %q: empty placeholder {}", what, tmpl)
 		}
 		parts = append(parts, tmplPart{column: name})
 		rest = rest[open+1+end+1:]
@@ -60,7 +60,7 @@ func parseTemplate(tmpl string) ([]tmplPart, error) {
 // listed twice, empty or named "id" (that header is the outbox id).
 func (c Columns) Validate() error {
 	var errs []error
-	if _, err := parseTemplate(c.TopicTemplate); err != nil {
+	if _, err := parseTemplate("topic template", c.TopicTemplate); err != nil {
 		errs = append(errs, err)
 	}
 	seen := map[string]bool{}
@@ -70,10 +70,15 @@ func (c Columns) Validate() error {
 			errs = append(errs, errors.New("header columns: empty column name"))
 		case h == "id":
 			errs = append(errs, errors.New(`header columns: "id" is reserved for the outbox id header`))
+		case c.CloudEvents != nil && ceReserved(h):
+			errs = append(errs, fmt.Errorf("header columns: %q is set by CloudEvents", h))
 		case seen[h]:
 			errs = append(errs, fmt.Errorf("header columns: %q listed twice", h))
 		}
 		seen[h] = true
+	}
+	if c.CloudEvents != nil {
+		errs = append(errs, c.CloudEvents.validate()...)
 	}
 	return errors.Join(errs...)
 }

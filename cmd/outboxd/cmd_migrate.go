@@ -59,7 +59,7 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	// What run checks at start, checked now: the column mapping fits
 	// every table of the publication.
-	if _, err := slot.CheckPublication(ctx, conn, cfg.Stream.Publication, cfg.Stream.Columns); err != nil {
+	if _, err := slot.CheckPublication(ctx, conn, cfg.Stream.Publication, cfg.Mapping()); err != nil {
 		return err
 	}
 	if len(applied) == 0 {

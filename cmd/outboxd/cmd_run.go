@@ -38,6 +38,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	if code, ok := validate("run", &cfg, fs, stderr); !ok {
 		return code
 	}
+	cfg.Stream.Columns = cfg.Mapping()
 	if cfg.MaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.MaxProcs)
 	}

@@ -321,3 +321,55 @@ func TestCompressionCodecs(t *testing.T) {
 		})
 	}
 }
+
+// TestCloudEventsAndTraceContext: with --cloudevents every record is a
+// CloudEvent in the Kafka binding's binary content mode, as a consumer of
+// the real broker reads it (the specification's required attributes, each
+// once), and W3C trace context in the headers object passes through
+// unchanged.
+func TestCloudEventsAndTraceContext(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	p := w.start(t, "--cloudevents", "--cloudevents-source", "https://example.com/orders", "--cloudevents-type", "com.example.{topic}")
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	var id int64
+	if err := w.pool.QueryRow(t.Context(), `INSERT INTO outbox (aggregate_id, topic, payload, headers)
+		VALUES ('00000000-0000-4000-8000-000000000001', $1, '{"n": 1}', jsonb_build_object('traceparent', $2::text, 'tracestate', 'congo=t61rcWkgMzE'))
+		RETURNING id`, w.topic, traceparent).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	var commit time.Time
+	if err := w.pool.QueryRow(t.Context(), `SELECT created_at FROM outbox WHERE id = $1`, id).Scan(&commit); err != nil {
+		t.Fatal(err)
+	}
+	var rec *kgo.Record
+	w.consumeEach(t, []int64{id}, time.Minute, func(r *kgo.Record, _ int64) { rec = r })
+	got := map[string][]string{}
+	var keys []string
+	for _, h := range rec.Headers {
+		got[h.Key] = append(got[h.Key], string(h.Value))
+		keys = append(keys, h.Key)
+	}
+	want := map[string]string{"id": strconv.FormatInt(id, 10), "ce_specversion": "1.0", "ce_id": strconv.FormatInt(id, 10),
+		"ce_source": "https://example.com/orders", "ce_type": "com.example." + w.topic, "content-type": "application/json",
+		"traceparent": traceparent, "tracestate": "congo=t61rcWkgMzE"}
+	for k, v := range want {
+		if len(got[k]) != 1 || got[k][0] != v {
+			t.Errorf("header %s = %q, want exactly %q (headers %q)", k, got[k], v, keys)
+		}
+	}
+	if len(got["ce_time"]) != 1 {
+		t.Fatalf("ce_time %q, want one (headers %q)", got["ce_time"], keys)
+	}
+	ceTime, err := time.Parse(time.RFC3339, got["ce_time"][0])
+	// Kafka's timestamp has milliseconds; ce_time keeps the microseconds.
+	if err != nil || !ceTime.Truncate(time.Millisecond).Equal(rec.Timestamp) || ceTime.Sub(commit).Abs() > time.Minute {
+		t.Errorf("ce_time %q (%v): want RFC 3339, the record timestamp %v to the millisecond, near the commit %v", got["ce_time"][0], err, rec.Timestamp, commit)
+	}
+	if string(rec.Value) != `{"n": 1}` {
+		t.Errorf("value %q, want the payload as stored", rec.Value)
+	}
+	if strings.Contains(p.log(), "level=ERROR") {
+		t.Errorf("errors logged:\n%s", p.log())
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/slot"
@@ -31,6 +32,10 @@ type Config struct {
 	Txn       publish.TxnConfig  // the exactly-once sink's transactions and progress topic
 	Monitor   slot.MonitorConfig // WAL retention checks (its names come from Stream)
 	Heartbeat time.Duration      // 0: off
+
+	// CloudEvents turns on CE: records as CloudEvents (see Mapping).
+	CloudEvents bool
+	CE          decode.CloudEvents
 
 	Table    string // migrate's outbox table, SQL syntax
 	OwnTable bool   // migrate: the table is the application's own; create only the publication and outboxd's tables
@@ -68,6 +73,17 @@ const (
 	DeliveryExactlyOnce = "exactly-once"
 )
 
+// Mapping is the column mapping the options ask for: Stream.Columns, with
+// CE when CloudEvents is on.
+func (c *Config) Mapping() decode.Columns {
+	m := c.Stream.Columns
+	if c.CloudEvents {
+		ce := c.CE
+		m.CloudEvents = &ce
+	}
+	return m
+}
+
 // Default returns the defaults of every option: the components' own.
 func Default() Config {
 	return Config{
@@ -77,6 +93,7 @@ func Default() Config {
 		Delivery:  DeliveryAtLeastOnce,
 		Txn:       publish.TxnConfig{}.WithDefaults(),
 		Monitor:   slot.MonitorConfig{}.WithDefaults(),
+		CE:        decode.CloudEvents{ContentType: decode.DefaultCloudEventsContentType},
 		Table:     "public.outbox",
 		LogLevel:  "info",
 		LogFormat: "text",

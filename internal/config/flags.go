@@ -134,11 +134,28 @@ func flags() []flagSpec {
 				fs.Var((*stringList)(&c.Stream.Columns.HeaderColumns), name, usage)
 			},
 			check: func(c *Config) string {
-				return errText(decode.Columns{HeaderColumns: c.Stream.Columns.HeaderColumns}.Validate())
+				return errText(decode.Columns{HeaderColumns: c.Stream.Columns.HeaderColumns, CloudEvents: c.Mapping().CloudEvents}.Validate())
 			}},
 		{name: "timestamp-column", group: GroupColumns,
 			usage: "a timestamptz or timestamp (taken as UTC) column whose value is the record timestamp; NULL in a row: the commit time (empty: always the commit time)",
 			bind:  str(func(c *Config) *string { return &c.Stream.Columns.Timestamp })},
+
+		{name: "cloudevents", group: GroupColumns,
+			usage: "make every record a CloudEvent 1.0 in the Kafka binding's binary content mode: the value stays the payload, and headers ce_specversion, ce_id (the outbox id), ce_source, ce_type, ce_time (the record timestamp) and content-type follow the id header",
+			bind:  boolean(func(c *Config) *bool { return &c.CloudEvents })},
+		{name: "cloudevents-source", group: GroupColumns, usage: "with --cloudevents: ce_source, a URI-reference naming the producer, e.g. /orders (required)",
+			bind: str(func(c *Config) *string { return &c.CE.Source }),
+			check: func(c *Config) string {
+				if !c.CloudEvents {
+					return ""
+				}
+				return errText(decode.Columns{CloudEvents: &c.CE}.Validate())
+			}},
+		{name: "cloudevents-type", group: GroupColumns, usage: "with --cloudevents: ce_type, fixed (com.example.order.created) or a template over columns like --topic-template (com.example.{type}) (required)",
+			bind: str(func(c *Config) *string { return &c.CE.Type })},
+		{name: "cloudevents-content-type", group: GroupColumns, usage: "with --cloudevents: the content-type header, the payload's media type",
+			bind:  str(func(c *Config) *string { return &c.CE.ContentType }),
+			check: func(c *Config) string { return nonEmpty(c.CE.ContentType) }},
 
 		{name: "status-interval", group: GroupStream, usage: "longest time between standby status updates; keep well below the server's wal_sender_timeout",
 			bind: duration(func(c *Config) *time.Duration { return &c.Stream.StatusInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.StatusInterval })},
