@@ -213,11 +213,14 @@ func identifyHost(ctx context.Context, cfg *pgconn.Config) (serverID, bool, erro
 
 // startReplication issues START_REPLICATION. lsn is the watermark: the
 // server starts at the later of it and the slot's confirmed position, and
-// skips every transaction whose commit lies before it.
-func startReplication(ctx context.Context, conn *pgconn.PgConn, slot, publication string, lsn outbox.LSN) error {
+// skips every transaction whose commit lies before it. messages asks
+// pgoutput for logical decoding messages too (table-less events).
+func startReplication(ctx context.Context, conn *pgconn.PgConn, slot, publication string, lsn outbox.LSN, messages bool) error {
 	// publication_names is a list of identifiers in a string literal.
 	pubs := sqlquote.Literal(sqlquote.Identifier(publication))
-	return pglogrepl.StartReplication(ctx, conn, slot, pglogrepl.LSN(lsn), pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names " + pubs},
-	})
+	args := []string{"proto_version '1'", "publication_names " + pubs}
+	if messages {
+		args = append(args, "messages 'true'")
+	}
+	return pglogrepl.StartReplication(ctx, conn, slot, pglogrepl.LSN(lsn), pglogrepl.StartReplicationOptions{PluginArgs: args})
 }

@@ -200,7 +200,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	}
 	start := max(s.confirmed, info.ConfirmedFlushLSN)
 	s.pump.Start(start)
-	if err := startReplication(ctx, conn, s.cfg.Slot, s.cfg.Publication, start); err != nil {
+	if err := startReplication(ctx, conn, s.cfg.Slot, s.cfg.Publication, start, s.cfg.Columns.MessagePrefix != ""); err != nil {
 		err = slot.ClassifyStart(s.cfg.Slot, err)
 		var inUse *slot.InUseError
 		if errors.As(err, &inUse) {

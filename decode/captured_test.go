@@ -53,7 +53,7 @@ var capturedStream = []struct {
 			"6c69636174696f6e2f6a736f6e227d740000001d323032362d31312d33302030383a32323a32382e3930333838342b30" +
 			"30",
 		want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x25E4260, Index: 0,
-			Table: "public.outbox", ID: 1, Topic: "orders.created", Key: []byte("6f1c2a3e-8d4b-4c5a-9e7f-0a1b2c3d4e5f"),
+			Table: "public.outbox", Topic: "orders.created", Key: []byte("6f1c2a3e-8d4b-4c5a-9e7f-0a1b2c3d4e5f"),
 			Value:      []byte(`{"items": [{"qty": 2, "sku": "A-1", "price": 9.99}], "total": 19.98, "customer": {"id": 42, "name": "Ada"}, "order_id": 1001}`),
 			Headers:    []outbox.Header{hdr("id", "1"), hdr("flags", `{"a": true}`), hdr("attempt", "3"), hdr("trace-id", "abc123"), hdr("content-type", "application/json")},
 			CommitTime: pgTime(0x30478e1140686),
@@ -66,7 +66,7 @@ var capturedStream = []struct {
 			"726465725f6964223a20313030317d6e740000001d323032362d31312d33302030383a32323a32382e3930333838342b" +
 			"3030",
 		want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x25E4260, Index: 1,
-			Table: "public.outbox", ID: 2, Topic: "orders.paid", Key: []byte("6f1c2a3e-8d4b-4c5a-9e7f-0a1b2c3d4e5f"),
+			Table: "public.outbox", Topic: "orders.paid", Key: []byte("6f1c2a3e-8d4b-4c5a-9e7f-0a1b2c3d4e5f"),
 			Value:      []byte(`{"amount": 19.98, "order_id": 1001}`),
 			Headers:    []outbox.Header{hdr("id", "2")},
 			CommitTime: pgTime(0x30478e1140686),
@@ -91,7 +91,7 @@ var capturedStream = []struct {
 			"5d2c2022782d6e6f7465223a20226e61c3af7665205c2271756f7465645c22205c5c206c696e655c6e627265616b227d" +
 			"740000001d323032362d31312d33302030383a32323a32382e3930343731362b3030",
 		want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x25E43E8, Index: 0,
-			Table: "public.outbox", ID: 3, Topic: "café.événements", Key: []byte("00000000-0000-0000-0000-000000000001"),
+			Table: "public.outbox", Topic: "café.événements", Key: []byte("00000000-0000-0000-0000-000000000001"),
 			Value:      []byte(`{"q": "say \"hi\"\n", "msg": "héllo wörld ✓ 日本語", "emoji": "😀"}`),
 			Headers:    []outbox.Header{hdr("id", "3"), hdr("n", "null"), hdr("arr", `[1, "two"]`), hdr("x-note", "naïve \"quoted\" \\ line\nbreak")},
 			CommitTime: pgTime(0x30478e11407c6),
@@ -120,7 +120,7 @@ var capturedStream = []struct {
 			"125c783030303130323033666666653766383074000000157b2262223a202231222c2020226122203a2032207d740000" +
 			"001d323032362d31312d33302030383a32323a32382e3930343939382b3030",
 		want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x25E46D8, Index: 0,
-			Table: "public.outbox_bytea", ID: 1, Topic: "bin.events", Key: []byte("customer-7"),
+			Table: "public.outbox_bytea", Topic: "bin.events", Key: []byte("customer-7"),
 			Value:      []byte{0x00, 0x01, 0x02, 0x03, 0xff, 0xfe, 0x7f, 0x80},
 			Headers:    []outbox.Header{hdr("id", "1"), hdr("b", "1"), hdr("a", "2")},
 			CommitTime: pgTime(0x30478e1140aaf),
@@ -131,7 +131,7 @@ var capturedStream = []struct {
 		hex: "49000040484e00067400000001326e740000000a62696e2e6576656e74736e6e740000001d323032362d31312d333020" +
 			"30383a32323a32382e3930343939382b3030",
 		want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x25E46D8, Index: 1,
-			Table: "public.outbox_bytea", ID: 2, Topic: "bin.events", Key: nil,
+			Table: "public.outbox_bytea", Topic: "bin.events", Key: nil,
 			Value:      nil,
 			Headers:    []outbox.Header{hdr("id", "2")},
 			CommitTime: pgTime(0x30478e1140aaf),
@@ -142,7 +142,7 @@ var capturedStream = []struct {
 		hex: "49000040484e0006740000000133740000000a637573746f6d65722d38740000000a62696e2e6576656e747374000000" +
 			"025c786e740000001d323032362d31312d33302030383a32323a32382e3930343939382b3030",
 		want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x25E46D8, Index: 2,
-			Table: "public.outbox_bytea", ID: 3, Topic: "bin.events", Key: []byte("customer-8"),
+			Table: "public.outbox_bytea", Topic: "bin.events", Key: []byte("customer-8"),
 			Value:      []byte{},
 			Headers:    []outbox.Header{hdr("id", "3")},
 			CommitTime: pgTime(0x30478e1140aaf),

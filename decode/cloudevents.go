@@ -58,10 +58,22 @@ func (c *CloudEvents) validate() []error {
 	return errs
 }
 
-// appendCloudEvents adds the CloudEvents attribute headers to d.hdrs, their
-// values carved from buf (ce_id shares the id header's bytes). col is the
-// column at fault on error.
+// appendCloudEvents adds the CloudEvents attribute headers of a row to
+// d.hdrs (see appendCloudEventsWith). col is the column at fault on error.
 func (d *Decoder) appendCloudEvents(buf []byte, rel *relation, row []value, id []byte, at time.Time) (_ []byte, col int, err error) {
+	col = -1
+	buf, err = d.appendCloudEventsWith(buf, id, at, func(buf []byte) ([]byte, error) {
+		var err error
+		buf, col, err = appendTemplate(buf, "CloudEvents type template", rel.ceType, row)
+		return buf, err
+	})
+	return buf, col, err
+}
+
+// appendCloudEventsWith adds the CloudEvents attribute headers to d.hdrs,
+// their values carved from buf (ce_id shares the id header's bytes);
+// appendType appends ce_type.
+func (d *Decoder) appendCloudEventsWith(buf, id []byte, at time.Time, appendType func([]byte) ([]byte, error)) ([]byte, error) {
 	ce := d.cols.CloudEvents
 	start := 0
 	put := func(key string) {
@@ -73,13 +85,60 @@ func (d *Decoder) appendCloudEvents(buf []byte, rel *relation, row []value, id [
 	start, buf = len(buf), append(buf, ce.Source...)
 	put("ce_source")
 	start = len(buf)
-	if buf, col, err = appendTemplate(buf, "CloudEvents type template", rel.ceType, row); err != nil {
-		return buf, col, err
+	var err error
+	if buf, err = appendType(buf); err != nil {
+		return buf, err
 	}
 	put("ce_type")
 	start, buf = len(buf), at.UTC().AppendFormat(buf, time.RFC3339Nano)
 	put("ce_time")
 	start, buf = len(buf), append(buf, ce.ContentType...)
 	put("content-type")
-	return buf, -1, nil
+	return buf, nil
+}
+
+// checkCloudEventsHeaders refuses, in CloudEvents mode, a header of the
+// event's own (d.hdrs from fixed on) that sets one of the attributes
+// outboxd sets.
+func (d *Decoder) checkCloudEventsHeaders(fixed int) error {
+	if d.cols.CloudEvents == nil {
+		return nil
+	}
+	for _, h := range d.hdrs[fixed:] {
+		if ceReserved(h.Key) {
+			return fmt.Errorf("header %q is set by CloudEvents", h.Key)
+		}
+	}
+	return nil
+}
+
+// appendEnvelopeType appends a message's ce_type: the type template with
+// {topic} and {key} replaced by the envelope's; a message has no columns,
+// so any other placeholder is an error.
+func appendEnvelopeType(buf []byte, tmpl string, topic string, key *string) ([]byte, error) {
+	parts, err := parseTemplate("CloudEvents type template", tmpl)
+	if err != nil {
+		return buf, err
+	}
+	for _, p := range parts {
+		var v string
+		switch {
+		case p.column == "":
+			buf = append(buf, p.literal...)
+			continue
+		case p.column == "topic":
+			v = topic
+		case p.column == "key" && key != nil:
+			v = *key
+		case p.column == "key":
+			return buf, errors.New("null value in the CloudEvents type template: {key}, and the envelope has no key")
+		default:
+			return buf, fmt.Errorf("CloudEvents type template: {%s} has no value in a message envelope (only {topic} and {key})", p.column)
+		}
+		if v == "" {
+			return buf, fmt.Errorf("empty value in the CloudEvents type template: {%s}", p.column)
+		}
+		buf = append(buf, v...)
+	}
+	return buf, nil
 }

@@ -127,7 +127,7 @@ func TestDecodeCloudEventsRowErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ceDecoder(t, ceMapping()).Decode(tt.insert)
 			var re *RowError
-			if !errors.As(err, &re) || re.Column != tt.column || !strings.Contains(re.Err.Error(), tt.err) || re.ID != 7 {
+			if !errors.As(err, &re) || re.Column != tt.column || !strings.Contains(re.Err.Error(), tt.err) || re.ID != "7" {
 				t.Fatalf("error %v, want a *RowError for outbox id 7, column %q: %s", err, tt.column, tt.err)
 			}
 		})

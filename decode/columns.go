@@ -15,7 +15,7 @@ import (
 // [Columns.Validate] before use; a Decoder with an invalid one treats every
 // table as unusable.
 type Columns struct {
-	ID      string // bigint/int/smallint, the idempotency key; default "id"
+	ID      string // bigint, integer, smallint, uuid, text or varchar: the id header, the idempotency key; default "id"
 	Topic   string // text/varchar; default "topic"; not used with TopicTemplate
 	Key     string // uuid/text/varchar; default "aggregate_id"
 	Payload string // jsonb/json/bytea/text/varchar; default "payload"
@@ -37,7 +37,17 @@ type Columns struct {
 	// CloudEvents, when set, makes every record a CloudEvent in the Kafka
 	// protocol binding's binary content mode. Default nil: plain records.
 	CloudEvents *CloudEvents
+	// MessagePrefix, when set, also makes an event of every transactional
+	// logical decoding message with exactly this prefix (table-less
+	// events: pg_logical_emit_message(true, prefix, envelope), see
+	// message.go); the stream must be started with messages 'true'.
+	// Default "": messages are ignored.
+	MessagePrefix string
 }
+
+// ReservedMessagePrefix is the prefix of outboxd's own heartbeat messages,
+// never one of events.
+const ReservedMessagePrefix = "outboxd.heartbeat"
 
 // DefaultColumns returns the column names of the default outbox table.
 func DefaultColumns() Columns {
@@ -125,7 +135,7 @@ const (
 func accepted(role int) []uint32 {
 	switch role {
 	case roleID:
-		return []uint32{oidInt8, oidInt4, oidInt2}
+		return []uint32{oidInt8, oidInt4, oidInt2, oidUUID, oidText, oidVarchar}
 	case roleTopic:
 		return []uint32{oidText, oidVarchar}
 	case roleKey:

@@ -16,9 +16,9 @@ type Kind uint8
 
 // The kinds of decoded messages.
 const (
-	KindIgnored Kind = iota // Relation, Type, Origin, Update, Delete, Truncate, Message...: nothing to publish
+	KindIgnored Kind = iota // Relation, Type, Origin, Update, Delete, Truncate, other messages...: nothing to publish
 	KindBegin               // a transaction starts
-	KindEvent               // an insert into an outbox table: publish Message.Event
+	KindEvent               // an insert into an outbox table or an event message: publish Message.Event
 	KindCommit              // the transaction ends; Message.EndLSN may be confirmed once all its events are
 )
 
@@ -130,7 +130,9 @@ func (d *Decoder) Decode(walData []byte) (Message, error) {
 		return d.decodeCommit(body)
 	case 'R':
 		return d.decodeRelation(body)
-	case 'U', 'D', 'T', 'Y', 'O', 'M':
+	case 'M':
+		return d.decodeMessage(body)
+	case 'U', 'D', 'T', 'Y', 'O':
 		if err := checkIgnored(t, body); err != nil {
 			return Message{}, fmt.Errorf("decoding %s: %w", ignoredName(t), err)
 		}

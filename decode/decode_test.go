@@ -20,8 +20,8 @@ func diffEvent(got, want outbox.Event) string {
 	if got.Table != want.Table {
 		d = append(d, fmt.Sprintf("Table %q, want %q", got.Table, want.Table))
 	}
-	if got.ID != want.ID {
-		d = append(d, fmt.Sprintf("ID %d, want %d", got.ID, want.ID))
+	if got.ID() != want.ID() {
+		d = append(d, fmt.Sprintf("ID %q, want %q", got.ID(), want.ID()))
 	}
 	if got.Topic != want.Topic {
 		d = append(d, fmt.Sprintf("Topic %q, want %q", got.Topic, want.Topic))
@@ -100,7 +100,7 @@ func diffMessage(got, want Message) string {
 // outboxEvent is the event the default outbox table yields for id 42.
 func outboxEvent(key, value []byte, headers ...outbox.Header) Message {
 	return Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000,
-		Table: "public.outbox", ID: 42, Topic: "orders", Key: key, Value: value,
+		Table: "public.outbox", Topic: "orders", Key: key, Value: value,
 		Headers: append([]outbox.Header{hdr("id", "42")}, headers...), CommitTime: testCommitTime,
 	}}
 }
@@ -159,14 +159,14 @@ func TestDecode(t *testing.T) {
 			name:  "headers: whitespace of a json column, escaped key",
 			setup: [][]byte{textRel, testBegin()},
 			in:    textInsert(text("hello"), text(" {\n\t\"b\" : \"1\" ,\r\n \"a\\u0041\":[ ] } ")),
-			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "public.outbox_text", ID: 42, Topic: "orders", Key: []byte("k"),
+			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "public.outbox_text", Topic: "orders", Key: []byte("k"),
 				Value: []byte("hello"), Headers: []outbox.Header{hdr("id", "42"), hdr("b", "1"), hdr("aA", "[ ]")}, CommitTime: testCommitTime}},
 		},
 		{
 			name:  "headers: duplicate keys of a json column are kept",
 			setup: [][]byte{textRel, testBegin()},
 			in:    textInsert(text("p"), text(`{"a": "1", "a": "2"}`)),
-			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "public.outbox_text", ID: 42, Topic: "orders", Key: []byte("k"),
+			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "public.outbox_text", Topic: "orders", Key: []byte("k"),
 				Value: []byte("p"), Headers: []outbox.Header{hdr("id", "42"), hdr("a", "1"), hdr("a", "2")}, CommitTime: testCommitTime}},
 		},
 		{
@@ -185,28 +185,28 @@ func TestDecode(t *testing.T) {
 			name:  "table without a headers column",
 			setup: [][]byte{byteaRel, testBegin()},
 			in:    byteaInsert(text(`\x00ff10`)),
-			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "app.outbox_bin", ID: 42, Topic: "orders", Key: []byte("k"),
+			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "app.outbox_bin", Topic: "orders", Key: []byte("k"),
 				Value: []byte{0, 0xff, 0x10}, Headers: []outbox.Header{hdr("id", "42")}, CommitTime: testCommitTime}},
 		},
 		{
 			name:  "bytea empty is an empty value, not a tombstone",
 			setup: [][]byte{byteaRel, testBegin()},
 			in:    byteaInsert(text(`\x`)),
-			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "app.outbox_bin", ID: 42, Topic: "orders", Key: []byte("k"),
+			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "app.outbox_bin", Topic: "orders", Key: []byte("k"),
 				Value: []byte{}, Headers: []outbox.Header{hdr("id", "42")}, CommitTime: testCommitTime}},
 		},
 		{
 			name:  "bytea in escape format",
 			setup: [][]byte{byteaRel, testBegin()},
 			in:    byteaInsert(text(`a\\b\001\377c`)),
-			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "app.outbox_bin", ID: 42, Topic: "orders", Key: []byte("k"),
+			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "app.outbox_bin", Topic: "orders", Key: []byte("k"),
 				Value: []byte{'a', '\\', 'b', 1, 0xff, 'c'}, Headers: []outbox.Header{hdr("id", "42")}, CommitTime: testCommitTime}},
 		},
 		{
 			name:  "bytea in binary format is raw",
 			setup: [][]byte{byteaRel, testBegin()},
 			in:    byteaInsert(bin(`\x00`)),
-			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "app.outbox_bin", ID: 42, Topic: "orders", Key: []byte("k"),
+			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "app.outbox_bin", Topic: "orders", Key: []byte("k"),
 				Value: []byte(`\x00`), Headers: []outbox.Header{hdr("id", "42")}, CommitTime: testCommitTime}},
 		},
 		{
@@ -237,7 +237,7 @@ func TestDecode(t *testing.T) {
 			name:  "empty key is not null",
 			setup: [][]byte{textRel, testBegin()},
 			in:    encInsert(16401, text("42"), text("orders"), text(""), text("p"), null),
-			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "public.outbox_text", ID: 42, Topic: "orders", Key: []byte{},
+			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "public.outbox_text", Topic: "orders", Key: []byte{},
 				Value: []byte("p"), Headers: []outbox.Header{hdr("id", "42")}, CommitTime: testCommitTime}},
 		},
 		{
@@ -258,7 +258,7 @@ func TestDecode(t *testing.T) {
 			name:  "negative id",
 			setup: inTx,
 			in:    outboxInsert(text("-7"), text(testKey), text("orders"), text(testPayload), null),
-			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "public.outbox", ID: -7, Topic: "orders", Key: []byte(testKey),
+			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "public.outbox", Topic: "orders", Key: []byte(testKey),
 				Value: []byte(testPayload), Headers: []outbox.Header{hdr("id", "-7")}, CommitTime: testCommitTime}},
 		},
 		{
@@ -268,7 +268,7 @@ func TestDecode(t *testing.T) {
 				Column{"body", oidText}, Column{"meta", oidJSON}, Column{"destination", oidText}, Column{"partition_key", oidText}, Column{"seq", oidInt8}),
 				testBegin()},
 			in: encInsert(5, text("hi"), text(`{"x": 1}`), text("t"), text("pk"), text("9")),
-			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "s.events", ID: 9, Topic: "t", Key: []byte("pk"), Value: []byte("hi"),
+			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "s.events", Topic: "t", Key: []byte("pk"), Value: []byte("hi"),
 				Headers: []outbox.Header{hdr("id", "9"), hdr("x", "1")}, CommitTime: testCommitTime}},
 		},
 		{
@@ -430,11 +430,11 @@ func TestDecode(t *testing.T) {
 		},
 		{
 			name: "insert into a relation with several problems",
-			setup: [][]byte{encRelation(9, "public", "outbox", Column{"id", oidText}, Column{"topic", oidText},
+			setup: [][]byte{encRelation(9, "public", "outbox", Column{"id", 1700}, Column{"topic", oidText},
 				Column{"payload", oidJSONB}, Column{"headers", oidText}), testBegin()},
 			in: encInsert(9, text("x"), text("t"), text(testPayload), null),
 			errs: []string{
-				`table public.outbox: id column "id" has type text (oid 25), want bigint, integer or smallint`,
+				`table public.outbox: id column "id" has type numeric (oid 1700), want bigint, integer, smallint, uuid, text or character varying`,
 				`table public.outbox: missing key column "aggregate_id"`,
 				`table public.outbox: headers column "headers" has type text (oid 25), want jsonb or json`,
 			},
@@ -449,7 +449,7 @@ func TestDecode(t *testing.T) {
 			name:  "relation re-sent with columns in another order",
 			setup: [][]byte{outboxRelation(), testBegin(), encRelation(outboxRelID, "public", "outbox2", Column{"payload", oidJSON}, Column{"topic", oidText}, Column{"id", oidInt8}, Column{"aggregate_id", oidText})},
 			in:    encInsert(outboxRelID, text(testPayload), text("orders"), text("42"), text(testKey)),
-			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "public.outbox2", ID: 42, Topic: "orders", Key: []byte(testKey),
+			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "public.outbox2", Topic: "orders", Key: []byte(testKey),
 				Value: []byte(testPayload), Headers: []outbox.Header{hdr("id", "42")}, CommitTime: testCommitTime}},
 		},
 		{
@@ -551,7 +551,7 @@ func TestDecodeReplacedRelationUnusable(t *testing.T) {
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), `missing topic column "topic"`) {
 		t.Fatalf("insert after an unusable relation replaced a usable one: err = %v, want a *RowError naming the missing column", err)
 	}
-	if !re.HasID || re.ID != 42 || re.Column != "" || string(re.Key) != testKey || string(re.Value) != testPayload || re.Topic != "" {
+	if re.ID != "42" || re.Column != "" || string(re.Key) != testKey || string(re.Value) != testPayload || re.Topic != "" {
 		t.Errorf("RowError = %+v, want id 42, the key and the payload, no column, no topic", *re)
 	}
 }
@@ -577,7 +577,7 @@ func TestRowError(t *testing.T) {
 	if !errors.As(err, &re) {
 		t.Fatalf("error %v (%T) is not a *RowError", err, err)
 	}
-	if re.Table != "public.outbox" || re.Column != "topic" || re.ID != 42 || !re.HasID || string(re.Key) != testKey || string(re.Value) != testPayload || re.Topic != "" {
+	if re.Table != "public.outbox" || re.Column != "topic" || re.ID != "42" || string(re.Key) != testKey || string(re.Value) != testPayload || re.Topic != "" {
 		t.Errorf("RowError = %+v, want table, column topic, id 42, the key and the payload", *re)
 	}
 	in := outboxInsert(text("42"), text(testKey), text("orders"), text(testPayload), text(`[1]`))
@@ -592,7 +592,7 @@ func TestRowError(t *testing.T) {
 		t.Errorf("RowError aliases the message: key %q, value %q", re.Key, re.Value)
 	}
 	_, err = d.Decode(outboxInsert(text("x"), text(testKey), text("t"), text(testPayload), null))
-	if !errors.As(err, &re) || re.HasID || re.Column != "id" {
+	if !errors.As(err, &re) || re.ID != "" || re.Column != "id" {
 		t.Errorf("non-integer id: error %v, want a *RowError for column id without an id", err)
 	}
 }
@@ -610,7 +610,7 @@ func TestEventPosition(t *testing.T) {
 	var got []string
 	for _, m := range msgs {
 		if m.Kind == KindEvent {
-			got = append(got, fmt.Sprintf("%d@%v#%d", m.Event.ID, m.Event.CommitLSN, m.Event.Index))
+			got = append(got, fmt.Sprintf("%s@%v#%d", m.Event.ID(), m.Event.CommitLSN, m.Event.Index))
 		}
 	}
 	if want := "1@0/1000#0 2@0/1000#1 3@0/2000#0"; strings.Join(got, " ") != want {
@@ -699,5 +699,54 @@ func TestKindString(t *testing.T) {
 		if got := k.String(); got != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", uint8(k), got, want)
 		}
+	}
+}
+
+// TestDecodeIDTypes: the id header is the id column's text form, whatever
+// its type: an integer in decimal, a uuid canonical (also from binary
+// format), text as it is. What could never be a stable key is a row error.
+func TestDecodeIDTypes(t *testing.T) {
+	const uuidText = "4d47e190-0402-4048-bc2c-89dd54343cdc"
+	uuidBin := "\x4d\x47\xe1\x90\x04\x02\x40\x48\xbc\x2c\x89\xdd\x54\x34\x3c\xdc"
+	tests := []struct {
+		name    string
+		oid     uint32
+		id      tv
+		want    string // the id header; "" for an error
+		wantErr string
+	}{
+		{name: "bigint", oid: oidInt8, id: text("-42"), want: "-42"},
+		{name: "integer, binary", oid: oidInt4, id: bin("\xff\xff\xff\xfe"), want: "-2"},
+		{name: "smallint, binary", oid: oidInt2, id: bin("\x00\x07"), want: "7"},
+		{name: "uuid", oid: oidUUID, id: text(uuidText), want: uuidText},
+		{name: "uuid, binary", oid: oidUUID, id: bin(uuidBin), want: uuidText},
+		{name: "text", oid: oidText, id: text("evt-2026-0001"), want: "evt-2026-0001"},
+		{name: "varchar, binary", oid: oidVarchar, id: bin("evt-7"), want: "evt-7"},
+		{name: "empty text", oid: oidText, id: text(""), wantErr: "empty id"},
+		{name: "null", oid: oidUUID, id: null, wantErr: "null id"},
+		{name: "a bigint that is not a number", oid: oidInt8, id: text("4x"), wantErr: `id "4x" is not an integer`},
+		{name: "a uuid of the wrong length", oid: oidUUID, id: text("4d47e190"), wantErr: `id "4d47e190" is not a uuid`},
+		{name: "a binary uuid of the wrong length", oid: oidUUID, id: bin("\x01\x02"), wantErr: "binary type uuid (oid 2950) id is 2 bytes, want 16"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := NewDecoder(Columns{})
+			decodeAll(t, d, encRelation(77, "public", "outbox", Column{"id", tt.oid}, Column{"aggregate_id", oidText},
+				Column{"topic", oidText}, Column{"payload", oidJSONB}), testBegin())
+			got, err := d.Decode(encInsert(77, tt.id, text("k"), text("t"), text(`{}`)))
+			if tt.wantErr != "" {
+				var re *RowError
+				if !errors.As(err, &re) || re.Column != "id" || re.ID != "" || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want a *RowError for column id saying %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Event.ID() != tt.want || string(got.Event.Headers[0].Value) != tt.want {
+				t.Errorf("id %q, header %q, want %q", got.Event.ID(), got.Event.Headers[0].Value, tt.want)
+			}
+		})
 	}
 }

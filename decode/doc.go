@@ -13,9 +13,12 @@
 // Relation is checked against the mapping again, so an ALTER TABLE that
 // breaks it is noticed at the next insert; a table
 // without usable outbox columns (see [ValidateTable]) is remembered as
-// unusable and each insert into it is a [*RowError]. Everything else
-// (updates, deletes, truncates, types, origins, logical decoding messages)
-// is recognised, checked for well-formedness and ignored.
+// unusable and each insert into it is a [*RowError]. With
+// [Columns.MessagePrefix], a transactional logical decoding message under
+// that prefix carrying a JSON envelope is an event too (table-less events,
+// see message.go). Everything else (updates, deletes, truncates, types,
+// origins, other messages) is recognised, checked for well-formedness and
+// ignored.
 //
 // Invariants:
 //   - Pure: no I/O, no goroutines, no logging, no package-level mutable state.

@@ -3,6 +3,7 @@ package decode
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/outboxd/outboxd/outbox"
@@ -16,9 +17,16 @@ import (
 type RowError struct {
 	Table  string // schema-qualified table, e.g. "public.outbox"
 	Column string // the column at fault; "" when the table itself is unusable
-	ID     int64  // the outbox id; meaningful only when HasID is true
-	HasID  bool   // false when the id itself could not be decoded
+	ID     string // the outbox id in text form; "" when it could not be decoded
 	Err    error  // what is wrong with the value
+
+	// MessageLSN is the LSN of a logical decoding message (a table-less
+	// event, Table "message:<prefix>"), zero for a row. Standalone: the
+	// message came outside any transaction (non-transactional), so it is
+	// in no transaction of the stream; it may be confirmed past once
+	// dealt with, at MessageLSN+1.
+	MessageLSN outbox.LSN
+	Standalone bool
 
 	// What could be read of the row, its own bytes: the topic, key and
 	// payload columns as they would have been published, where present.
@@ -34,12 +42,15 @@ type RowError struct {
 // `decoding insert into public.outbox: column "topic": null topic (outbox id 42)`.
 func (e *RowError) Error() string {
 	s := "decoding insert into " + e.Table + ": "
+	if e.MessageLSN != 0 {
+		s = "decoding logical decoding message " + strings.TrimPrefix(e.Table, "message:") + " at " + e.MessageLSN.String() + ": "
+	}
 	if e.Column != "" {
 		s += "column " + strconv.Quote(e.Column) + ": "
 	}
 	s += e.Err.Error()
-	if e.HasID {
-		s += " (outbox id " + strconv.FormatInt(e.ID, 10) + ")"
+	if e.ID != "" && e.MessageLSN == 0 { // a message's id is its LSN, said above
+		s += " (outbox id " + e.ID + ")"
 	}
 	return s
 }

@@ -15,8 +15,6 @@ func ignoredName(t byte) string {
 		return "type"
 	case 'O':
 		return "origin"
-	case 'M':
-		return "logical decoding message"
 	}
 	return fmt.Sprintf("message type %q", t)
 }
@@ -46,8 +44,6 @@ func checkIgnored(t byte, body []byte) error {
 		if err = r.skip("origin LSN", 8); err == nil {
 			_, err = r.cstring("origin name")
 		}
-	case 'M':
-		err = checkLogicalMessage(&r)
 	default:
 		return fmt.Errorf("unsupported message type %q", t)
 	}
@@ -115,22 +111,6 @@ func checkTruncate(r *reader) error {
 		return fmt.Errorf("%d relation ids need %d bytes, %d left", n, uint64(n)*4, r.left())
 	}
 	return r.skip("relation ids", r.left())
-}
-
-// checkLogicalMessage: Int8 flags, Int64 LSN, String prefix, Int32 length,
-// that many content bytes (protocol version 1, not streamed: no xid).
-func checkLogicalMessage(r *reader) error {
-	if err := r.skip("flags and LSN", 1+8); err != nil {
-		return err
-	}
-	if _, err := r.cstring("prefix"); err != nil {
-		return err
-	}
-	n, err := r.length("content length", "content")
-	if err != nil {
-		return err
-	}
-	return r.skip("content", n)
 }
 
 // skipTuple walks a TupleData without keeping anything.

@@ -89,8 +89,9 @@ func (d *Decoder) rowError(rel *relation, row []value, col int, err error) error
 	if col >= 0 {
 		e.Column = rel.columns[col].Name
 	}
-	e.ID, err = parseID(rel.val(row, roleID), rel.oid[roleID])
-	e.HasID = err == nil
+	if id, err := appendID(nil, rel.val(row, roleID), rel.oid[roleID]); err == nil {
+		e.ID = string(id)
+	}
 	// The topic template of an unusable table may lack a placeholder.
 	if t, _, err := d.appendTopic(d.scratch[:0], rel, row); err == nil && rel.unusable == nil {
 		e.Topic = string(t)
@@ -157,16 +158,13 @@ func appendTemplate(buf []byte, what string, parts []tmplPart, row []value) (out
 // Event. All its bytes (id header, key, value, header values) are carved
 // from one allocation.
 func (d *Decoder) buildEvent(rel *relation, row []value) (outbox.Event, error) {
-	id, err := parseID(rel.val(row, roleID), rel.oid[roleID])
-	if err != nil {
-		return outbox.Event{}, d.rowError(rel, row, rel.pos[roleID], err)
-	}
+	id := rel.val(row, roleID)
 	topic, col, err := d.appendTopic(d.scratch[:0], rel, row)
 	d.scratch = topic[:0]
 	if err != nil {
 		return outbox.Event{}, d.rowError(rel, row, col, err)
 	}
-	ev := outbox.Event{Table: rel.table, ID: id, Topic: d.intern(topic), CommitTime: d.commitTime,
+	ev := outbox.Event{Table: rel.table, Topic: d.intern(topic), CommitTime: d.commitTime,
 		CommitLSN: d.commitLSN, Index: d.index}
 	if ts := rel.val(row, roleTimestamp); ts.present() {
 		if ev.Timestamp, err = d.parseTimestamp(ts, rel.oid[roleTimestamp]); err != nil {
@@ -179,12 +177,14 @@ func (d *Decoder) buildEvent(rel *relation, row []value) (outbox.Event, error) {
 	// text, except in rare cases (a binary uuid key or integer header
 	// column, invalid UTF-8 replaced in an escaped header string) where
 	// append grows buf; the slices carved before stay valid either way.
-	size := 20 + len(key.data) + len(payload.data) + len(headers.data)
+	size := 20 + len(id.data) + len(key.data) + len(payload.data) + len(headers.data)
 	for _, p := range rel.hdr {
 		size += len(row[p].data)
 	}
-	buf := make([]byte, 0, size)
-	buf = strconv.AppendInt(buf, id, 10)
+	buf, err := appendID(make([]byte, 0, size), id, rel.oid[roleID])
+	if err != nil {
+		return outbox.Event{}, d.rowError(rel, row, rel.pos[roleID], err)
+	}
 	idValue := buf[:len(buf):len(buf)]
 
 	if key.present() {
@@ -232,13 +232,9 @@ func (d *Decoder) buildEvent(rel *relation, row []value) (outbox.Event, error) {
 			return outbox.Event{}, d.rowError(rel, row, rel.pos[roleHeaders], err)
 		}
 	}
-	if d.cols.CloudEvents != nil {
-		for _, h := range d.hdrs[fixed:] {
-			if ceReserved(h.Key) {
-				clear(d.hdrs)
-				return outbox.Event{}, d.rowError(rel, row, rel.pos[roleHeaders], fmt.Errorf("header %q is set by CloudEvents", h.Key))
-			}
-		}
+	if err := d.checkCloudEventsHeaders(fixed); err != nil {
+		clear(d.hdrs)
+		return outbox.Event{}, d.rowError(rel, row, rel.pos[roleHeaders], err)
 	}
 	ev.Headers = make([]outbox.Header, len(d.hdrs))
 	copy(ev.Headers, d.hdrs)
@@ -247,16 +243,28 @@ func (d *Decoder) buildEvent(rel *relation, row []value) (outbox.Event, error) {
 	return ev, nil
 }
 
-// parseID reads the outbox id: decimal text, or a big-endian integer of the
-// column's width in binary format.
-func parseID(v value, oid uint32) (int64, error) {
+// appendID appends the outbox id in text form: an integer in decimal, a
+// uuid in its canonical form, text as it is (never empty). Text format is
+// checked (an integer column sends digits, but a corrupt stream must not
+// put anything else in the id header); binary format is a big-endian
+// integer of the column's width, or a uuid's 16 bytes.
+func appendID(buf []byte, v value, oid uint32) ([]byte, error) {
 	switch v.kind {
 	case valueText:
-		id, err := strconv.ParseInt(string(v.data), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("id %s is not an integer", quoteShort(v.data))
+		switch oid {
+		case oidInt8, oidInt4, oidInt2:
+			if _, err := strconv.ParseInt(string(v.data), 10, 64); err != nil {
+				return buf, fmt.Errorf("id %s is not an integer", quoteShort(v.data))
+			}
+		case oidUUID:
+			if len(v.data) != 36 {
+				return buf, fmt.Errorf("id %s is not a uuid", quoteShort(v.data))
+			}
 		}
-		return id, nil
+		if len(v.data) == 0 {
+			return buf, errors.New("empty id")
+		}
+		return append(buf, v.data...), nil
 	case valueBinary:
 		want := 8
 		switch oid {
@@ -264,32 +272,46 @@ func parseID(v value, oid uint32) (int64, error) {
 			want = 4
 		case oidInt2:
 			want = 2
+		case oidUUID:
+			want = 16
+		case oidText, oidVarchar:
+			if len(v.data) == 0 {
+				return buf, errors.New("empty id")
+			}
+			return append(buf, v.data...), nil
 		}
 		switch {
 		case len(v.data) != want:
+		case want == 16:
+			return appendUUID(buf, v.data), nil
 		case want == 8:
-			return int64(binary.BigEndian.Uint64(v.data)), nil
+			return strconv.AppendInt(buf, int64(binary.BigEndian.Uint64(v.data)), 10), nil
 		case want == 4:
-			return int64(int32(binary.BigEndian.Uint32(v.data))), nil
+			return strconv.AppendInt(buf, int64(int32(binary.BigEndian.Uint32(v.data))), 10), nil
 		case want == 2:
-			return int64(int16(binary.BigEndian.Uint16(v.data))), nil
+			return strconv.AppendInt(buf, int64(int16(binary.BigEndian.Uint16(v.data))), 10), nil
 		}
-		return 0, fmt.Errorf("binary %s id is %d bytes, want %d", describeType(oid), len(v.data), want)
+		return buf, fmt.Errorf("binary %s id is %d bytes, want %d", describeType(oid), len(v.data), want)
 	}
-	return 0, errors.New("null id")
+	return buf, errors.New("null id")
+}
+
+// appendUUID appends a uuid's 16 bytes in canonical text form.
+func appendUUID(buf, b []byte) []byte {
+	const hexDigits = "0123456789abcdef"
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			buf = append(buf, '-')
+		}
+		buf = append(buf, hexDigits[c>>4], hexDigits[c&0xf])
+	}
+	return buf
 }
 
 // appendKey appends the aggregate id in text form.
 func appendKey(buf []byte, v value, oid uint32) []byte {
 	if v.kind == valueBinary && oid == oidUUID && len(v.data) == 16 {
-		const hexDigits = "0123456789abcdef"
-		for i, b := range v.data {
-			if i == 4 || i == 6 || i == 8 || i == 10 {
-				buf = append(buf, '-')
-			}
-			buf = append(buf, hexDigits[b>>4], hexDigits[b&0xf])
-		}
-		return buf
+		return appendUUID(buf, v.data)
 	}
 	return append(buf, v.data...)
 }

@@ -3,7 +3,6 @@ package decode
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -80,6 +79,9 @@ func (c Columns) Validate() error {
 	if c.CloudEvents != nil {
 		errs = append(errs, c.CloudEvents.validate()...)
 	}
+	if c.MessagePrefix == ReservedMessagePrefix {
+		errs = append(errs, fmt.Errorf("message prefix %q is outboxd's heartbeat's", c.MessagePrefix))
+	}
 	return errors.Join(errs...)
 }
 
@@ -92,16 +94,12 @@ func appendText(buf []byte, v value, oid uint32) ([]byte, error) {
 	}
 	switch oid {
 	case oidInt8, oidInt4, oidInt2:
-		n, err := parseID(v, oid)
-		if err != nil {
-			return buf, err
-		}
-		return strconv.AppendInt(buf, n, 10), nil
+		return appendID(buf, v, oid)
 	case oidUUID:
 		if len(v.data) != 16 {
 			return buf, fmt.Errorf("binary uuid is %d bytes, want 16", len(v.data))
 		}
-		return appendKey(buf, v, oid), nil
+		return appendUUID(buf, v.data), nil
 	case oidText, oidVarchar, oidJSON:
 		return append(buf, v.data...), nil
 	case oidJSONB:

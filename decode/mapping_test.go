@@ -34,7 +34,7 @@ func eventsInsert(seq, aggType, aggID, typ, payload, tenant, occurred tv) []byte
 func TestDecodeMappedColumns(t *testing.T) {
 	occurred := time.Date(2026, 11, 30, 22, 15, 1, 250000000, time.UTC)
 	want := func(mod func(*outbox.Event)) outbox.Event {
-		ev := outbox.Event{Table: "public.events", ID: 7, Topic: "outbox.event.order", Key: []byte("o-1"),
+		ev := outbox.Event{Table: "public.events", Topic: "outbox.event.order", Key: []byte("o-1"),
 			Value:      []byte(`{"a": 1}`),
 			Headers:    []outbox.Header{hdr("id", "7"), hdr("type", "OrderCreated"), hdr("tenant", "acme")},
 			CommitTime: testCommitTime, Timestamp: occurred, CommitLSN: 0x1000}
@@ -127,33 +127,32 @@ func TestDecodeMappedColumnsRowErrors(t *testing.T) {
 		column     string
 		err        string
 		wantTopic  string
-		wantHasID  bool
 		wantKeyVal string
 	}{
 		{
 			name:   "NULL in the topic template",
 			insert: eventsInsert(seq7, null, text("o-1"), text("T"), text(`{}`), null, ts),
-			column: "aggregatetype", err: "null value in the topic template", wantHasID: true, wantKeyVal: "o-1",
+			column: "aggregatetype", err: "null value in the topic template", wantKeyVal: "o-1",
 		},
 		{
 			name:   "empty value in the topic template",
 			insert: eventsInsert(seq7, text(""), text("o-1"), text("T"), text(`{}`), null, ts),
-			column: "aggregatetype", err: "empty value in the topic template", wantHasID: true, wantKeyVal: "o-1",
+			column: "aggregatetype", err: "empty value in the topic template", wantKeyVal: "o-1",
 		},
 		{
 			name:   "infinite timestamp",
 			insert: eventsInsert(seq7, text("order"), text("o-1"), text("T"), text(`{}`), null, text("infinity")),
-			column: "occurred_at", err: `timestamp "infinity" is not a finite time`, wantTopic: "outbox.event.order", wantHasID: true, wantKeyVal: "o-1",
+			column: "occurred_at", err: `timestamp "infinity" is not a finite time`, wantTopic: "outbox.event.order", wantKeyVal: "o-1",
 		},
 		{
 			name:   "unreadable timestamp",
 			insert: eventsInsert(seq7, text("order"), text("o-1"), text("T"), text(`{}`), null, text("30/11/2026")),
-			column: "occurred_at", err: `timestamp "30/11/2026"`, wantTopic: "outbox.event.order", wantHasID: true, wantKeyVal: "o-1",
+			column: "occurred_at", err: `timestamp "30/11/2026"`, wantTopic: "outbox.event.order", wantKeyVal: "o-1",
 		},
 		{
 			name:   "binary header column of a type without a text form",
 			insert: encInsert(eventsRelID, seq7, text("order"), text("o-1"), text("T"), text(`{}`), text("acme"), ts, bin("\x00\x00\x00\x00\x00\x00\x00\x01")),
-			column: "local_at", err: "binary value of type timestamp without time zone", wantTopic: "outbox.event.order", wantHasID: true, wantKeyVal: "o-1",
+			column: "local_at", err: "binary value of type timestamp without time zone", wantTopic: "outbox.event.order", wantKeyVal: "o-1",
 		},
 	}
 	for _, tt := range tests {
@@ -170,8 +169,8 @@ func TestDecodeMappedColumnsRowErrors(t *testing.T) {
 			if re.Column != tt.column || !strings.Contains(re.Err.Error(), tt.err) {
 				t.Errorf("column %q, error %q; want column %q, error containing %q", re.Column, re.Err, tt.column, tt.err)
 			}
-			if re.HasID != tt.wantHasID || re.ID != 7 || re.Topic != tt.wantTopic || string(re.Key) != tt.wantKeyVal {
-				t.Errorf("RowError carries id %d (%v), topic %q, key %q; want 7 (%v), %q, %q", re.ID, re.HasID, re.Topic, re.Key, tt.wantHasID, tt.wantTopic, tt.wantKeyVal)
+			if re.ID != "7" || re.Topic != tt.wantTopic || string(re.Key) != tt.wantKeyVal {
+				t.Errorf("RowError carries id %q, topic %q, key %q; want 7, %q, %q", re.ID, re.Topic, re.Key, tt.wantTopic, tt.wantKeyVal)
 			}
 		})
 	}
@@ -197,7 +196,7 @@ func TestDecodeMappedColumnsRecheckedOnRelation(t *testing.T) {
 	decodeAll(t, d, encRelation(eventsRelID, "public", "events", altered...), testBegin())
 	_, err := d.Decode(encInsert(eventsRelID, text("8"), text("o-1"), text("T"), text(`{}`), null, ts, null))
 	var re *RowError
-	if !errors.As(err, &re) || !strings.Contains(err.Error(), `missing column "aggregatetype" of the topic template`) || re.ID != 8 {
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), `missing column "aggregatetype" of the topic template`) || re.ID != "8" {
 		t.Fatalf("after dropping the template's column: %v, want a *RowError for outbox id 8 naming the column", err)
 	}
 	if re.Topic != "" {

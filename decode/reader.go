@@ -50,6 +50,15 @@ func (r *reader) uint32(field string) (uint32, error) {
 	return v, nil
 }
 
+func (r *reader) uint64(field string) (uint64, error) {
+	if err := r.need(field, 8); err != nil {
+		return 0, err
+	}
+	v := binary.BigEndian.Uint64(r.buf[r.pos:])
+	r.pos += 8
+	return v, nil
+}
+
 func (r *reader) skip(field string, n int) error {
 	if err := r.need(field, n); err != nil {
 		return err

@@ -74,7 +74,7 @@ func TestSnapshotCountsRowsAndRefusesMalformedOnes(t *testing.T) {
 	}
 	_, err = s.Row(rel, rowValues([]tv{text("2"), null, null, text("{}"), null, null}))
 	var re *RowError
-	if !errors.As(err, &re) || re.Column != "topic" || re.ID != 2 || re.Index != 3 {
+	if !errors.As(err, &re) || re.Column != "topic" || re.ID != "2" || re.Index != 3 {
 		t.Fatalf("row with a null topic: %v, want a RowError for column topic at index 3", err)
 	}
 	if _, err := s.Row(rel, rowValues(ok[:2])); err == nil {

@@ -31,9 +31,9 @@ func TestValidateTable(t *testing.T) {
 		},
 		{
 			name: "every problem at once",
-			cols: []Column{{"id", oidText}, {"topic", 1042}, {"payload", 16}, {"headers", oidText}},
+			cols: []Column{{"id", 1700}, {"topic", 1042}, {"payload", 16}, {"headers", oidText}},
 			errs: []string{
-				`table public.outbox: id column "id" has type text (oid 25), want bigint, integer or smallint`,
+				`table public.outbox: id column "id" has type numeric (oid 1700), want bigint, integer, smallint, uuid, text or character varying`,
 				`table public.outbox: topic column "topic" has type character (oid 1042), want text or character varying`,
 				`table public.outbox: missing key column "aggregate_id"`,
 				`table public.outbox: payload column "payload" has type boolean (oid 16), want jsonb, json, bytea, text or character varying`,

@@ -11,12 +11,12 @@ import (
 // nothing the producer of the Event keeps using.
 type Event struct {
 	Table string // schema-qualified source table, e.g. "public.outbox"
-	ID    int64  // the outbox id: the idempotency key
 	Topic string // the Kafka topic
 	Key   []byte // aggregate id in text form; nil when NULL
 	Value []byte // payload as stored; nil when NULL (a tombstone)
-	// Headers[0] is {"id", decimal ID}; then one header per member of the
-	// row's headers object, in the order of its text.
+	// Headers[0] is {"id", the outbox id in text form} (see ID); then the
+	// headers of the mapping and one per member of the row's headers
+	// object, in the order of its text.
 	Headers    []Header
 	CommitTime time.Time // the transaction's commit time
 	// Timestamp is the record timestamp when the table maps a timestamp
@@ -24,6 +24,17 @@ type Event struct {
 	Timestamp time.Time
 	CommitLSN LSN // the LSN of the transaction's commit record
 	Index     int // 0-based position among the events of the transaction
+}
+
+// ID returns the outbox id, the idempotency key: the value of the first
+// header when it is the "id" header (decimal for an integer id column, the
+// text form of a uuid or text one), "" when the event has none (a
+// dead-letter record of a row whose id could not be read).
+func (e *Event) ID() string {
+	if len(e.Headers) > 0 && e.Headers[0].Key == "id" {
+		return string(e.Headers[0].Value)
+	}
+	return ""
 }
 
 // Size is what the event weighs in Kafka's terms: key, value, and every

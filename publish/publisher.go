@@ -166,7 +166,7 @@ func toRecord(ev *outbox.Event) *kgo.Record {
 // tooLarge is the error for a record over maxRecordBytes, nil if it fits.
 func tooLarge(ev *outbox.Event, maxRecordBytes int) error {
 	if need := wireSize(ev); need > maxRecordBytes {
-		return &Error{ID: ev.ID, Topic: ev.Topic, Err: &TooLargeError{Bytes: need, Limit: maxRecordBytes, Client: true}}
+		return &Error{ID: ev.ID(), Topic: ev.Topic, Err: &TooLargeError{Bytes: need, Limit: maxRecordBytes, Client: true}}
 	}
 	return nil
 }
@@ -182,7 +182,7 @@ func (p *Producer) Publish(ev *outbox.Event, done func(error)) {
 		return
 	}
 	rec := toRecord(ev)
-	id := ev.ID
+	id := ev.ID()
 	p.cl.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
 		if err == nil {
 			done(nil)
@@ -305,13 +305,13 @@ func wireSize(ev *outbox.Event) int {
 
 // Error is a record that failed for good.
 type Error struct {
-	ID    int64 // outbox id
+	ID    string // outbox id ("" when the record has no id header)
 	Topic string
 	Err   error
 }
 
 func (e *Error) Error() string {
-	return "publishing outbox id " + strconv.FormatInt(e.ID, 10) + " to topic " + strconv.Quote(e.Topic) + ": " + e.Err.Error()
+	return "publishing outbox id " + e.ID + " to topic " + strconv.Quote(e.Topic) + ": " + e.Err.Error()
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,13 +52,13 @@ func TestRecordContract(t *testing.T) {
 	}{
 		{
 			name: "default table",
-			ev: outbox.Event{ID: 42, Topic: "t", Key: []byte("agg"), Value: []byte(`{"a":1}`), CommitTime: commit,
+			ev: outbox.Event{Topic: "t", Key: []byte("agg"), Value: []byte(`{"a":1}`), CommitTime: commit,
 				Headers: []outbox.Header{{Key: "id", Value: []byte("42")}, {Key: "type", Value: []byte("X")}}},
 			wantTS: commit,
 		},
 		{
 			name: "a timestamp column, a null and an empty header",
-			ev: outbox.Event{ID: 42, Topic: "t", Key: []byte("agg"), Value: []byte(`{"a":1}`), CommitTime: commit, Timestamp: occurred,
+			ev: outbox.Event{Topic: "t", Key: []byte("agg"), Value: []byte(`{"a":1}`), CommitTime: commit, Timestamp: occurred,
 				Headers: []outbox.Header{{Key: "id", Value: []byte("42")}, {Key: "tenant"}, {Key: "type", Value: []byte{}}}},
 			wantTS: occurred,
 		},
@@ -118,10 +119,10 @@ func TestOversizeRecordFailsNamingIDTopicAndLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	err = publishOne(t, p, outbox.Event{ID: 7, Topic: "t", Value: make([]byte, 2<<20)})
+	err = publishOne(t, p, outbox.Event{Topic: "t", Value: make([]byte, 2<<20), Headers: idHeader("7")})
 	var pe *publish.Error
 	var tl *publish.TooLargeError
-	if !errors.As(err, &pe) || pe.ID != 7 || pe.Topic != "t" || !errors.Is(err, outbox.ErrRecordTooLarge) || !errors.As(err, &tl) || !tl.Client {
+	if !errors.As(err, &pe) || pe.ID != "7" || pe.Topic != "t" || !errors.Is(err, outbox.ErrRecordTooLarge) || !errors.As(err, &tl) || !tl.Client {
 		t.Fatalf("err = %v, want a publish.Error for id 7 topic t, too large for the client", err)
 	}
 	for _, want := range []string{`outbox id 7 to topic "t"`, "--max-record-bytes 1048588", "2097"} {
@@ -131,7 +132,7 @@ func TestOversizeRecordFailsNamingIDTopicAndLimit(t *testing.T) {
 	}
 	// Just below the limit it is sent (the estimate of the framing is an
 	// upper bound, franz-go's own check agrees).
-	if err := publishOne(t, p, outbox.Event{ID: 8, Topic: "t", Value: make([]byte, publish.DefaultMaxRecordBytes-100)}); err != nil {
+	if err := publishOne(t, p, outbox.Event{Topic: "t", Value: make([]byte, publish.DefaultMaxRecordBytes-100)}); err != nil {
 		t.Errorf("a record of the largest size allowed: %v", err)
 	}
 }
@@ -153,7 +154,7 @@ func TestDataLossIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if err := publishOne(t, p, outbox.Event{ID: 1, Topic: "t", Value: []byte("{}")}); err != nil {
+	if err := publishOne(t, p, outbox.Event{Topic: "t", Value: []byte("{}"), Headers: idHeader("1")}); err != nil {
 		t.Fatal(err)
 	}
 	// The next produce is answered as a broker that lost the earlier
@@ -174,7 +175,7 @@ func TestDataLossIsReported(t *testing.T) {
 		}
 		return resp, nil, true
 	})
-	if err := publishOne(t, p, outbox.Event{ID: 2, Topic: "t", Value: []byte("{}")}); err != nil {
+	if err := publishOne(t, p, outbox.Event{Topic: "t", Value: []byte("{}"), Headers: idHeader("2")}); err != nil {
 		t.Fatalf("the record after the reported loss: %v", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -206,7 +207,7 @@ func TestAbortFailsBufferedRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if err := publishOne(t, p, outbox.Event{ID: 0, Topic: "t", Value: []byte("{}")}); err != nil {
+	if err := publishOne(t, p, outbox.Event{Topic: "t", Value: []byte("{}"), Headers: idHeader("0")}); err != nil {
 		t.Fatal(err)
 	}
 	// Hold the broker's answers until the records are buffered behind them.
@@ -223,7 +224,7 @@ func TestAbortFailsBufferedRecords(t *testing.T) {
 	payload := []byte(strings.Repeat("x", 10000))
 	results := make(chan error, n)
 	for i := range n {
-		p.Publish(&outbox.Event{ID: int64(i + 1), Topic: "t", Value: payload}, func(err error) { results <- err })
+		p.Publish(&outbox.Event{Topic: "t", Value: payload, Headers: idHeader(strconv.Itoa(i + 1))}, func(err error) { results <- err })
 	}
 	for held.Load() == 0 { // a request is in flight, the rest buffered behind it
 		time.Sleep(time.Millisecond)
@@ -294,12 +295,12 @@ func TestSASLMechanisms(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
 			if tt.ok {
-				if err := publishOne(t, p, outbox.Event{ID: 1, Topic: "t", Value: []byte("{}")}); err != nil {
+				if err := publishOne(t, p, outbox.Event{Topic: "t", Value: []byte("{}"), Headers: idHeader("1")}); err != nil {
 					t.Fatalf("publishing with SASL: %v", err)
 				}
 			} else if err := p.Ping(ctx); err == nil {
 				// Without valid credentials a request must not succeed.
-				if err := publishOne(t, p, outbox.Event{ID: 1, Topic: "t", Value: []byte("{}")}); err == nil {
+				if err := publishOne(t, p, outbox.Event{Topic: "t", Value: []byte("{}"), Headers: idHeader("1")}); err == nil {
 					t.Fatal("published without valid SASL credentials")
 				}
 			}
@@ -324,3 +325,6 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// idHeader is the headers of an event with outbox id id.
+func idHeader(id string) []outbox.Header { return []outbox.Header{{Key: "id", Value: []byte(id)}} }

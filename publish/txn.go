@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -269,8 +268,7 @@ func (t *TxnProducer) produced(r *kgo.Record, err error) {
 	case r.Topic == t.cfg.ProgressTopic:
 		t.recErr = fmt.Errorf("writing the progress record to topic %s: %w", r.Topic, err)
 	default:
-		id, _ := strconv.ParseInt(headerValue(r, "id"), 10, 64)
-		t.recErr = &Error{ID: id, Topic: r.Topic, Err: err}
+		t.recErr = &Error{ID: headerValue(r, "id"), Topic: r.Topic, Err: err}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,7 +28,7 @@ func TestRecordsNotAddedAreFailedOnce(t *testing.T) {
 	calls := make([]int, 3)
 	var items []txnItem
 	for i := range calls {
-		ev := &outbox.Event{ID: int64(i + 1), Topic: "t", CommitLSN: 0x100, Index: i}
+		ev := &outbox.Event{Headers: []outbox.Header{{Key: "id", Value: []byte(strconv.Itoa(i + 1))}}, Topic: "t", CommitLSN: 0x100, Index: i}
 		items = append(items, txnItem{ev: ev, done: func(err error) {
 			calls[i]++
 			if !errors.Is(err, outbox.ErrTransactionAborted) {
@@ -35,11 +36,11 @@ func TestRecordsNotAddedAreFailedOnce(t *testing.T) {
 			}
 		}})
 	}
-	p.queue = []txnItem{{ev: &outbox.Event{ID: 9, Topic: "t", CommitLSN: 0x200}, done: func(error) { calls = append(calls, 1) }}}
+	p.queue = []txnItem{{ev: &outbox.Event{Headers: []outbox.Header{{Key: "id", Value: []byte("9")}}, Topic: "t", CommitLSN: 0x200}, done: func(error) { calls = append(calls, 1) }}}
 	if err := p.addAll(items); err == nil {
 		t.Fatal("addAll succeeded on a client that cannot begin a transaction")
 	}
-	if len(p.queue) != 4 || p.queue[0].ev.ID != 1 || p.queue[3].ev.ID != 9 {
+	if len(p.queue) != 4 || p.queue[0].ev.ID() != "1" || p.queue[3].ev.ID() != "9" {
 		t.Fatalf("queue after the failure holds %d records; want the 3 not added, in order, before the one queued", len(p.queue))
 	}
 	p.shutdown(errors.New("stopping"))

@@ -57,7 +57,7 @@ func runTxnOn(t *testing.T, brokers []string, cfg publish.TxnConfig, timeline in
 }
 
 func txnEvent(id int64, topic string, lsn outbox.LSN, index int) outbox.Event {
-	return outbox.Event{ID: id, Topic: topic, Key: []byte("k"), Value: []byte("v" + strconv.FormatInt(id, 10)),
+	return outbox.Event{Topic: topic, Key: []byte("k"), Value: []byte("v" + strconv.FormatInt(id, 10)),
 		Headers: []outbox.Header{{Key: "id", Value: []byte(strconv.FormatInt(id, 10))}}, CommitLSN: lsn, Index: index}
 }
 
@@ -74,7 +74,7 @@ func publishAll(t *testing.T, p *publish.TxnProducer, evs ...outbox.Event) []err
 		select {
 		case errs[i] = <-d:
 		case <-time.After(30 * time.Second):
-			t.Fatalf("event %d: done was never called", evs[i].ID)
+			t.Fatalf("event %s: done was never called", evs[i].ID())
 		}
 	}
 	return errs

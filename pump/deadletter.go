@@ -26,7 +26,7 @@ const (
 func deadLetterRecord(orig *outbox.Event, topic string, cause error) outbox.Event {
 	ev := *orig
 	ev.Topic = topic
-	ev.Headers = append(slices.Clip(orig.Headers), dlHeaders(orig.Topic, strconv.FormatInt(orig.ID, 10), orig, cause)...)
+	ev.Headers = append(slices.Clip(orig.Headers), dlHeaders(orig.Topic, orig.ID(), orig, cause)...)
 	return ev
 }
 
@@ -34,14 +34,12 @@ func deadLetterRecord(orig *outbox.Event, topic string, cause error) outbox.Even
 // payload as far as they could be read, the id header when the id could be
 // read, and the dead-letter headers.
 func rejectedRecord(re *decode.RowError, topic string) outbox.Event {
-	ev := outbox.Event{Table: re.Table, ID: re.ID, Topic: topic, Key: re.Key, Value: re.Value,
+	ev := outbox.Event{Table: re.Table, Topic: topic, Key: re.Key, Value: re.Value,
 		CommitTime: re.CommitTime, CommitLSN: re.CommitLSN, Index: re.Index}
-	id := ""
-	if re.HasID {
-		id = strconv.FormatInt(re.ID, 10)
-		ev.Headers = append(ev.Headers, outbox.Header{Key: "id", Value: []byte(id)})
+	if re.ID != "" {
+		ev.Headers = append(ev.Headers, outbox.Header{Key: "id", Value: []byte(re.ID)})
 	}
-	ev.Headers = append(ev.Headers, dlHeaders(re.Topic, id, &ev, re)...)
+	ev.Headers = append(ev.Headers, dlHeaders(re.Topic, re.ID, &ev, re)...)
 	return ev
 }
 
@@ -116,7 +114,7 @@ func (p *Pump) takeDeadLetterJobs() []*record {
 // one, whose room in the window it keeps.
 func (p *Pump) deadLetter(r *record) {
 	p.log.Error("record refused for good; sending it to the dead-letter topic",
-		"outbox_id", r.ev.ID, "topic", header(&r.ev, hdrTopic), "dead_letter_topic", r.ev.Topic, "err", header(&r.ev, hdrError))
+		"outbox_id", r.ev.ID(), "topic", header(&r.ev, hdrTopic), "dead_letter_topic", r.ev.Topic, "err", header(&r.ev, hdrError))
 	r.sent = time.Now()
 	p.sink.Publish(&r.ev, func(err error) {
 		if err == nil {
@@ -126,7 +124,7 @@ func (p *Pump) deadLetter(r *record) {
 		if errors.Is(err, outbox.ErrRecordTooLarge) && !r.reference {
 			r.ev = deadLetterReference(&r.ev, err)
 			r.reference = true
-			p.log.Error("dead-letter record too large; sending a reference without the value", "outbox_id", r.ev.ID, "dead_letter_topic", r.ev.Topic)
+			p.log.Error("dead-letter record too large; sending a reference without the value", "outbox_id", r.ev.ID(), "dead_letter_topic", r.ev.Topic)
 			p.queue(r)
 			return
 		}

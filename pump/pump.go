@@ -33,6 +33,7 @@ type Pump struct {
 
 	// Only the reader goroutine touches these.
 	txn        checkpoint.Txn // the open transaction
+	standalone bool           // txn is a standalone row's own (see Reject)
 	batch      []*record      // its records not yet handed to the sink (see flush)
 	batchBytes int
 
@@ -68,7 +69,7 @@ func (p *Pump) Observe(o Observer) { p.obs = o }
 // start. Nothing may be in flight (Drain returned) and no transaction open.
 func (p *Pump) Start(start outbox.LSN) {
 	p.tr.Store(checkpoint.New(start))
-	p.txn = 0
+	p.txn, p.standalone = 0, false
 }
 
 // Apply takes one decoded message, in stream order. For an event it waits
@@ -105,12 +106,30 @@ func (p *Pump) Apply(ctx context.Context, m decode.Message) error {
 // stream. With a dead-letter topic it is published there; otherwise Reject
 // returns it as the permanent error it is. Like Apply, it returns ctx's
 // error having taken nothing when ctx ends while the window is full.
+//
+// A standalone one (a logical decoding message outside any transaction) is
+// in a transaction of its own, ending just after the message: once its dead
+// letter is acknowledged the slot may be confirmed past it; without a
+// dead-letter topic the error names the LSN to advance the slot past.
 func (p *Pump) Reject(ctx context.Context, re *decode.RowError) error {
 	if p.cfg.DeadLetterTopic == "" {
+		if re.Standalone {
+			return fmt.Errorf("%w (to skip it: pg_replication_slot_advance past %s)", re, re.MessageLSN)
+		}
 		return fmt.Errorf("%w (commit LSN %s)", re, re.CommitLSN)
 	}
+	tr := p.tr.Load()
+	if re.Standalone && !p.standalone {
+		// Open once: after ctx's error the reader offers the same message
+		// again (or ends the session, and Start drops the tracker).
+		p.txn, p.standalone = tr.Begin(), true
+	}
 	r := &record{p: p, txn: p.txn, ev: rejectedRecord(re, p.cfg.DeadLetterTopic), deadLetter: true}
-	return p.publish(ctx, p.tr.Load(), r)
+	if err := p.publish(ctx, tr, r); err != nil || !re.Standalone {
+		return err
+	}
+	p.standalone = false
+	return p.Apply(ctx, decode.Message{Kind: decode.KindCommit, CommitLSN: re.MessageLSN, EndLSN: re.MessageLSN + 1, CommitTime: re.CommitTime})
 }
 
 func (p *Pump) publish(ctx context.Context, tr *checkpoint.Tracker, r *record) error {

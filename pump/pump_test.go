@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +69,7 @@ func (s *fakeSink) complete(t *testing.T, id int64, err error) {
 	t.Helper()
 	s.mu.Lock()
 	for i, p := range s.pending {
-		if p.ev.ID == id {
+		if p.ev.ID() == strconv.FormatInt(id, 10) {
 			s.pending = append(s.pending[:i], s.pending[i+1:]...)
 			s.mu.Unlock()
 			p.done(err)
@@ -84,7 +85,7 @@ func (s *fakeSink) publishedIDs() []string {
 	defer s.mu.Unlock()
 	var out []string
 	for _, e := range s.published {
-		out = append(out, fmt.Sprintf("%s:%d", e.Topic, e.ID))
+		out = append(out, fmt.Sprintf("%s:%s", e.Topic, e.ID()))
 	}
 	return out
 }
@@ -94,7 +95,7 @@ func begin(lsn outbox.LSN) decode.Message {
 }
 
 func event(id int64, payload string) decode.Message {
-	return decode.Message{Kind: decode.KindEvent, Event: outbox.Event{ID: id, Topic: "t", Key: []byte("k"), Value: []byte(payload),
+	return decode.Message{Kind: decode.KindEvent, Event: outbox.Event{Topic: "t", Key: []byte("k"), Value: []byte(payload),
 		Headers: []outbox.Header{{Key: "id", Value: []byte(fmt.Sprint(id))}}, Table: "public.outbox", CommitLSN: 0x100}}
 }
 
@@ -430,7 +431,7 @@ func TestDeadLetterRefusedStops(t *testing.T) {
 
 func TestRejectedRow(t *testing.T) {
 	t.Parallel()
-	re := &decode.RowError{Table: "public.outbox", Column: "headers", ID: 7, HasID: true, Err: errors.New("headers are a JSON array"),
+	re := &decode.RowError{Table: "public.outbox", Column: "headers", ID: "7", Err: errors.New("headers are a JSON array"),
 		Topic: "orders", Key: []byte("k"), Value: []byte(`{"a": 1}`), CommitLSN: 0x100, Index: 3}
 	t.Run("stops without a dead-letter topic", func(t *testing.T) {
 		t.Parallel()
@@ -460,6 +461,60 @@ func TestRejectedRow(t *testing.T) {
 		s.complete(t, 7, nil)
 		if p.Flushed() != 0x200 {
 			t.Errorf("Flushed = %s, want 0/200", p.Flushed())
+		}
+	})
+}
+
+// A logical decoding message under the events prefix sent outside any
+// transaction is in no transaction of the stream: it stops, naming the LSN
+// to advance past, or is dead-lettered in a transaction of its own whose
+// end, just after the message, is confirmed once Kafka has it, also when
+// the window was full at the first offer.
+func TestRejectedStandaloneMessage(t *testing.T) {
+	t.Parallel()
+	re := &decode.RowError{Table: "message:outboxd.event", ID: "0/250", MessageLSN: 0x250, Standalone: true,
+		Err: errors.New("a non-transactional message"), Topic: "orders", Value: []byte("1"), CommitLSN: 0x250}
+	t.Run("stops without a dead-letter topic", func(t *testing.T) {
+		t.Parallel()
+		p := newPump(t, Config{}, &fakeSink{})
+		err := p.Reject(t.Context(), re)
+		if !errors.Is(err, re) || !strings.Contains(err.Error(), "pg_replication_slot_advance past 0/250") {
+			t.Fatalf("Reject = %v, want the row error and the way past it", err)
+		}
+	})
+	t.Run("dead-lettered in a transaction of its own", func(t *testing.T) {
+		t.Parallel()
+		s := &fakeSink{}
+		p := newPump(t, Config{DeadLetterTopic: "dlq", MaxInFlightRecords: 1}, s)
+		apply(t, p, begin(0x100), event(1, "a"), commit(0x200))
+		// The window is full: the first offer waits until ctx ends and
+		// takes nothing; the reader offers it again.
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		if err := p.Reject(ctx, re); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Reject with a full window = %v, want ctx's error", err)
+		}
+		s.complete(t, 1, nil)
+		if err := p.Reject(t.Context(), re); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Flushed(); got != 0x200 {
+			t.Fatalf("Flushed = %s before the dead letter's ack, want 0/200", got)
+		}
+		s.mu.Lock()
+		dl := s.pending[0]
+		s.mu.Unlock()
+		if dl.ev.Topic != "dlq" || header(&dl.ev, "id") != "0/250" || header(&dl.ev, hdrTable) != "message:outboxd.event" {
+			t.Fatalf("dead letter %+v, want the message's id and source", dl.ev)
+		}
+		dl.done(nil)
+		if got := p.Flushed(); got != 0x251 {
+			t.Errorf("Flushed = %s after the dead letter's ack, want 0/251, just past the message", got)
+		}
+		apply(t, p, begin(0x300), event(2, "b"), commit(0x400))
+		s.complete(t, 2, nil)
+		if got := p.Flushed(); got != 0x400 {
+			t.Errorf("Flushed = %s, want 0/400", got)
 		}
 	})
 }
@@ -545,7 +600,7 @@ func TestRefusedRecordStopsTheRestOfItsBatch(t *testing.T) {
 	t.Parallel()
 	refused := errors.New("record too large")
 	s := &fakeSink{sync: func(ev *outbox.Event) error {
-		if ev.ID == 2 {
+		if ev.ID() == "2" {
 			return refused
 		}
 		return nil

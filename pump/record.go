@@ -41,7 +41,7 @@ func (r *record) done(err error) {
 
 func (p *Pump) ack(r *record) {
 	if err := r.tr.Ack(r.txn); err != nil {
-		p.fail(fmt.Errorf("acknowledging outbox id %d: %w", r.ev.ID, err))
+		p.fail(fmt.Errorf("acknowledging outbox id %s: %w", r.ev.ID(), err))
 	}
 	p.win.release(r.size)
 	if r.deadLetter {

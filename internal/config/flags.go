@@ -107,7 +107,7 @@ func flags() []flagSpec {
 			}},
 
 		{name: "id-column", group: GroupColumns,
-			usage: "the outbox id column (bigint, integer or smallint): header id, the consumers' idempotency key",
+			usage: "the outbox id column (bigint, integer, smallint, uuid, text or varchar): header id, its text form, the consumers' idempotency key",
 			bind:  str(func(c *Config) *string { return &c.Stream.Columns.ID }),
 			check: func(c *Config) string { return nonEmpty(c.Stream.Columns.ID) }},
 		{name: "key-column", group: GroupColumns, usage: "the record key column (uuid, text or varchar): one key's records stay in order on one partition",
@@ -140,6 +140,14 @@ func flags() []flagSpec {
 			usage: "a timestamptz or timestamp (taken as UTC) column whose value is the record timestamp; NULL in a row: the commit time (empty: always the commit time)",
 			bind:  str(func(c *Config) *string { return &c.Stream.Columns.Timestamp })},
 
+		{name: "message-prefix", group: GroupColumns,
+			usage: "also publish table-less events: each transactional logical decoding message with exactly this prefix, its content a JSON envelope {\"topic\", \"key\", \"headers\", \"payload\"} " +
+				"(migrate installs outboxd_emit(topic, payload, key, headers, prefix) to write one), in commit order with the transaction's rows; the id header is the message's LSN. " +
+				"A malformed envelope or a non-transactional message under the prefix stops the run like an unreadable row (or goes to --dead-letter-topic). Empty: off (outboxd_emit's default prefix is outboxd.event)",
+			bind: str(func(c *Config) *string { return &c.Stream.Columns.MessagePrefix }),
+			check: func(c *Config) string {
+				return errText(decode.Columns{MessagePrefix: c.Stream.Columns.MessagePrefix}.Validate())
+			}},
 		{name: "cloudevents", group: GroupColumns,
 			usage: "make every record a CloudEvent 1.0 in the Kafka binding's binary content mode: the value stays the payload, and headers ce_specversion, ce_id (the outbox id), ce_source, ce_type, ce_time (the record timestamp) and content-type follow the id header",
 			bind:  boolean(func(c *Config) *bool { return &c.CloudEvents })},
