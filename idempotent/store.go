@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxd/outboxd/internal/daypart"
 )
 
 // Store is the processed_keys table: one row per (consumer, key) processed,
@@ -78,71 +80,28 @@ func (s Store) Maintain(ctx context.Context, db DB, now time.Time, ttl time.Dura
 	if ttl <= 0 {
 		return m, errors.New("maintaining processed keys: the TTL must be positive")
 	}
-	today := now.UTC().Truncate(24 * time.Hour)
+	today := daypart.Day(now)
 	for d := 0; d <= ahead; d++ {
-		day := today.AddDate(0, 0, d)
-		name := s.partition(day)
-		_, err := db.Exec(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s PARTITION OF %s FOR VALUES FROM ('%s') TO ('%s')`,
-			name.Sanitize(), s.table.Sanitize(), day.Format(time.RFC3339), day.AddDate(0, 0, 1).Format(time.RFC3339)))
+		name, err := daypart.Create(ctx, db, s.table, today.AddDate(0, 0, d))
 		if err != nil {
-			return m, fmt.Errorf("creating partition %s: %w", name.Sanitize(), err)
+			return m, err
 		}
-		m.Ensured = append(m.Ensured, name[len(name)-1])
+		m.Ensured = append(m.Ensured, name)
 	}
-	parts, err := s.partitions(ctx, db)
+	parts, err := daypart.List(ctx, db, s.table)
 	if err != nil {
 		return m, err
 	}
 	for _, p := range parts {
-		if p.day.AddDate(0, 0, 1).After(now.Add(-ttl)) {
+		if p.End().After(now.Add(-ttl)) {
 			continue // some of its day is within the TTL
 		}
-		name := append(slices.Clone(s.table[:len(s.table)-1]), p.name)
-		if _, err := db.Exec(ctx, `ALTER TABLE `+s.table.Sanitize()+` DETACH PARTITION `+name.Sanitize()+` CONCURRENTLY`); err != nil {
-			return m, fmt.Errorf("detaching partition %s: %w", name.Sanitize(), err)
+		if err := daypart.Drop(ctx, db, s.table, p, true); err != nil {
+			return m, err
 		}
-		if _, err := db.Exec(ctx, `DROP TABLE `+name.Sanitize()); err != nil {
-			return m, fmt.Errorf("dropping partition %s: %w", name.Sanitize(), err)
-		}
-		m.Dropped = append(m.Dropped, p.name)
+		m.Dropped = append(m.Dropped, p.Name)
 	}
 	return m, nil
-}
-
-// partition names the partition of a day: <table>_pYYYYMMDD.
-func (s Store) partition(day time.Time) pgx.Identifier {
-	name := slices.Clone(s.table)
-	name[len(name)-1] += "_p" + day.Format("20060102")
-	return name
-}
-
-type part struct {
-	name string
-	day  time.Time
-}
-
-// partitions lists the table's day partitions, oldest first.
-func (s Store) partitions(ctx context.Context, db DB) ([]part, error) {
-	rows, err := db.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_inherits i
-		JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
-		WHERE i.inhparent = $1::regclass ORDER BY 1`, s.table.Sanitize())
-	if err != nil {
-		return nil, fmt.Errorf("listing the partitions of %s: %w", s.table.Sanitize(), err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("listing the partitions of %s: %w", s.table.Sanitize(), err)
-	}
-	prefix := s.table[len(s.table)-1] + "_p"
-	var out []part
-	for _, n := range names {
-		day, err := time.Parse("20060102", strings.TrimPrefix(n, prefix))
-		if !strings.HasPrefix(n, prefix) || err != nil {
-			continue // not one of ours
-		}
-		out = append(out, part{name: n, day: day})
-	}
-	return out, nil
 }
 
 // claim records the keys that no committed row (and no earlier position

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +35,13 @@ type Target struct {
 	// the default table: the migrations that create or constrain the
 	// default table (marked defaultTableOnly) are left out.
 	OwnTable bool
+	// Partitioned creates the default table partitioned by day on
+	// created_at (PARTITION BY RANGE, with a DEFAULT partition so that an
+	// insert never fails for want of a day's partition) and the
+	// publication WITH publish_via_partition_root, so that every partition
+	// is published as the table itself. The day partitions come from
+	// package retention (migrate and prune). It applies to a new table.
+	Partitioned bool
 }
 
 // defaultTableOnly marks, as the first line of its file, a migration that
@@ -66,7 +74,11 @@ func Load(t Target) ([]Migration, error) {
 	}
 	// Names enter the SQL only as quoted identifiers or string literals
 	// (see package sqlquote); dollar-quoted blocks read them from settings.
-	data := map[string]string{
+	deflt := slices.Clone(table)
+	deflt[len(deflt)-1] += "_default"
+	data := map[string]any{
+		"Partitioned":        t.Partitioned,
+		"DefaultPartition":   deflt.Sanitize(),
 		"Table":              table.Sanitize(),
 		"TableLiteral":       sqlquote.Literal(table.Sanitize()),
 		"Publication":        sqlquote.Identifier(t.Publication),

@@ -7,17 +7,19 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/internal/config"
+	"github.com/outboxd/outboxd/internal/retention"
 	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/slot"
 )
 
-var migrateGroups = []config.Group{config.GroupDatabase, config.GroupTable, config.GroupPublication, config.GroupSlot, config.GroupCreateSlot, config.GroupColumns, config.GroupLog}
+var migrateGroups = []config.Group{config.GroupDatabase, config.GroupTable, config.GroupShape, config.GroupPublication, config.GroupSlot, config.GroupCreateSlot, config.GroupColumns, config.GroupLog}
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
@@ -53,9 +55,14 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	applied, err := migrations.Apply(ctx, conn, migrations.Target{Table: cfg.Table, Publication: cfg.Stream.Publication, OwnTable: cfg.OwnTable}, log)
+	applied, err := migrations.Apply(ctx, conn, migrationTarget(cfg), log)
 	if err != nil {
 		return err
+	}
+	if cfg.Partitioned {
+		if err := retention.EnsurePartitioned(ctx, conn, cfg.Table, retention.Config{}.WithDefaults().AheadDays, time.Now(), log); err != nil {
+			return err
+		}
 	}
 	// What run checks at start, checked now: the column mapping fits
 	// every table of the publication.
@@ -69,6 +76,10 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return nil
 	}
 	return migrateSlot(ctx, conn, cfg, log)
+}
+
+func migrationTarget(cfg config.Config) migrations.Target {
+	return migrations.Target{Table: cfg.Table, Publication: cfg.Stream.Publication, OwnTable: cfg.OwnTable, Partitioned: cfg.Partitioned}
 }
 
 // migrateSlot creates the slot on a fresh install only: never where
@@ -130,7 +141,7 @@ func migrateSlot(ctx context.Context, conn *pgx.Conn, cfg config.Config, log *sl
 // printMigrationSQL prints every migration and the slot creation as one
 // script a DBA can review and apply (each statement is idempotent).
 func printMigrationSQL(w io.Writer, cfg config.Config) error {
-	ms, err := migrations.Load(migrations.Target{Table: cfg.Table, Publication: cfg.Stream.Publication, OwnTable: cfg.OwnTable})
+	ms, err := migrations.Load(migrationTarget(cfg))
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,10 @@ Usage:
                                           stream the outbox to Kafka until SIGTERM/SIGINT
   outboxd status --database-url URL       the slot's state, lag and retained WAL; exit 1 when
                                           the slot is missing or invalidated
+  outboxd prune --database-url URL --older-than 7d
+                                          remove outbox rows no longer needed (published, and
+                                          older than any recovery would read): whole day
+                                          partitions, or batched deletes; for cron
   outboxd processed-keys --database-url URL
                                           maintain the processed_keys table of idempotent
                                           consumers (package idempotent): partitions, TTL
@@ -78,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return cmdStatus(ctx, rest, stdout, stderr, getenv)
 	case "processed-keys":
 		return cmdProcessedKeys(ctx, rest, stdout, stderr, getenv)
+	case "prune":
+		return cmdPrune(ctx, rest, stdout, stderr, getenv)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "outboxd", version)
 		return exitOK

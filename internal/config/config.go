@@ -17,6 +17,7 @@ import (
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/internal/retention"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/slot"
@@ -37,8 +38,11 @@ type Config struct {
 	CloudEvents bool
 	CE          decode.CloudEvents
 
-	Table    string // migrate's outbox table, SQL syntax
-	OwnTable bool   // migrate: the table is the application's own; create only the publication and outboxd's tables
+	Table       string // migrate's and prune's outbox table, SQL syntax
+	OwnTable    bool   // migrate: the table is the application's own; create only the publication and outboxd's tables
+	Partitioned bool   // migrate: create the default table partitioned by day
+
+	Prune retention.Config // prune: what to remove (its table and slot come from Table and Stream)
 
 	LogLevel  string
 	LogFormat string
@@ -95,6 +99,7 @@ func Default() Config {
 		Monitor:   slot.MonitorConfig{}.WithDefaults(),
 		CE:        decode.CloudEvents{ContentType: decode.DefaultCloudEventsContentType},
 		Table:     "public.outbox",
+		Prune:     retention.Config{RecoveryMargin: slot.RecoveryMargin}.WithDefaults(),
 		LogLevel:  "info",
 		LogFormat: "text",
 		MaxProcs:  DefaultMaxProcs,
@@ -107,7 +112,9 @@ type Group int
 // The groups of flags.
 const (
 	GroupDatabase    Group = iota // --database-url
-	GroupTable                    // --table, --own-table
+	GroupTable                    // --table
+	GroupShape                    // --own-table, --partitioned (migrate)
+	GroupPrune                    // --older-than and the other options of prune
 	GroupPublication              // --publication
 	GroupSlot                     // --slot
 	GroupCreateSlot               // --create-slot

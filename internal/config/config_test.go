@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDescribeDatabase pins the bug where a URL that url.Parse refused
@@ -100,7 +101,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			fs := flag.NewFlagSet("run", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
 			// Every flag, so a flag without a valid default fails "valid".
-			c.Register(fs, GroupDatabase, GroupTable, GroupPublication, GroupSlot, GroupCreateSlot, GroupBackfill, GroupColumns, GroupStream, GroupPump, GroupKafka, GroupDelivery, GroupOps, GroupLog)
+			c.Register(fs, GroupDatabase, GroupTable, GroupShape, GroupPublication, GroupSlot, GroupCreateSlot, GroupBackfill, GroupColumns, GroupStream, GroupPump, GroupKafka, GroupDelivery, GroupOps, GroupLog)
 			if err := Parse(fs, tt.args, func(string) string { return "" }); err != nil {
 				t.Fatal(err)
 			}
@@ -135,5 +136,52 @@ func TestEnvironmentFillsUnsetFlags(t *testing.T) {
 	}
 	if c.Stream.Slot != "from_env" || c.Stream.Publication != "from_flag" {
 		t.Errorf("slot %q publication %q: env must fill unset flags only", c.Stream.Slot, c.Stream.Publication)
+	}
+}
+
+// TestValidatePrune: prune's options, among them --older-than in days.
+func TestValidatePrune(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		args  []string
+		older time.Duration
+		want  []string
+	}{
+		{"days", []string{"--older-than", "7d"}, 7 * 24 * time.Hour, nil},
+		{"a Go duration", []string{"--older-than", "36h"}, 36 * time.Hour, nil},
+		{"missing", nil, 0, []string{"--older-than (OUTBOXD_OLDER_THAN): required"}},
+		{"every problem", []string{"--older-than", "0s", "--created-column", "", "--ahead-days", "0", "--batch-size", "0", "--recovery-margin", "-1m", "--lock-timeout", "0s"}, 0,
+			[]string{"--older-than", "--created-column", "--ahead-days", "--batch-size", "--recovery-margin (OUTBOXD_RECOVERY_MARGIN): must not be negative", "--lock-timeout"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := Default()
+			fs := flag.NewFlagSet("prune", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			c.Register(fs, GroupDatabase, GroupTable, GroupSlot, GroupPrune, GroupLog)
+			if err := Parse(fs, append([]string{"--database-url", "postgres://h/db"}, tt.args...), func(string) string { return "" }); err != nil {
+				t.Fatal(err)
+			}
+			err := c.Validate(fs)
+			if len(tt.want) == 0 {
+				if err != nil || c.Prune.OlderThan != tt.older {
+					t.Fatalf("Validate = %v, --older-than %s; want nil, %s", err, c.Prune.OlderThan, tt.older)
+				}
+				return
+			}
+			for _, w := range tt.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate = %v, want it to name %s", err, w)
+				}
+			}
+		})
+	}
+	for _, bad := range []string{"7days", "d", "-1d", "1.5d"} {
+		var d days
+		if err := d.Set(bad); err == nil {
+			t.Errorf("--older-than %q accepted as %s", bad, time.Duration(d))
+		}
 	}
 }

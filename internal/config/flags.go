@@ -2,10 +2,12 @@ package config
 
 import (
 	"flag"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,10 +55,52 @@ func flags() []flagSpec {
 				}
 				return ""
 			}},
-		{name: "own-table", group: GroupTable,
+		{name: "own-table", group: GroupShape,
 			usage: "--table is the application's own outbox, of another shape: create only the publication over it and outboxd's own tables, not the default table or its constraints, " +
 				"and check that the column flags (--id-column, --topic-template, ...; give run the same) fit it",
 			bind: boolean(func(c *Config) *bool { return &c.OwnTable })},
+		{name: "partitioned", group: GroupShape,
+			usage: "create the default table partitioned by day on created_at (a DEFAULT partition takes a row whose day has no partition yet, so an insert never fails) and the publication with publish_via_partition_root; " +
+				"outboxd prune then drops whole days instead of deleting rows. For a new table only (an existing one is refused, not converted); not with --own-table",
+			bind: boolean(func(c *Config) *bool { return &c.Partitioned }),
+			check: func(c *Config) string {
+				if c.Partitioned && c.OwnTable {
+					return "not with --own-table: it shapes the default table"
+				}
+				return ""
+			}},
+		{name: "older-than", group: GroupPrune,
+			usage: "remove rows whose --created-column is older than this (a Go duration, or days: 7d; required). Never rows Kafka has not acknowledged, nor those a lost slot's recovery would backfill: the cutoff is also at most the commit time up to which Kafka acknowledged everything for --slot, less --recovery-margin",
+			bind: func(fs *flag.FlagSet, c *Config, name, usage string) {
+				fs.Var((*days)(&c.Prune.OlderThan), name, usage)
+			},
+			check: func(c *Config) string {
+				if c.Prune.OlderThan <= 0 {
+					return "required: a positive duration, e.g. 7d"
+				}
+				return ""
+			}},
+		{name: "created-column", group: GroupPrune,
+			usage: "the timestamptz column set at insert to at most the commit time, e.g. DEFAULT now() (the default table's created_at); for a partitioned table its partition key",
+			bind:  str(func(c *Config) *string { return &c.Prune.Column }),
+			check: func(c *Config) string { return nonEmpty(c.Prune.Column) }},
+		{name: "recovery-margin", group: GroupPrune,
+			usage: "rows this long before the newest acknowledged commit are kept too: a row's created_at is its transaction's start, and a lost slot's recovery backfills from the newest acknowledged commit less this margin (the recovery command assumes the default)",
+			bind:  duration(func(c *Config) *time.Duration { return &c.Prune.RecoveryMargin }),
+			check: func(c *Config) string {
+				if c.Prune.RecoveryMargin < 0 {
+					return "must not be negative"
+				}
+				return ""
+			}},
+		{name: "ahead-days", group: GroupPrune, usage: "partitioned table: create the partitions of today and this many days after it (a day without one goes to the DEFAULT partition)",
+			bind: integer(func(c *Config) *int { return &c.Prune.AheadDays }), check: positiveInt(func(c *Config) int { return c.Prune.AheadDays })},
+		{name: "batch-size", group: GroupPrune, usage: "rows one DELETE removes at most (plain table, DEFAULT partition); each batch is its own transaction",
+			bind: integer(func(c *Config) *int { return &c.Prune.BatchSize }), check: positiveInt(func(c *Config) int { return c.Prune.BatchSize })},
+		{name: "lock-timeout", group: GroupPrune, usage: "longest wait for the lock that creating or dropping a partition takes (inserts queue behind it meanwhile); retried with backoff for up to a minute",
+			bind: duration(func(c *Config) *time.Duration { return &c.Prune.LockTimeout }), check: positive(func(c *Config) time.Duration { return c.Prune.LockTimeout })},
+		{name: "dry-run", group: GroupPrune, usage: "say what would be removed, and remove nothing",
+			bind: boolean(func(c *Config) *bool { return &c.Prune.DryRun })},
 		{name: "publication", group: GroupPublication, usage: "publication over the outbox table",
 			bind:  str(func(c *Config) *string { return &c.Stream.Publication }),
 			check: func(c *Config) string { return nonEmpty(c.Stream.Publication) }},
@@ -438,6 +482,33 @@ func secret(v string) string {
 		return ""
 	}
 	return redacted
+}
+
+// days is a duration flag that also takes whole days: 7d.
+type days time.Duration
+
+func (d *days) String() string {
+	if *d > 0 && time.Duration(*d)%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(time.Duration(*d)/(24*time.Hour)), 10) + "d"
+	}
+	return time.Duration(*d).String()
+}
+
+func (d *days) Set(s string) error {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		v, err := strconv.ParseUint(n, 10, 31)
+		if err != nil {
+			return fmt.Errorf("%q: want a whole number of days, e.g. 7d", s)
+		}
+		*d = days(time.Duration(v) * 24 * time.Hour)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q: want a duration (90m, 36h) or days (7d)", s)
+	}
+	*d = days(v)
+	return nil
 }
 
 // stringList is a comma-separated flag value.

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/internal/config"
+	"github.com/outboxd/outboxd/internal/retention"
+)
+
+var pruneGroups = []config.Group{config.GroupDatabase, config.GroupTable, config.GroupSlot, config.GroupPrune, config.GroupLog}
+
+// cmdPrune keeps the outbox table small (package retention): for cron.
+func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	cfg := config.Default()
+	fs := newFlagSet("prune", "Removes outbox rows that are no longer needed: outboxd reads the WAL, not the table, so a row\n"+
+		"is needed only until it is published and for as long as a lost slot's recovery might backfill it.\n"+
+		"The cutoff is the earlier of now less --older-than and the commit time up to which Kafka\n"+
+		"acknowledged everything for --slot (recorded by run in outboxd_slots) less --recovery-margin;\n"+
+		"nothing is removed while the slot is lost, its backfill unfinished, or nothing was ever\n"+
+		"acknowledged. A partitioned table (migrate --partitioned) loses whole day partitions that end\n"+
+		"before the cutoff, and gets the partitions of today and --ahead-days after it; a plain table, and\n"+
+		"a DEFAULT partition, are deleted from in batches of --batch-size rows. Run it from cron, e.g.\n"+
+		"daily; it is safe to run while outboxd runs, and to run again.", stderr)
+	cfg.Register(fs, pruneGroups...)
+	if code, ok := parseFlags("prune", fs, args, stderr, getenv); !ok {
+		return code
+	}
+	if code, ok := validate("prune", &cfg, fs, stderr); !ok {
+		return code
+	}
+	log := cfg.Logger(stderr)
+	conn, err := pgx.Connect(ctx, cfg.Stream.DatabaseURL)
+	if err != nil {
+		log.Error("outboxd prune failed", "err", fmt.Errorf("connecting to PostgreSQL: %w", err))
+		return exitError
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	pc := cfg.Prune
+	pc.Table, pc.Slot = cfg.Table, cfg.Stream.Slot
+	res, err := retention.Prune(ctx, conn, pc, time.Now(), log)
+	if res.Reason != "" {
+		fmt.Fprintf(stdout, "cutoff: %s (%s)\n", res.Cutoff.UTC().Format(time.RFC3339Nano), res.Reason)
+	}
+	prefix := ""
+	if pc.DryRun {
+		prefix = "would have "
+	}
+	fmt.Fprintf(stdout, "%screated partitions: %s\n%sdropped partitions: %s\n%sdeleted rows: %d\n",
+		prefix, orNone(res.Created), prefix, orNone(res.Dropped), prefix, res.Deleted)
+	if err != nil {
+		log.Error("outboxd prune failed", "err", err)
+		return exitError
+	}
+	return exitOK
+}
+
