@@ -58,4 +58,3 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	return exitOK
 }
-
