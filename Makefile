@@ -73,7 +73,7 @@ CORE_TEST_NAMES := TestMissingSlotStopsWithTheRecoveryCommand \
 	TestChaosShort
 CORE_TESTS := ^($(subst $(space),|,$(strip $(CORE_TEST_NAMES))))$$
 
-.PHONY: test test-go up down env build chaos bench bench-compression
+.PHONY: test test-go up down env build chaos bench bench-compression compare-debezium
 
 test:
 	OUTBOXD_PG_VERSIONS="$(PG_VERSIONS)" $(TESTBED) run -- $(MAKE) --no-print-directory test-go
@@ -125,3 +125,8 @@ bench: build
 bench-compression: build
 	$(GO) run ./bench/cmd/outboxd-bench -outboxd bin/outboxd -testbed $(TESTBED) -systems outboxd,outboxd-none,outboxd-gzip,outboxd-lz4,outboxd-zstd \
 		-rates '' -debezium '' -perf=false -out docs/bench/compression $(BENCH_FLAGS)
+
+# outboxd --layout debezium beside Debezium 3.6.1's outbox EventRouter on the
+# same inserts, every record compared field by field (docs/debezium/).
+compare-debezium:
+	$(GO) run ./bench/cmd/debezium-compare -testbed $(TESTBED)

@@ -150,7 +150,7 @@ func (t backfillTable) selectSQL(idColumn, where string) string {
 // publishes (no dropped or generated columns, only those of a column list)
 // in table order, and their row filters.
 func publicationTables(ctx context.Context, tx pgx.Tx, publication string) ([]backfillTable, error) {
-	rows, err := tx.Query(ctx, `SELECT pt.schemaname, pt.tablename, coalesce(pt.rowfilter, ''), a.attname, a.atttypid::int8
+	rows, err := tx.Query(ctx, `SELECT pt.schemaname, pt.tablename, coalesce(pt.rowfilter, ''), a.attname, a.atttypid::int8, a.atttypmod
 		FROM pg_catalog.pg_publication_tables pt
 		JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname
 		JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
@@ -164,12 +164,13 @@ func publicationTables(ctx context.Context, tx pgx.Tx, publication string) ([]ba
 	var tables []backfillTable
 	var schema, table, filter, column string
 	var oid int64
-	_, err = pgx.ForEachRow(rows, []any{&schema, &table, &filter, &column, &oid}, func() error {
+	var mod int32
+	_, err = pgx.ForEachRow(rows, []any{&schema, &table, &filter, &column, &oid, &mod}, func() error {
 		if n := len(tables); n == 0 || tables[n-1].name[0] != schema || tables[n-1].name[1] != table {
 			tables = append(tables, backfillTable{name: pgx.Identifier{schema, table}, rowFilter: filter})
 		}
 		t := &tables[len(tables)-1]
-		t.columns = append(t.columns, decode.Column{Name: column, TypeOID: uint32(oid)})
+		t.columns = append(t.columns, decode.Column{Name: column, TypeOID: uint32(oid), TypeMod: mod})
 		return nil
 	})
 	if err != nil {

@@ -64,7 +64,7 @@ func (d *Decoder) appendCloudEvents(buf []byte, rel *relation, row []value, id [
 	col = -1
 	buf, err = d.appendCloudEventsWith(buf, id, at, func(buf []byte) ([]byte, error) {
 		var err error
-		buf, col, err = appendTemplate(buf, "CloudEvents type template", rel.ceType, row)
+		buf, col, err = appendTemplate(buf, "CloudEvents type template", rel.ceType, row, false)
 		return buf, err
 	})
 	return buf, col, err

@@ -61,7 +61,7 @@ func ceMapping() Columns {
 func ceDecoder(t *testing.T, m Columns) *Decoder {
 	t.Helper()
 	d := NewDecoder(m)
-	decodeAll(t, d, encRelation(eventsRelID, "public", "events", append(eventsColumns(), Column{"meta", oidJSONB})...), testBegin())
+	decodeAll(t, d, encRelation(eventsRelID, "public", "events", append(eventsColumns(), Column{Name: "meta", TypeOID: oidJSONB})...), testBegin())
 	return d
 }
 

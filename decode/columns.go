@@ -43,6 +43,11 @@ type Columns struct {
 	// message.go); the stream must be started with messages 'true'.
 	// Default "": messages are ignored.
 	MessagePrefix string
+	// Debezium, when set, makes records as Debezium's outbox EventRouter
+	// does (--layout debezium): its topic routing replaces Topic and
+	// TopicTemplate, its additional placement HeaderColumns, and there is
+	// no headers column. Default nil.
+	Debezium *Debezium
 }
 
 // ReservedMessagePrefix is the prefix of outboxd's own heartbeat messages,
@@ -81,6 +86,16 @@ func (c Columns) WithDefaults() Columns {
 	if c.Headers == "" {
 		c.Headers = d.Headers
 	}
+	if c.Debezium != nil {
+		dz := c.Debezium.withDefaults()
+		c.Debezium = &dz
+		c.Topic, c.TopicTemplate = "", dz.topicTemplate()
+		c.Headers = "" // Debezium reads no headers column
+		c.HeaderColumns = nil
+		for _, p := range dz.AdditionalPlacement {
+			c.HeaderColumns = append(c.HeaderColumns, p.Column)
+		}
+	}
 	return c
 }
 
@@ -88,6 +103,9 @@ func (c Columns) WithDefaults() Columns {
 type Column struct {
 	Name    string
 	TypeOID uint32
+	// TypeMod is the column's type modifier (atttypmod): -1 when it has
+	// none, e.g. 3 for timestamptz(3). Only --layout debezium reads it.
+	TypeMod int32
 }
 
 // The roles an outbox column plays, used as indexes.
@@ -126,6 +144,9 @@ const (
 	oidVarchar = pgtype.VarcharOID
 	oidUUID    = pgtype.UUIDOID
 	oidJSONB   = pgtype.JSONBOID
+	oidBPChar  = pgtype.BPCharOID
+	oidBool    = pgtype.BoolOID
+	oidDate    = pgtype.DateOID
 
 	oidTimestamp   = pgtype.TimestampOID
 	oidTimestamptz = pgtype.TimestamptzOID
@@ -226,6 +247,10 @@ type layout struct {
 	// ceType is the CloudEvents type template, resolved; nil without CloudEvents.
 	ceType []tmplPart
 	hdr    []int // per Columns.HeaderColumns: its column position
+	trace  int   // Debezium's tracing span context column, or -1
+	// emptyTemplateValue lets a placeholder's value be empty (Debezium
+	// routes an empty aggregatetype to "outbox.event.").
+	emptyTemplateValue bool
 }
 
 // locate finds the columns of the mapping want in cols and reports every
@@ -299,8 +324,22 @@ func locate(table string, cols []Column, want Columns) (l layout, errs []error) 
 		at := find(name)
 		if at < 0 {
 			errs = append(errs, fmt.Errorf("table %s: missing header column %q", table, name))
+		} else if want.Debezium != nil && !headerPlaceable(cols[at].TypeOID) {
+			errs = append(errs, fmt.Errorf("table %s: additional placement column %q has %s, which outboxd cannot write as Debezium's header converter would",
+				table, name, describeType(cols[at].TypeOID)))
 		}
 		l.hdr = append(l.hdr, at)
+	}
+	l.trace = -1
+	if dz := want.Debezium; dz != nil {
+		l.emptyTemplateValue = true
+		if dz.TracingSpanContextField != "" {
+			// Like Debezium, a table without the column has no trace context.
+			if l.trace = find(dz.TracingSpanContextField); l.trace >= 0 && cols[l.trace].TypeOID != oidText && cols[l.trace].TypeOID != oidVarchar {
+				errs = append(errs, fmt.Errorf("table %s: tracing span context column %q has %s, want text or character varying",
+					table, dz.TracingSpanContextField, describeType(cols[l.trace].TypeOID)))
+			}
+		}
 	}
 	return l, errs
 }

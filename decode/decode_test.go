@@ -113,12 +113,12 @@ const (
 func TestDecode(t *testing.T) {
 	inTx := [][]byte{outboxRelation(), testBegin()}
 	byteaRel := encRelation(16400, "app", "outbox_bin",
-		Column{"id", oidInt4}, Column{"topic", oidVarchar}, Column{"aggregate_id", oidText}, Column{"payload", oidBytea})
+		Column{Name: "id", TypeOID: oidInt4}, Column{Name: "topic", TypeOID: oidVarchar}, Column{Name: "aggregate_id", TypeOID: oidText}, Column{Name: "payload", TypeOID: oidBytea})
 	byteaInsert := func(payload tv) []byte {
 		return encInsert(16400, text("42"), text("orders"), text("k"), payload)
 	}
 	textRel := encRelation(16401, "public", "outbox_text",
-		Column{"id", oidInt2}, Column{"topic", oidText}, Column{"aggregate_id", oidVarchar}, Column{"payload", oidText}, Column{"headers", oidJSON})
+		Column{Name: "id", TypeOID: oidInt2}, Column{Name: "topic", TypeOID: oidText}, Column{Name: "aggregate_id", TypeOID: oidVarchar}, Column{Name: "payload", TypeOID: oidText}, Column{Name: "headers", TypeOID: oidJSON})
 	textInsert := func(payload, headers tv) []byte {
 		return encInsert(16401, text("42"), text("orders"), text("k"), payload, headers)
 	}
@@ -265,7 +265,7 @@ func TestDecode(t *testing.T) {
 			name: "custom column names",
 			cols: Columns{ID: "seq", Topic: "destination", Key: "partition_key", Payload: "body", Headers: "meta"},
 			setup: [][]byte{encRelation(5, "s", "events",
-				Column{"body", oidText}, Column{"meta", oidJSON}, Column{"destination", oidText}, Column{"partition_key", oidText}, Column{"seq", oidInt8}),
+				Column{Name: "body", TypeOID: oidText}, Column{Name: "meta", TypeOID: oidJSON}, Column{Name: "destination", TypeOID: oidText}, Column{Name: "partition_key", TypeOID: oidText}, Column{Name: "seq", TypeOID: oidInt8}),
 				testBegin()},
 			in: encInsert(5, text("hi"), text(`{"x": 1}`), text("t"), text("pk"), text("9")),
 			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "s.events", Topic: "t", Key: []byte("pk"), Value: []byte("hi"),
@@ -410,28 +410,28 @@ func TestDecode(t *testing.T) {
 		{
 			name:  "relation missing a column is remembered as unusable",
 			setup: [][]byte{testBegin()},
-			in: encRelation(9, "public", "outbox", Column{"id", oidInt8}, Column{"aggregate_id", oidUUID},
-				Column{"payload", oidJSONB}),
+			in: encRelation(9, "public", "outbox", Column{Name: "id", TypeOID: oidInt8}, Column{Name: "aggregate_id", TypeOID: oidUUID},
+				Column{Name: "payload", TypeOID: oidJSONB}),
 			want: Message{Kind: KindIgnored},
 		},
 		{
 			name: "insert into a relation missing a column",
-			setup: [][]byte{encRelation(9, "public", "outbox", Column{"id", oidInt8}, Column{"aggregate_id", oidUUID},
-				Column{"payload", oidJSONB}), testBegin()},
+			setup: [][]byte{encRelation(9, "public", "outbox", Column{Name: "id", TypeOID: oidInt8}, Column{Name: "aggregate_id", TypeOID: oidUUID},
+				Column{Name: "payload", TypeOID: oidJSONB}), testBegin()},
 			in:   encInsert(9, text("42"), text(testKey), text(testPayload)),
 			errs: []string{`decoding insert into public.outbox: table public.outbox: missing topic column "topic" (outbox id 42)`},
 		},
 		{
 			name: "insert into a relation with a column of an unusable type",
-			setup: [][]byte{encRelation(9, "public", "outbox", Column{"id", oidInt8}, Column{"aggregate_id", oidUUID},
-				Column{"topic", oidInt4}, Column{"payload", oidJSONB}), testBegin()},
+			setup: [][]byte{encRelation(9, "public", "outbox", Column{Name: "id", TypeOID: oidInt8}, Column{Name: "aggregate_id", TypeOID: oidUUID},
+				Column{Name: "topic", TypeOID: oidInt4}, Column{Name: "payload", TypeOID: oidJSONB}), testBegin()},
 			in:   encInsert(9, text("42"), text(testKey), text("7"), text(testPayload)),
 			errs: []string{`table public.outbox: topic column "topic" has type integer (oid 23), want text or character varying`},
 		},
 		{
 			name: "insert into a relation with several problems",
-			setup: [][]byte{encRelation(9, "public", "outbox", Column{"id", 1700}, Column{"topic", oidText},
-				Column{"payload", oidJSONB}, Column{"headers", oidText}), testBegin()},
+			setup: [][]byte{encRelation(9, "public", "outbox", Column{Name: "id", TypeOID: 1700}, Column{Name: "topic", TypeOID: oidText},
+				Column{Name: "payload", TypeOID: oidJSONB}, Column{Name: "headers", TypeOID: oidText}), testBegin()},
 			in: encInsert(9, text("x"), text("t"), text(testPayload), null),
 			errs: []string{
 				`table public.outbox: id column "id" has type numeric (oid 1700), want bigint, integer, smallint, uuid, text or character varying`,
@@ -441,20 +441,20 @@ func TestDecode(t *testing.T) {
 		},
 		{
 			name:  "relation re-sent after ALTER TABLE replaces the old one",
-			setup: [][]byte{outboxRelation(), testBegin(), encRelation(outboxRelID, "public", "outbox", append(outboxColumns(), Column{"tenant", oidText})...)},
+			setup: [][]byte{outboxRelation(), testBegin(), encRelation(outboxRelID, "public", "outbox", append(outboxColumns(), Column{Name: "tenant", TypeOID: oidText})...)},
 			in:    encInsert(outboxRelID, text("42"), text(testKey), text("orders"), text(testPayload), null, text("2026-01-02"), text("acme")),
 			want:  outboxEvent([]byte(testKey), []byte(testPayload)),
 		},
 		{
 			name:  "relation re-sent with columns in another order",
-			setup: [][]byte{outboxRelation(), testBegin(), encRelation(outboxRelID, "public", "outbox2", Column{"payload", oidJSON}, Column{"topic", oidText}, Column{"id", oidInt8}, Column{"aggregate_id", oidText})},
+			setup: [][]byte{outboxRelation(), testBegin(), encRelation(outboxRelID, "public", "outbox2", Column{Name: "payload", TypeOID: oidJSON}, Column{Name: "topic", TypeOID: oidText}, Column{Name: "id", TypeOID: oidInt8}, Column{Name: "aggregate_id", TypeOID: oidText})},
 			in:    encInsert(outboxRelID, text(testPayload), text("orders"), text("42"), text(testKey)),
 			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "public.outbox2", Topic: "orders", Key: []byte(testKey),
 				Value: []byte(testPayload), Headers: []outbox.Header{hdr("id", "42")}, CommitTime: testCommitTime}},
 		},
 		{
 			name:  "insert in the old layout after a relation was replaced",
-			setup: [][]byte{outboxRelation(), testBegin(), encRelation(outboxRelID, "public", "outbox", append(outboxColumns(), Column{"tenant", oidText})...)},
+			setup: [][]byte{outboxRelation(), testBegin(), encRelation(outboxRelID, "public", "outbox", append(outboxColumns(), Column{Name: "tenant", TypeOID: oidText})...)},
 			in:    outboxInsert(text("42"), text(testKey), text("orders"), text(testPayload), null),
 			errs:  []string{"tuple has 6 columns, the relation message described 7"},
 		},
@@ -545,7 +545,7 @@ func TestDecode(t *testing.T) {
 func TestDecodeReplacedRelationUnusable(t *testing.T) {
 	d := NewDecoder(DefaultColumns())
 	decodeAll(t, d, outboxRelation(), testBegin())
-	decodeAll(t, d, encRelation(outboxRelID, "public", "outbox", Column{"id", oidInt8}, Column{"aggregate_id", oidUUID}, Column{"payload", oidJSONB}))
+	decodeAll(t, d, encRelation(outboxRelID, "public", "outbox", Column{Name: "id", TypeOID: oidInt8}, Column{Name: "aggregate_id", TypeOID: oidUUID}, Column{Name: "payload", TypeOID: oidJSONB}))
 	_, err := d.Decode(encInsert(outboxRelID, text("42"), text(testKey), text(testPayload)))
 	var re *RowError
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), `missing topic column "topic"`) {
@@ -731,8 +731,8 @@ func TestDecodeIDTypes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := NewDecoder(Columns{})
-			decodeAll(t, d, encRelation(77, "public", "outbox", Column{"id", tt.oid}, Column{"aggregate_id", oidText},
-				Column{"topic", oidText}, Column{"payload", oidJSONB}), testBegin())
+			decodeAll(t, d, encRelation(77, "public", "outbox", Column{Name: "id", TypeOID: tt.oid}, Column{Name: "aggregate_id", TypeOID: oidText},
+				Column{Name: "topic", TypeOID: oidText}, Column{Name: "payload", TypeOID: oidJSONB}), testBegin())
 			got, err := d.Decode(encInsert(77, tt.id, text("k"), text("t"), text(`{}`)))
 			if tt.wantErr != "" {
 				var re *RowError

@@ -63,7 +63,7 @@ func encRelation(id uint32, ns, name string, cols ...Column) []byte {
 		if i == 0 {
 			flags = 1 // part of the key
 		}
-		m = m.u8(flags).str(c.Name).u32(c.TypeOID).u32(0xffffffff)
+		m = m.u8(flags).str(c.Name).u32(c.TypeOID).u32(uint32(c.TypeMod))
 	}
 	return m
 }
@@ -109,8 +109,8 @@ const outboxRelID = 16384
 
 func outboxColumns() []Column {
 	return []Column{
-		{"id", oidInt8}, {"aggregate_id", oidUUID}, {"topic", oidText},
-		{"payload", oidJSONB}, {"headers", oidJSONB}, {"created_at", 1184},
+		{Name: "id", TypeOID: oidInt8}, {Name: "aggregate_id", TypeOID: oidUUID}, {Name: "topic", TypeOID: oidText},
+		{Name: "payload", TypeOID: oidJSONB}, {Name: "headers", TypeOID: oidJSONB}, {Name: "created_at", TypeOID: 1184},
 	}
 }
 

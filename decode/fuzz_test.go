@@ -199,3 +199,29 @@ func referenceHeaders(s string) ([]outbox.Header, error) {
 	}
 	return hs, nil
 }
+
+// FuzzDebeziumExpand decodes rows of Debezium's outbox table whose payload
+// holds arbitrary text, with --layout debezium expanding the JSON payload
+// and JSON converters: it must never panic, and a value it publishes must
+// be valid JSON (JsonConverter only writes JSON).
+func FuzzDebeziumExpand(f *testing.F) {
+	for _, s := range []string{`{"a": [1, null, {"b": 1.5e-7}], "c": "\u00e9\ud83d\ude00"}`, `[{"p": 1}, {"q": 2}]`, `{"x": []}`, `42`, `{`,
+		`{"rows": [{"a": 1}, {"a": "x"}]}`, `{"n": 123456789012345678901234567890}`, `{"d": -0.0, "e": 1e400}`} {
+		f.Add(s)
+	}
+	dz := Debezium{KeyConverter: ConverterJSON, ValueConverter: ConverterJSON, ExpandJSONPayload: true}
+	f.Fuzz(func(t *testing.T, payload string) {
+		d := dzDecoder(t, dz)
+		got, err := d.Decode(dzRow(text("Order"), text("k"), text(payload), nil))
+		if err != nil {
+			var re *RowError
+			if !errors.As(err, &re) {
+				t.Fatalf("payload %q: %v, want a *RowError", payload, err)
+			}
+			return
+		}
+		if !json.Valid(got.Event.Value) {
+			t.Fatalf("payload %q: value %q is not JSON", payload, got.Event.Value)
+		}
+	})
+}

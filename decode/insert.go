@@ -122,7 +122,7 @@ func (d *Decoder) appendTopic(buf []byte, rel *relation, row []value) (topic []b
 		}
 		return append(buf, t.data...), -1, nil
 	}
-	if buf, col, err = appendTemplate(buf, "topic template", rel.tmpl, row); err != nil {
+	if buf, col, err = appendTemplate(buf, "topic template", rel.tmpl, row, rel.emptyTemplateValue); err != nil {
 		return buf, col, err
 	}
 	if len(buf) == 0 {
@@ -133,7 +133,7 @@ func (d *Decoder) appendTopic(buf []byte, rel *relation, row []value) (topic []b
 
 // appendTemplate appends a template with each placeholder replaced by its
 // column's text form; a NULL or empty value is an error (col: its column).
-func appendTemplate(buf []byte, what string, parts []tmplPart, row []value) (out []byte, col int, err error) {
+func appendTemplate(buf []byte, what string, parts []tmplPart, row []value, emptyOK bool) (out []byte, col int, err error) {
 	for _, p := range parts {
 		if p.column == "" {
 			buf = append(buf, p.literal...)
@@ -147,7 +147,7 @@ func appendTemplate(buf []byte, what string, parts []tmplPart, row []value) (out
 		if buf, err = appendText(buf, v, p.oid); err != nil {
 			return buf, p.col, fmt.Errorf("%s: %w", what, err)
 		}
-		if len(buf) == n {
+		if len(buf) == n && !emptyOK {
 			return buf, p.col, fmt.Errorf("empty value in the %s", what)
 		}
 	}
@@ -158,6 +158,9 @@ func appendTemplate(buf []byte, what string, parts []tmplPart, row []value) (out
 // Event. All its bytes (id header, key, value, header values) are carved
 // from one allocation.
 func (d *Decoder) buildEvent(rel *relation, row []value) (outbox.Event, error) {
+	if d.cols.Debezium != nil {
+		return d.buildDebeziumEvent(rel, row)
+	}
 	id := rel.val(row, roleID)
 	topic, col, err := d.appendTopic(d.scratch[:0], rel, row)
 	d.scratch = topic[:0]

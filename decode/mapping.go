@@ -79,6 +79,15 @@ func (c Columns) Validate() error {
 	if c.CloudEvents != nil {
 		errs = append(errs, c.CloudEvents.validate()...)
 	}
+	if dz := c.Debezium; dz != nil {
+		errs = append(errs, dz.withDefaults().validate()...)
+		if c.CloudEvents != nil {
+			errs = append(errs, errors.New("CloudEvents and the Debezium layout do not go together: Debezium's records have no CloudEvents attributes"))
+		}
+		if c.MessagePrefix != "" {
+			errs = append(errs, errors.New("table-less events and the Debezium layout do not go together: the EventRouter reads a table"))
+		}
+	}
 	if c.MessagePrefix == ReservedMessagePrefix {
 		errs = append(errs, fmt.Errorf("message prefix %q is outboxd's heartbeat's", c.MessagePrefix))
 	}

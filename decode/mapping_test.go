@@ -16,8 +16,8 @@ const eventsRelID = 16500
 
 func eventsColumns() []Column {
 	return []Column{
-		{"seq", oidInt8}, {"aggregatetype", oidVarchar}, {"aggregateid", oidVarchar}, {"type", oidVarchar},
-		{"payload", oidJSONB}, {"tenant", oidText}, {"occurred_at", oidTimestamptz}, {"local_at", oidTimestamp},
+		{Name: "seq", TypeOID: oidInt8}, {Name: "aggregatetype", TypeOID: oidVarchar}, {Name: "aggregateid", TypeOID: oidVarchar}, {Name: "type", TypeOID: oidVarchar},
+		{Name: "payload", TypeOID: oidJSONB}, {Name: "tenant", TypeOID: oidText}, {Name: "occurred_at", TypeOID: oidTimestamptz}, {Name: "local_at", TypeOID: oidTimestamp},
 	}
 }
 

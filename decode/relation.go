@@ -94,8 +94,9 @@ func parseRelationColumn(r *reader) (Column, error) {
 	if err != nil {
 		return Column{}, err
 	}
-	if _, err := r.uint32("type modifier"); err != nil {
+	mod, err := r.uint32("type modifier")
+	if err != nil {
 		return Column{}, err
 	}
-	return Column{Name: string(name), TypeOID: oid}, nil
+	return Column{Name: string(name), TypeOID: oid, TypeMod: int32(mod)}, nil
 }

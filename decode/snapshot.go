@@ -58,7 +58,7 @@ func (s *Snapshot) Table(schema, name string, cols []Column) (uint32, error) {
 		b = append(b, 0)
 		b = append(append(b, c.Name...), 0)
 		b = binary.BigEndian.AppendUint32(b, c.TypeOID)
-		b = binary.BigEndian.AppendUint32(b, 0xffffffff)
+		b = binary.BigEndian.AppendUint32(b, uint32(c.TypeMod))
 	}
 	s.buf = b
 	if _, err := s.d.Decode(b); err != nil {

@@ -19,7 +19,7 @@ func TestSnapshotRowsDecodeAsStreamedInserts(t *testing.T) {
 		{"default layout", outboxColumns(), []tv{text("42"), text("3f1e2d4c-0000-4000-8000-00000000002a"), text("orders"),
 			text(`{"total": 5}`), text(`{"trace": "t1", "n": 2}`), text("2026-01-02 03:04:05+00")}},
 		{"null key, payload and headers", outboxColumns(), []tv{text("7"), null, text("orders"), null, null, text("2026-01-02 03:04:05+00")}},
-		{"bytea payload, int4 id, text key", []Column{{"id", oidInt4}, {"topic", oidVarchar}, {"aggregate_id", oidText}, {"payload", oidBytea}},
+		{"bytea payload, int4 id, text key", []Column{{Name: "id", TypeOID: oidInt4}, {Name: "topic", TypeOID: oidVarchar}, {Name: "aggregate_id", TypeOID: oidText}, {Name: "payload", TypeOID: oidBytea}},
 			[]tv{text("9"), text("blobs"), text("k-9"), text(`\x00ff10`)}},
 	}
 	for _, tt := range tests {

@@ -17,21 +17,21 @@ func TestValidateTable(t *testing.T) {
 		{name: "zero Columns means the defaults", cols: outboxColumns()},
 		{
 			name: "every accepted type",
-			cols: []Column{{"id", oidInt2}, {"topic", oidVarchar}, {"aggregate_id", oidText}, {"payload", oidBytea}, {"headers", oidJSON}},
+			cols: []Column{{Name: "id", TypeOID: oidInt2}, {Name: "topic", TypeOID: oidVarchar}, {Name: "aggregate_id", TypeOID: oidText}, {Name: "payload", TypeOID: oidBytea}, {Name: "headers", TypeOID: oidJSON}},
 		},
 		{
 			name: "headers column is optional",
-			cols: []Column{{"id", oidInt4}, {"topic", oidText}, {"aggregate_id", oidVarchar}, {"payload", oidText}},
+			cols: []Column{{Name: "id", TypeOID: oidInt4}, {Name: "topic", TypeOID: oidText}, {Name: "aggregate_id", TypeOID: oidVarchar}, {Name: "payload", TypeOID: oidText}},
 		},
 		{
 			name: "missing column",
-			cols: []Column{{"id", oidInt8}, {"aggregate_id", oidUUID}, {"payload", oidJSONB}},
+			cols: []Column{{Name: "id", TypeOID: oidInt8}, {Name: "aggregate_id", TypeOID: oidUUID}, {Name: "payload", TypeOID: oidJSONB}},
 			errs: []string{`table public.outbox: missing topic column "topic"`},
 			n:    1,
 		},
 		{
 			name: "every problem at once",
-			cols: []Column{{"id", 1700}, {"topic", 1042}, {"payload", 16}, {"headers", oidText}},
+			cols: []Column{{Name: "id", TypeOID: 1700}, {Name: "topic", TypeOID: 1042}, {Name: "payload", TypeOID: 16}, {Name: "headers", TypeOID: oidText}},
 			errs: []string{
 				`table public.outbox: id column "id" has type numeric (oid 1700), want bigint, integer, smallint, uuid, text or character varying`,
 				`table public.outbox: topic column "topic" has type character (oid 1042), want text or character varying`,
@@ -43,13 +43,13 @@ func TestValidateTable(t *testing.T) {
 		},
 		{
 			name: "type without a known name",
-			cols: []Column{{"id", oidInt8}, {"topic", oidText}, {"aggregate_id", 16500}, {"payload", oidJSONB}},
+			cols: []Column{{Name: "id", TypeOID: oidInt8}, {Name: "topic", TypeOID: oidText}, {Name: "aggregate_id", TypeOID: 16500}, {Name: "payload", TypeOID: oidJSONB}},
 			errs: []string{`key column "aggregate_id" has type oid 16500, want uuid, text or character varying`},
 			n:    1,
 		},
 		{
 			name: "custom names",
-			cols: []Column{{"seq", oidInt8}, {"dest", oidText}, {"k", oidText}, {"body", oidJSONB}},
+			cols: []Column{{Name: "seq", TypeOID: oidInt8}, {Name: "dest", TypeOID: oidText}, {Name: "k", TypeOID: oidText}, {Name: "body", TypeOID: oidJSONB}},
 			want: Columns{ID: "seq", Topic: "dest", Key: "k", Payload: "body", Headers: "meta"},
 		},
 		{
@@ -61,7 +61,7 @@ func TestValidateTable(t *testing.T) {
 		},
 		{
 			name: "one column configured for two roles",
-			cols: []Column{{"id", oidInt8}, {"topic", oidText}, {"payload", oidText}},
+			cols: []Column{{Name: "id", TypeOID: oidInt8}, {Name: "topic", TypeOID: oidText}, {Name: "payload", TypeOID: oidText}},
 			want: Columns{Key: "payload"},
 			errs: []string{`table public.outbox: column "payload" is configured as both the key and the payload column`},
 			n:    1,
@@ -73,7 +73,7 @@ func TestValidateTable(t *testing.T) {
 		},
 		{
 			name: "every problem of a mapping at once",
-			cols: []Column{{"seq", oidInt8}, {"aggregateid", oidText}, {"payload", oidJSONB}, {"kind", oidJSONB}, {"at", 1082}},
+			cols: []Column{{Name: "seq", TypeOID: oidInt8}, {Name: "aggregateid", TypeOID: oidText}, {Name: "payload", TypeOID: oidJSONB}, {Name: "kind", TypeOID: oidJSONB}, {Name: "at", TypeOID: 1082}},
 			want: Columns{ID: "seq", Key: "aggregateid", TopicTemplate: "e.{kind}.{region}", HeaderColumns: []string{"tenant"}, Timestamp: "at"},
 			errs: []string{
 				`table public.outbox: timestamp column "at" has type date (oid 1082), want timestamp with time zone or timestamp without time zone`,

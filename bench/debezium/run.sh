@@ -30,6 +30,9 @@
 #                       submitted through the REST API with
 #                       exactly.once.support=required and
 #                       transaction.boundary=poll
+#   DBZ_CONNECTOR_EXTRA a properties file appended to the connector's (its
+#                       keys override the template's), e.g. other Outbox
+#                       Event Router options for the Debezium comparison
 #   DBZ_PROFILE         drain (default: poll.interval.ms=50, producer linger
 #                       20 ms, for throughput) or latency (poll.interval.ms=5,
 #                       linger 0, as outboxd: the queue is polled every 5 ms
@@ -112,6 +115,10 @@ start() {
 	render "$here/outbox-connector.properties.in" "$dir/outbox-connector.properties" \
 		"PGHOST=$pghost" "PGPORT=$pgport" "PGDATABASE=$pgdb" "PGUSER=${PGUSER:-postgres}" \
 		"PGPASSWORD=${PGPASSWORD:-}" "TOPIC_PREFIX=$prefix" "SLOT_NAME=${DBZ_SLOT_NAME:-debezium}" "POLL_INTERVAL_MS=$poll_ms"
+	if [ -n "${DBZ_CONNECTOR_EXTRA:-}" ]; then
+		# Later keys win in a properties file: these override the template's.
+		{ echo "# from DBZ_CONNECTOR_EXTRA ($DBZ_CONNECTOR_EXTRA)"; cat "$DBZ_CONNECTOR_EXTRA"; } >>"$dir/outbox-connector.properties"
+	fi
 	local main args
 	if [ "${DBZ_EXACTLY_ONCE:-}" = 1 ]; then
 		render "$here/connect-distributed.properties.in" "$dir/connect-distributed.properties" \
@@ -236,10 +243,10 @@ status) status "$@" ;;
 wait) wait_running "$@" ;;
 stop) stop "$@" ;;
 help | -h | "")
-	sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
 	;;
 *)
-	sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac

@@ -30,6 +30,10 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if code, ok := parseFlags("migrate", fs, args, stderr, getenv); !ok {
 		return code
 	}
+	cfg.ApplyLayout(fs)
+	if cfg.Layout == config.LayoutDebezium {
+		cfg.OwnTable = true // Debezium's outbox is the application's table
+	}
 	if *printSQL {
 		if err := printMigrationSQL(stdout, cfg); err != nil {
 			fmt.Fprintln(stderr, "outboxd migrate:", err)

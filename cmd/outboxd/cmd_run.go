@@ -35,6 +35,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	if code, ok := parseFlags("run", fs, args, stderr, getenv); !ok {
 		return code
 	}
+	cfg.ApplyLayout(fs)
 	if code, ok := validate("run", &cfg, fs, stderr); !ok {
 		return code
 	}

@@ -37,6 +37,11 @@ type Config struct {
 	// CloudEvents turns on CE: records as CloudEvents (see Mapping).
 	CloudEvents bool
 	CE          decode.CloudEvents
+	// Layout is LayoutDefault or LayoutDebezium: DZ (with DZPlacement,
+	// table.fields.additional.placement as text) then shapes the records.
+	Layout      string
+	DZ          decode.Debezium
+	DZPlacement string
 
 	Table       string // migrate's and prune's outbox table, SQL syntax
 	OwnTable    bool   // migrate: the table is the application's own; create only the publication and outboxd's tables
@@ -77,15 +82,47 @@ const (
 	DeliveryExactlyOnce = "exactly-once"
 )
 
+// The layouts of --layout.
+const (
+	LayoutDefault  = "default"
+	LayoutDebezium = "debezium"
+)
+
 // Mapping is the column mapping the options ask for: Stream.Columns, with
-// CE when CloudEvents is on.
+// CE when CloudEvents is on and DZ with --layout debezium.
 func (c *Config) Mapping() decode.Columns {
 	m := c.Stream.Columns
 	if c.CloudEvents {
 		ce := c.CE
 		m.CloudEvents = &ce
 	}
+	if c.Layout == LayoutDebezium {
+		dz := c.DZ
+		dz.AdditionalPlacement, _ = decode.ParsePlacements(c.DZPlacement) // validated
+		m.Debezium = &dz
+	}
 	return m
+}
+
+// ApplyLayout gives the column flags not set on the command line (or in
+// the environment) the defaults of the layout: with --layout debezium the
+// key column is Debezium's aggregateid. Call it after parsing.
+func (c *Config) ApplyLayout(fs *flag.FlagSet) {
+	if c.Layout != LayoutDebezium {
+		return
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	d := decode.DebeziumColumns()
+	if !set["key-column"] {
+		c.Stream.Columns.Key = d.Key
+	}
+	if !set["id-column"] {
+		c.Stream.Columns.ID = d.ID
+	}
+	if !set["payload-column"] {
+		c.Stream.Columns.Payload = d.Payload
+	}
 }
 
 // Default returns the defaults of every option: the components' own.
@@ -98,6 +135,9 @@ func Default() Config {
 		Txn:       publish.TxnConfig{}.WithDefaults(),
 		Monitor:   slot.MonitorConfig{}.WithDefaults(),
 		CE:        decode.CloudEvents{ContentType: decode.DefaultCloudEventsContentType},
+		Layout:    LayoutDefault,
+		DZ: decode.Debezium{RouteByField: decode.DefaultRouteByField, RouteTopicReplacement: decode.DefaultRouteTopicReplacement,
+			KeyConverter: decode.ConverterString, ValueConverter: decode.ConverterString},
 		Table:     "public.outbox",
 		Prune:     retention.Config{RecoveryMargin: slot.RecoveryMargin}.WithDefaults(),
 		LogLevel:  "info",

@@ -192,6 +192,47 @@ func flags() []flagSpec {
 			check: func(c *Config) string {
 				return errText(decode.Columns{MessagePrefix: c.Stream.Columns.MessagePrefix}.Validate())
 			}},
+		{name: "layout", group: GroupColumns,
+			usage: "default: records as the column flags say. debezium: records as Debezium 3.6's outbox EventRouter makes them from its outbox table (id uuid, aggregatetype, aggregateid, type, payload), " +
+				"with the worker's converters of --debezium-key-converter and --debezium-value-converter, extended.headers.enabled=false and the default header converter: topic from --debezium-route-topic-replacement, " +
+				"key --key-column (default aggregateid), value --payload-column, header id, then --debezium-table-fields-additional-placement; a drop-in for Kafka Connect (README, Replacing Debezium)",
+			bind: str(func(c *Config) *string { return &c.Layout }),
+			check: func(c *Config) string {
+				switch c.Layout {
+				case LayoutDefault:
+					return ""
+				case LayoutDebezium:
+					var problems []string
+					if c.Stream.Columns.TopicTemplate != "" || len(c.Stream.Columns.HeaderColumns) > 0 {
+						problems = append(problems, "the Debezium layout routes and places headers itself: use --debezium-route-topic-replacement and --debezium-table-fields-additional-placement, not --topic-template or --header-columns")
+					}
+					if _, err := decode.ParsePlacements(c.DZPlacement); err != nil {
+						problems = append(problems, err.Error())
+					}
+					if err := c.Mapping().Validate(); err != nil && len(problems) == 0 {
+						problems = append(problems, errText(err))
+					}
+					return strings.Join(problems, "; ")
+				}
+				return "\"" + c.Layout + "\" is not default or debezium"
+			}},
+		{name: "debezium-route-by-field", group: GroupColumns, usage: "--layout debezium: route.by.field, the column whose value is ${routedByValue} in the topic",
+			bind: str(func(c *Config) *string { return &c.DZ.RouteByField }), check: func(c *Config) string { return nonEmpty(c.DZ.RouteByField) }},
+		{name: "debezium-route-topic-replacement", group: GroupColumns, usage: "--layout debezium: route.topic.replacement, the topic with ${routedByValue} for the --debezium-route-by-field column's value (an empty value too)",
+			bind: str(func(c *Config) *string { return &c.DZ.RouteTopicReplacement }), check: func(c *Config) string { return nonEmpty(c.DZ.RouteTopicReplacement) }},
+		{name: "debezium-table-fields-additional-placement", group: GroupColumns,
+			usage: "--layout debezium: table.fields.additional.placement, COLUMN:header[:ALIAS],...: these columns as headers after id, written as Debezium's header converter writes them (envelope and partition placement are not supported)",
+			bind:  str(func(c *Config) *string { return &c.DZPlacement })},
+		{name: "debezium-table-expand-json-payload", group: GroupColumns,
+			usage: "--layout debezium: table.expand.json.payload, the JSON payload expanded as Debezium and JsonConverter write it (needs --debezium-value-converter json)",
+			bind:  boolean(func(c *Config) *bool { return &c.DZ.ExpandJSONPayload })},
+		{name: "debezium-key-converter", group: GroupColumns, usage: "--layout debezium: the worker's key.converter: string (StringConverter) or json (JsonConverter with schemas.enable=false)",
+			bind: str(func(c *Config) *string { return &c.DZ.KeyConverter })},
+		{name: "debezium-value-converter", group: GroupColumns, usage: "--layout debezium: the worker's value.converter: string (StringConverter) or json (JsonConverter with schemas.enable=false)",
+			bind: str(func(c *Config) *string { return &c.DZ.ValueConverter })},
+		{name: "debezium-tracing-span-context-field", group: GroupColumns,
+			usage: "--layout debezium: a text column holding trace context as Debezium's tracingspancontext does (java.util.Properties text: traceparent=..., tracestate=...), placed as headers traceparent and tracestate, unchanged (empty: off)",
+			bind:  str(func(c *Config) *string { return &c.DZ.TracingSpanContextField })},
 		{name: "cloudevents", group: GroupColumns,
 			usage: "make every record a CloudEvent 1.0 in the Kafka binding's binary content mode: the value stays the payload, and headers ce_specversion, ce_id (the outbox id), ce_source, ce_type, ce_time (the record timestamp) and content-type follow the id header",
 			bind:  boolean(func(c *Config) *bool { return &c.CloudEvents })},

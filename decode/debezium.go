@@ -1,0 +1,362 @@
+package decode
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// Debezium makes records as Debezium 3.6.1's outbox EventRouter
+// (io.debezium.transforms.outbox.EventRouter) does from the same table,
+// with the PostgreSQL connector (pgoutput), extended.headers.enabled=false
+// and SimpleHeaderConverter, the key and value written by the converter
+// KeyConverter and ValueConverter name, so that a team can replace Kafka
+// Connect by outboxd and change nothing downstream:
+//   - topic: RouteTopicReplacement with ${routedByValue} replaced by the
+//     RouteByField column's value (an empty value too: "outbox.event.");
+//   - key: the key column (Columns.Key, default aggregateid);
+//   - value: the payload column (default payload); with the JSON
+//     converter the JSON string of its text, or with ExpandJSONPayload the
+//     payload expanded (see debezium_json.go); NULL: a tombstone with the
+//     string converter, `null` with the JSON one;
+//   - headers: id (the id column, default id: a uuid), then each
+//     AdditionalPlacement column in order, under its alias, written as
+//     SimpleHeaderConverter writes Debezium's value of it (a timestamptz
+//     as UTC ISO-8601 to the column's precision, a timestamp as epoch
+//     micro- or milliseconds, bytea as base64);
+//   - timestamp: the commit time (Debezium's is when it processed the
+//     event, which no other process can reproduce), or Columns.Timestamp.
+//
+// What differs, and why, is listed in docs/debezium.md.
+type Debezium struct {
+	// RouteByField is route.by.field: the column whose value routes the
+	// record. Default "aggregatetype".
+	RouteByField string
+	// RouteTopicReplacement is route.topic.replacement: the topic, with
+	// ${routedByValue} for RouteByField's value. Default
+	// "outbox.event.${routedByValue}".
+	RouteTopicReplacement string
+	// AdditionalPlacement is table.fields.additional.placement: columns
+	// placed as headers ("type:header:eventType"; only header placement is
+	// supported: envelope and partition placement are refused).
+	AdditionalPlacement []Placement
+	// ExpandJSONPayload is table.expand.json.payload; it needs the JSON
+	// value converter (with the string converter Debezium writes a Java
+	// object's toString). Default false.
+	ExpandJSONPayload bool
+	// KeyConverter and ValueConverter are the worker's key.converter and
+	// value.converter: ConverterString (StringConverter, the default) or
+	// ConverterJSON (JsonConverter with schemas.enable=false).
+	KeyConverter, ValueConverter string
+	// TracingSpanContextField, when set, is a column holding a
+	// java.util.Properties text with traceparent (and tracestate): they
+	// are placed as headers of those names, as they are. Default "": off.
+	TracingSpanContextField string
+}
+
+// Placement is one entry of table.fields.additional.placement: a column
+// placed as a header named Alias.
+type Placement struct{ Column, Alias string }
+
+// The converters Debezium.KeyConverter and ValueConverter name.
+const (
+	ConverterString = "string" // org.apache.kafka.connect.storage.StringConverter
+	ConverterJSON   = "json"   // org.apache.kafka.connect.json.JsonConverter, schemas.enable=false
+)
+
+// Defaults of Debezium.
+const (
+	DefaultRouteByField          = "aggregatetype"
+	DefaultRouteTopicReplacement = "outbox.event.${routedByValue}"
+	routedByValue                = "${routedByValue}"
+)
+
+// DebeziumColumns returns the column names of Debezium's default outbox
+// table: id (uuid), aggregateid, payload; no headers column.
+func DebeziumColumns() Columns {
+	return Columns{ID: "id", Key: "aggregateid", Payload: "payload", Debezium: &Debezium{}}
+}
+
+// ParsePlacements parses table.fields.additional.placement:
+// COLUMN:header[:ALIAS],... (the alias defaults to the column).
+func ParsePlacements(s string) ([]Placement, error) {
+	var out []Placement
+	for _, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		parts := strings.Split(entry, ":")
+		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
+			return nil, fmt.Errorf("additional placement %q: want COLUMN:header[:ALIAS]", entry)
+		}
+		switch parts[1] {
+		case "header":
+		case "envelope", "partition":
+			return nil, fmt.Errorf("additional placement %q: %s placement is not supported (only header)", entry, parts[1])
+		default:
+			return nil, fmt.Errorf("additional placement %q: %q is not header, envelope or partition", entry, parts[1])
+		}
+		p := Placement{Column: parts[0], Alias: parts[0]}
+		if len(parts) == 3 && parts[2] != "" {
+			p.Alias = parts[2]
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// withDefaults fills Debezium's defaults.
+func (dz Debezium) withDefaults() Debezium {
+	if dz.RouteByField == "" {
+		dz.RouteByField = DefaultRouteByField
+	}
+	if dz.RouteTopicReplacement == "" {
+		dz.RouteTopicReplacement = DefaultRouteTopicReplacement
+	}
+	if dz.KeyConverter == "" {
+		dz.KeyConverter = ConverterString
+	}
+	if dz.ValueConverter == "" {
+		dz.ValueConverter = ConverterString
+	}
+	return dz
+}
+
+// topicTemplate is the replacement as a topic template over the route column.
+func (dz Debezium) topicTemplate() string {
+	return strings.ReplaceAll(dz.RouteTopicReplacement, routedByValue, "{"+dz.RouteByField+"}")
+}
+
+// validate reports every problem of the options.
+func (dz Debezium) validate() []error {
+	var errs []error
+	rest := strings.ReplaceAll(dz.RouteTopicReplacement, routedByValue, "")
+	if strings.ContainsAny(rest, "${}\\") {
+		errs = append(errs, fmt.Errorf("route topic replacement %q: only ${routedByValue} may be replaced (no other group reference or escape)", dz.RouteTopicReplacement))
+	}
+	for what, c := range map[string]string{"key": dz.KeyConverter, "value": dz.ValueConverter} {
+		if c != ConverterString && c != ConverterJSON {
+			errs = append(errs, fmt.Errorf("%s converter %q: want %s or %s", what, c, ConverterString, ConverterJSON))
+		}
+	}
+	if dz.ExpandJSONPayload && dz.ValueConverter != ConverterJSON {
+		errs = append(errs, errors.New("expanding the JSON payload needs the json value converter (with the string converter Debezium writes a Java object's toString)"))
+	}
+	seen := map[string]bool{"id": true}
+	for _, p := range dz.AdditionalPlacement {
+		if seen[p.Alias] {
+			errs = append(errs, fmt.Errorf("additional placement: header %q twice (or the id header)", p.Alias))
+		}
+		seen[p.Alias] = true
+	}
+	return errs
+}
+
+// headerPlaceable reports whether a column type has a header form here that
+// is what SimpleHeaderConverter writes for Debezium's value of it.
+func headerPlaceable(oid uint32) bool {
+	switch oid {
+	case oidText, oidVarchar, oidBPChar, oidInt2, oidInt4, oidInt8, oidUUID, oidBool, oidJSON, oidJSONB, oidBytea, oidTimestamptz, oidTimestamp, oidDate:
+		return true
+	}
+	return false
+}
+
+// appendDebeziumHeader appends a placed column's header value.
+func appendDebeziumHeader(buf []byte, v value, c Column) ([]byte, error) {
+	if v.kind != valueText {
+		return buf, fmt.Errorf("binary value of %s: only text format is placed as a Debezium header", describeType(c.TypeOID))
+	}
+	switch c.TypeOID {
+	case oidBool:
+		switch string(v.data) {
+		case "t":
+			return append(buf, "true"...), nil
+		case "f":
+			return append(buf, "false"...), nil
+		}
+		return buf, fmt.Errorf("boolean %s", quoteShort(v.data))
+	case oidBytea:
+		raw, err := appendBytea(nil, v.data)
+		if err != nil {
+			return buf, err
+		}
+		return base64.StdEncoding.AppendEncode(buf, raw), nil
+	case oidTimestamptz, oidTimestamp, oidDate:
+		return appendDebeziumTime(buf, v.data, c)
+	}
+	return append(buf, v.data...), nil
+}
+
+// appendDebeziumTime appends a time column as Debezium's PostgreSQL
+// connector (time.precision.mode=adaptive) and SimpleHeaderConverter give
+// it: timestamptz as UTC ISO-8601 with as many fractional digits as the
+// column's precision (6 when it has none); timestamp as epoch
+// milliseconds for a precision up to 3, else microseconds; date as days
+// since the epoch.
+func appendDebeziumTime(buf, text []byte, c Column) ([]byte, error) {
+	layout := "2006-01-02 15:04:05.999999999"
+	switch c.TypeOID {
+	case oidTimestamptz:
+		layout += "Z07:00"
+	case oidDate:
+		layout = "2006-01-02"
+	}
+	s := string(text)
+	if c.TypeOID == oidTimestamptz && len(s) > 3 && (s[len(s)-3] == '+' || s[len(s)-3] == '-') {
+		s += ":00" // PostgreSQL writes whole-hour offsets as +01
+	}
+	t, err := time.Parse(layout, s)
+	if err != nil {
+		return buf, fmt.Errorf("%s value %s: %w", typeName(c.TypeOID), quoteShort(text), err)
+	}
+	precision := int(c.TypeMod)
+	if precision < 0 || precision > 6 {
+		precision = 6
+	}
+	switch c.TypeOID {
+	case oidDate:
+		return strconv.AppendInt(buf, t.Unix()/86400, 10), nil
+	case oidTimestamp:
+		if precision <= 3 {
+			return strconv.AppendInt(buf, t.UnixMilli(), 10), nil
+		}
+		return strconv.AppendInt(buf, t.UnixMicro(), 10), nil
+	}
+	buf = t.UTC().AppendFormat(buf, "2006-01-02T15:04:05")
+	if precision > 0 {
+		frac := strconv.Itoa(t.Nanosecond()/1000 + 1000000)[1:] // six digits
+		buf = append(append(buf, '.'), frac[:precision]...)
+	}
+	return append(buf, 'Z'), nil
+}
+
+// appendDebeziumKey appends the record key as the key converter writes it.
+func (dz *Debezium) appendKey(buf []byte, key []byte, present bool) []byte {
+	if dz.KeyConverter == ConverterJSON {
+		if !present {
+			return append(buf, "null"...)
+		}
+		return appendJacksonString(buf, string(key))
+	}
+	return append(buf, key...)
+}
+
+// appendValue appends the record value as the value converter writes it.
+// payload is the payload as outboxd would publish it (bytea decoded).
+func (dz *Debezium) appendValue(buf, payload []byte, present bool, oid uint32) ([]byte, error) {
+	if dz.ValueConverter != ConverterJSON {
+		return append(buf, payload...), nil
+	}
+	switch {
+	case !present:
+		return append(buf, "null"...), nil
+	case oid == oidBytea:
+		return appendJacksonString(buf, base64.StdEncoding.EncodeToString(payload)), nil
+	case dz.ExpandJSONPayload:
+		return expandJSON(buf, payload)
+	}
+	return appendJacksonString(buf, string(payload)), nil
+}
+
+// tracingHeaders reads traceparent and tracestate from a
+// java.util.Properties text (key=value, key: value or key value lines;
+// # and ! comments), as Debezium's tracing column holds them.
+func tracingHeaders(text []byte) []outbox.Header {
+	var hs []outbox.Header
+	for _, line := range strings.FieldsFunc(string(text), func(r rune) bool { return r == '\n' || r == '\r' }) {
+		line = strings.TrimLeft(line, " \t\f")
+		if line == "" || line[0] == '#' || line[0] == '!' {
+			continue
+		}
+		i := strings.IndexAny(line, "=: \t\f")
+		if i < 0 {
+			continue
+		}
+		key := line[:i]
+		val := strings.TrimLeft(line[i:], " \t\f")
+		if val != "" && (val[0] == '=' || val[0] == ':') && (line[i] == ' ' || line[i] == '\t' || line[i] == '\f') {
+			val = strings.TrimLeft(val[1:], " \t\f")
+		} else if line[i] == '=' || line[i] == ':' {
+			val = strings.TrimLeft(line[i+1:], " \t\f")
+		}
+		if key == "traceparent" || key == "tracestate" {
+			hs = append(hs, outbox.Header{Key: key, Value: []byte(val)})
+		}
+	}
+	return hs
+}
+
+// buildDebeziumEvent is buildEvent for --layout debezium.
+func (d *Decoder) buildDebeziumEvent(rel *relation, row []value) (outbox.Event, error) {
+	dz := d.cols.Debezium
+	id := rel.val(row, roleID)
+	topic, col, err := d.appendTopic(d.scratch[:0], rel, row)
+	d.scratch = topic[:0]
+	if err != nil {
+		return outbox.Event{}, d.rowError(rel, row, col, err)
+	}
+	ev := outbox.Event{Table: rel.table, Topic: d.intern(topic), CommitTime: d.commitTime, CommitLSN: d.commitLSN, Index: d.index}
+	if ts := rel.val(row, roleTimestamp); ts.present() {
+		if ev.Timestamp, err = d.parseTimestamp(ts, rel.oid[roleTimestamp]); err != nil {
+			return outbox.Event{}, d.rowError(rel, row, rel.pos[roleTimestamp], err)
+		}
+	}
+	key, payload := rel.val(row, roleKey), rel.val(row, rolePayload)
+	size := 40 + len(id.data) + 2*len(key.data) + 2*len(payload.data)
+	for _, p := range rel.hdr {
+		size += 2 * len(row[p].data)
+	}
+	buf, err := appendID(make([]byte, 0, size), id, rel.oid[roleID])
+	if err != nil {
+		return outbox.Event{}, d.rowError(rel, row, rel.pos[roleID], err)
+	}
+	idValue := buf[:len(buf):len(buf)]
+	if key.present() || dz.KeyConverter == ConverterJSON {
+		start := len(buf)
+		buf = dz.appendKey(buf, appendKey(nil, key, rel.oid[roleKey]), key.present())
+		ev.Key = buf[start:len(buf):len(buf)]
+	}
+	if payload.present() || dz.ValueConverter == ConverterJSON {
+		var raw []byte
+		if payload.present() {
+			if raw, err = appendPayload(nil, payload, rel.oid[rolePayload]); err != nil {
+				return outbox.Event{}, d.rowError(rel, row, rel.pos[rolePayload], err)
+			}
+		}
+		start := len(buf)
+		if buf, err = dz.appendValue(buf, raw, payload.present(), rel.oid[rolePayload]); err != nil {
+			return outbox.Event{}, d.rowError(rel, row, rel.pos[rolePayload], err)
+		}
+		ev.Value = buf[start:len(buf):len(buf)]
+	}
+	d.hdrs = append(d.hdrs[:0], outbox.Header{Key: "id", Value: idValue})
+	for i, p := range rel.hdr {
+		h := outbox.Header{Key: dz.AdditionalPlacement[i].Alias}
+		if v := row[p]; v.present() {
+			start := len(buf)
+			if buf, err = appendDebeziumHeader(buf, v, rel.columns[p]); err != nil {
+				clear(d.hdrs)
+				return outbox.Event{}, d.rowError(rel, row, p, fmt.Errorf("additional placement: %w", err))
+			}
+			h.Value = buf[start:len(buf):len(buf)]
+		}
+		d.hdrs = append(d.hdrs, h)
+	}
+	if rel.trace >= 0 {
+		if v := row[rel.trace]; v.present() {
+			d.hdrs = append(d.hdrs, tracingHeaders(v.data)...)
+		}
+	}
+	ev.Headers = make([]outbox.Header, len(d.hdrs))
+	copy(ev.Headers, d.hdrs)
+	clear(d.hdrs)
+	d.index++
+	return ev, nil
+}
