@@ -128,14 +128,14 @@ func (c *Config) ApplyLayout(fs *flag.FlagSet) {
 // Default returns the defaults of every option: the components' own.
 func Default() Config {
 	return Config{
-		Stream:    cdc.Config{}.WithDefaults(),
-		Pump:      pump.Config{}.WithDefaults(),
-		Kafka:     publish.Config{}.WithDefaults(),
-		Delivery:  DeliveryAtLeastOnce,
-		Txn:       publish.TxnConfig{}.WithDefaults(),
-		Monitor:   slot.MonitorConfig{}.WithDefaults(),
-		CE:        decode.CloudEvents{ContentType: decode.DefaultCloudEventsContentType},
-		Layout:    LayoutDefault,
+		Stream:   cdc.Config{}.WithDefaults(),
+		Pump:     pump.Config{}.WithDefaults(),
+		Kafka:    publish.Config{}.WithDefaults(),
+		Delivery: DeliveryAtLeastOnce,
+		Txn:      publish.TxnConfig{}.WithDefaults(),
+		Monitor:  slot.MonitorConfig{}.WithDefaults(),
+		CE:       decode.CloudEvents{ContentType: decode.DefaultCloudEventsContentType},
+		Layout:   LayoutDefault,
 		DZ: decode.Debezium{RouteByField: decode.DefaultRouteByField, RouteTopicReplacement: decode.DefaultRouteTopicReplacement,
 			KeyConverter: decode.ConverterString, ValueConverter: decode.ConverterString},
 		Table:     "public.outbox",
