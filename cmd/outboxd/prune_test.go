@@ -25,15 +25,7 @@ func (w *world) prune(t *testing.T, args ...string) (int, string) {
 // outboxIDs returns the ids in the outbox table, ascending.
 func (w *world) outboxIDs(t *testing.T) []int64 {
 	t.Helper()
-	rows, err := w.pool.Query(t.Context(), `SELECT id FROM outbox ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ids
+	return tableIDs(t, w.pool, "outbox")
 }
 
 // waitAcknowledgedPast waits until outboxd_slots records an acknowledged
