@@ -69,6 +69,15 @@ type Config struct {
 	// ReconnectMaxInterval caps the exponential backoff between reconnects
 	// after a lost connection. Default DefaultReconnectMaxInterval.
 	ReconnectMaxInterval time.Duration
+	// ServerTimeout is how long the server may stay silent on the
+	// replication connection, and how long setting a session up (connect,
+	// checks, START_REPLICATION) may take, before the connection is taken
+	// for broken and replaced: a half-open TCP connection (a network
+	// partition, a host gone without a reset) never errors by itself.
+	// A status sent after StatusInterval of silence asks the server for a
+	// reply, so a live idle server is never silent for longer than that.
+	// Default DefaultServerTimeout; it must exceed StatusInterval.
+	ServerTimeout time.Duration
 }
 
 // Defaults.
@@ -79,6 +88,7 @@ const (
 	DefaultShutdownTimeout      = 30 * time.Second
 	DefaultSlotRetryInterval    = time.Second
 	DefaultReconnectMaxInterval = 10 * time.Second
+	DefaultServerTimeout        = 30 * time.Second
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -104,6 +114,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ReconnectMaxInterval <= 0 {
 		c.ReconnectMaxInterval = DefaultReconnectMaxInterval
+	}
+	if c.ServerTimeout <= 0 {
+		c.ServerTimeout = DefaultServerTimeout
 	}
 	return c
 }

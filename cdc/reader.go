@@ -52,12 +52,15 @@ type reader struct {
 	wm             Watermark
 	slot           string
 	statusInterval time.Duration
+	serverTimeout  time.Duration // silence after which the connection is taken for broken
 	log            *slog.Logger
 	serverWALEnd   *atomic.Uint64 // for lag metrics
 	confirmedLSN   *atomic.Uint64
 
-	inTx       bool
-	nextStatus time.Time
+	inTx         bool
+	lastReceived time.Time // when the server last sent anything
+	broken       bool      // the server went silent: nothing more is sent on the connection
+	nextStatus   time.Time
 	lastStatus time.Time
 	confirmed  outbox.LSN // last flush position sent
 	wake       deadlineCtx
@@ -70,6 +73,7 @@ type reader struct {
 func (r *reader) run(ctx context.Context, stop <-chan struct{}) error {
 	defer r.wake.stop()
 	pacer := newReadPacer(r.conn.Conn())
+	r.lastReceived = time.Now()
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -92,11 +96,17 @@ func (r *reader) run(ctx context.Context, stop <-chan struct{}) error {
 		msg, err := r.conn.ReceiveMessage(r.wake.ctx)
 		if err != nil {
 			if pgconn.Timeout(err) || ctx.Err() != nil {
+				if silent := time.Since(r.lastReceived); silent > r.serverTimeout && ctx.Err() == nil {
+					r.broken = true
+					return fmt.Errorf("the server sent nothing on the replication connection for %s (--server-timeout %s), not even a reply to a status that asked for one: "+
+						"taking the connection for broken (a network partition or a half-open connection)", silent.Round(time.Millisecond), r.serverTimeout)
+				}
 				pacer.timedOut()
 				continue
 			}
 			return fmt.Errorf("receiving from the replication connection: %w", err)
 		}
+		r.lastReceived = time.Now()
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:
 			pacer.received(len(m.Data), time.Now())
@@ -233,6 +243,10 @@ func (r *reader) sendStatus(ctx context.Context) error {
 		WALFlushPosition: pglogrepl.LSN(pos),
 		WALApplyPosition: pglogrepl.LSN(pos),
 		ClientTime:       time.Now(),
+		// After a status interval of silence, ask for a keepalive: a
+		// live server answers at once, so silence beyond serverTimeout
+		// means the connection is gone.
+		ReplyRequested: time.Since(r.lastReceived) >= r.statusInterval,
 	})
 	r.lastStatus = time.Now()
 	r.nextStatus = r.lastStatus.Add(r.statusInterval)
@@ -261,6 +275,11 @@ func (r *reader) finish(ctx context.Context) error {
 	// session starts from the watermark anyway.
 	if r.conn.IsClosed() {
 		return errors.New("the replication connection is already closed")
+	}
+	if r.broken {
+		// Its end would wait for an answer that cannot come (up to the
+		// 5 s of the caller's context), delaying the reconnect.
+		return errors.New("the replication connection is broken")
 	}
 	if err := r.sendStatus(ctx); err != nil {
 		return err

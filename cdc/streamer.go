@@ -182,38 +182,43 @@ func unreachable(err error) bool {
 // session runs one replication connection from start to end. streamed
 // reports whether replication started (for backoff and logging).
 func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
-	info, err := prepare(ctx, s.cfg, s.log)
+	// Setting up is bounded: over a half-open connection a connect or a
+	// query would otherwise wait for ever.
+	setup, cancelSetup := context.WithTimeoutCause(ctx, s.cfg.ServerTimeout, errSetupTimeout)
+	defer cancelSetup()
+	info, err := prepare(setup, s.cfg, s.log)
 	if err != nil {
-		return false, err
+		return false, setupError(setup, err)
 	}
-	conn, err := s.connectReplication(ctx)
+	conn, err := s.connectReplication(setup)
 	if err != nil {
-		return false, err
+		return false, setupError(setup, err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = conn.Close(cctx) // the session's outcome is already decided
 	}()
-	if err := s.checkServer(ctx, conn, info); err != nil {
-		return false, err
+	if err := s.checkServer(setup, conn, info); err != nil {
+		return false, setupError(setup, err)
 	}
 	start := max(s.confirmed, info.ConfirmedFlushLSN)
 	s.pump.Start(start)
-	if err := startReplication(ctx, conn, s.cfg.Slot, s.cfg.Publication, start, s.cfg.Columns.MessagePrefix != ""); err != nil {
-		err = slot.ClassifyStart(s.cfg.Slot, err)
+	if err := startReplication(setup, conn, s.cfg.Slot, s.cfg.Publication, start, s.cfg.Columns.MessagePrefix != ""); err != nil {
+		err = slot.ClassifyStart(s.cfg.Slot, setupError(setup, err))
 		var inUse *slot.InUseError
 		if errors.As(err, &inUse) {
-			inUse.PID = slotHolder(ctx, s.cfg)
+			inUse.PID = slotHolder(setup, s.cfg)
 		}
 		return false, err
 	}
+	cancelSetup()
 	s.log.Info("streaming", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "lsn", start)
 	s.counters.state.Store(int32(StateStreaming))
 	s.counters.confirmed.Store(uint64(start))
 
 	r := &reader{conn: conn, dec: decode.NewDecoder(s.cfg.Columns), out: s.pump, wm: s.pump, slot: s.cfg.Slot,
-		statusInterval: s.cfg.StatusInterval, log: s.log, serverWALEnd: &s.counters.serverWALEnd,
+		statusInterval: s.cfg.StatusInterval, serverTimeout: s.cfg.ServerTimeout, log: s.log, serverWALEnd: &s.counters.serverWALEnd,
 		confirmedLSN: &s.counters.confirmed, confirmed: start}
 	// A graceful stop (ctx) finishes the open transaction and drains; past
 	// ShutdownTimeout the reader and the drain give up (hard).
@@ -314,3 +319,14 @@ func afterGrace(parent context.Context, d time.Duration) (context.Context, conte
 }
 
 var errShutdownTimeout = errors.New("shutdown timeout reached")
+
+var errSetupTimeout = errors.New("setting the replication session up took longer than --server-timeout (the server or the network is not answering)")
+
+// setupError says that a session's set-up ran out of time, when it did:
+// the error itself is then only a cancelled context or a broken read.
+func setupError(setup context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(setup), errSetupTimeout) {
+		return fmt.Errorf("%w: %w", errSetupTimeout, err)
+	}
+	return err
+}

@@ -252,6 +252,15 @@ func flags() []flagSpec {
 
 		{name: "status-interval", group: GroupStream, usage: "longest time between standby status updates; keep well below the server's wal_sender_timeout",
 			bind: duration(func(c *Config) *time.Duration { return &c.Stream.StatusInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.StatusInterval })},
+		{name: "server-timeout", group: GroupStream,
+			usage: "how long PostgreSQL may stay silent on the replication connection (a status after --status-interval of silence asks it for a reply), and how long setting a session up may take, before the connection is taken for broken and replaced: a network partition or a half-open TCP connection never errors by itself; must exceed --status-interval",
+			bind: duration(func(c *Config) *time.Duration { return &c.Stream.ServerTimeout }),
+			check: func(c *Config) string {
+				if c.Stream.ServerTimeout <= c.Stream.StatusInterval {
+					return "must exceed --status-interval (" + c.Stream.StatusInterval.String() + ")"
+				}
+				return ""
+			}},
 		{name: "shutdown-timeout", group: GroupStream, usage: "on SIGTERM/SIGINT, how long to finish the open transaction, wait for Kafka and confirm",
 			bind: duration(func(c *Config) *time.Duration { return &c.Stream.ShutdownTimeout }), check: positive(func(c *Config) time.Duration { return c.Stream.ShutdownTimeout })},
 		{name: "slot-retry-interval", group: GroupStream, usage: "how often a standby retries a slot another process is using",

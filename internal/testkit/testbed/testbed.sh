@@ -13,8 +13,17 @@
 #
 # Building blocks, also used by tests that need a server of their own (one
 # they may stop and restart without disturbing parallel tests):
-#   testbed.sh kafka-start DIR [PORT]   start (formatting on first use) a broker
+#   testbed.sh kafka-start DIR [PORT [ADVERTISED]]
+#                                       start (formatting on first use) a broker
 #                                       whose state lives in DIR; prints its address
+#                                       (ADVERTISED host:port, when given: the address
+#                                       clients are told, e.g. a fault-injecting proxy's)
+#   testbed.sh kafka-cluster-start DIR N
+#                                       start (formatting on first use) N brokers, each
+#                                       also a KRaft controller, in DIR/node1..N, topics
+#                                       replicated 3 times (min.insync.replicas 2);
+#                                       prints the bootstrap list. kafka-start DIR/nodeI
+#                                       and kafka-stop DIR/nodeI start and stop one
 #   testbed.sh kafka-stop DIR           stop it (SIGTERM, then SIGKILL)
 #   testbed.sh pg-start DIR [PORT]      start (initdb on first use) a cluster in DIR;
 #                                       prints its database URL
@@ -233,7 +242,7 @@ wait_kafka() {
 }
 
 kafka_start() {
-	local dir=$1 port=${2:-}
+	local dir=$1 port=${2:-} advertised=${3:-}
 	ensure_kafka_jars
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd -P)
@@ -243,6 +252,7 @@ kafka_start() {
 	fi
 	if [ ! -f "$dir/server.properties" ]; then
 		[ -n "$port" ] || port=$(free_port)
+		[ -n "$advertised" ] || advertised=127.0.0.1:$port
 		local cport
 		cport=$(free_port)
 		cat >"$dir/server.properties" <<EOF
@@ -250,7 +260,7 @@ process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
 listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+advertised.listeners=PLAINTEXT://$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
@@ -266,20 +276,9 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 EOF
-		echo "127.0.0.1:$port" >"$dir/kafka.addr"
-		# Any base64url 16-byte id will do for a throwaway cluster, except
-		# one starting with "-": kafka-storage then takes it for an option
-		# ("argument --cluster-id/-t: expected one argument"), which failed
-		# about one Kafka start in 64 (seen as a flaky chaos test).
+		echo "$advertised" >"$dir/kafka.addr"
 		local cluster_id
-		cluster_id=$(python3 -c '
-import base64, os
-while True:
-    s = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
-    if not s.startswith("-"):
-        print(s)
-        break
-')
+		cluster_id=$(new_cluster_id)
 		kafka_cmd kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties"
 		"${kafka_cmd[@]}" >"$dir/format.log" 2>&1 ||
 			{ cat "$dir/format.log" >&2; die "formatting the KRaft log directory failed"; }
@@ -293,6 +292,91 @@ while True:
 	wait_kafka "$addr" "$dir"
 	log "Kafka $kafka_version up at $addr (state in $dir)"
 	echo "$addr"
+}
+
+# new_cluster_id prints a random KRaft cluster id. Any base64url 16-byte id
+# will do for a throwaway cluster, except one starting with "-":
+# kafka-storage then takes it for an option ("argument --cluster-id/-t:
+# expected one argument"), which failed about one Kafka start in 64 (seen as
+# a flaky chaos test).
+new_cluster_id() {
+	python3 -c '
+import base64, os
+while True:
+    s = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+    if not s.startswith("-"):
+        print(s)
+        break
+'
+}
+
+# kafka_cluster_start DIR N: N combined broker+controller nodes in
+# DIR/node1..N, one cluster id, replication factor 3 and min.insync.replicas
+# 2 (for N >= 3), small heaps so that three fit beside PostgreSQL on 2 cores.
+kafka_cluster_start() {
+	local dir=$1 n=${2:-3} i node
+	ensure_kafka_jars
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd -P)
+	local rf=$((n < 3 ? n : 3)) isr=$((n < 3 ? 1 : 2))
+	if [ ! -f "$dir/cluster.id" ]; then
+		local voters="" ports=() cports=()
+		for ((i = 1; i <= n; i++)); do
+			ports[i]=$(free_port)
+			cports[i]=$(free_port)
+			voters+="${voters:+,}$i@127.0.0.1:${cports[i]}"
+		done
+		new_cluster_id >"$dir/cluster.id"
+		for ((i = 1; i <= n; i++)); do
+			node=$dir/node$i
+			mkdir -p "$node"
+			cat >"$node/server.properties" <<EOF
+process.roles=broker,controller
+node.id=$i
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:${ports[i]},CONTROLLER://127.0.0.1:${cports[i]}
+advertised.listeners=PLAINTEXT://127.0.0.1:${ports[i]}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$node/data
+num.partitions=3
+default.replication.factor=$rf
+min.insync.replicas=$isr
+auto.create.topics.enable=true
+offsets.topic.replication.factor=$rf
+offsets.topic.num.partitions=3
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
+transaction.state.log.num.partitions=3
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$isr
+group.initial.rebalance.delay.ms=0
+unclean.leader.election.enable=false
+EOF
+			echo "127.0.0.1:${ports[i]}" >"$node/kafka.addr"
+			kafka_cmd kafka.tools.StorageTool format -t "$(cat "$dir/cluster.id")" -c "$node/server.properties"
+			"${kafka_cmd[@]}" >"$node/format.log" 2>&1 ||
+				{ cat "$node/format.log" >&2; die "formatting the KRaft log directory of node $i failed"; }
+		done
+	fi
+	# All at once: a node waits for a quorum of controllers before it answers.
+	local nodes=() addrs=""
+	for node in "$dir"/node*; do
+		nodes+=("$node")
+		addrs+="${addrs:+,}$(cat "$node/kafka.addr")"
+		if [ -f "$node/kafka.pid" ] && kill -0 "$(cat "$node/kafka.pid")" 2>/dev/null; then
+			continue
+		fi
+		KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xms64m -Xmx256m} kafka_cmd kafka.Kafka "$node/server.properties"
+		setsid "${kafka_cmd[@]}" >>"$node/kafka.log" 2>&1 </dev/null &
+		echo $! >"$node/kafka.pid"
+	done
+	for node in "${nodes[@]}"; do
+		wait_kafka "$(cat "$node/kafka.addr")" "$node"
+	done
+	log "Kafka $kafka_version cluster of ${#nodes[@]} up at $addrs (state in $dir)"
+	echo "$addrs"
 }
 
 kafka_stop() {
@@ -520,6 +604,7 @@ run)
 	exit $rc
 	;;
 kafka-start) kafka_start "$@" ;;
+kafka-cluster-start) kafka_cluster_start "$@" ;;
 kafka-stop) kafka_stop "$@" ;;
 pg-start) pg_start "$@" ;;
 pg-stop) pg_stop "$@" ;;

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/internal/testkit/netfault"
+)
+
+// proxied starts a fault-injecting proxy in front of w's PostgreSQL and
+// returns it with w's database URL through it.
+func proxied(t *testing.T, w *world) (*netfault.Proxy, string) {
+	t.Helper()
+	u, err := url.Parse(w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := netfault.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	u.Host = p.Addr
+	return p, u.String()
+}
+
+// waitLogged waits until the log holds s, and returns how long that took.
+func waitLogged(t *testing.T, p *proc, s string, d time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < d {
+		if strings.Contains(p.log(), s) {
+			return time.Since(start)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the log does not say %q within %s:\n%s", s, d, p.log())
+	return 0
+}
+
+// TestNetworkFaultsToPostgres: network faults between outboxd and
+// PostgreSQL, each through a proxy while the application keeps writing
+// (directly): nothing is lost, a reconnect re-sends at most the open
+// transaction, and a black hole (no reset: the half-open case) is
+// detected by --server-timeout while it lasts. Detection and recovery
+// times are logged (docs/guarantees.md has the recorded ones), not
+// asserted.
+func TestNetworkFaultsToPostgres(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		inject func(*netfault.Proxy) error
+		// detect is what the log says when outboxd notices the fault (""
+		// for a fault it rides out); bigTxn writes one transaction of
+		// that many rows while the fault is in place.
+		detect string
+		bigTxn int
+		hold   time.Duration
+	}{
+		{name: "latency and jitter", inject: func(p *netfault.Proxy) error { return p.Latency(200, 100) }, hold: 4 * time.Second},
+		{name: "bandwidth limit", inject: func(p *netfault.Proxy) error { return p.Bandwidth(16) }, hold: 4 * time.Second, bigTxn: 2000},
+		{name: "black hole", inject: func(p *netfault.Proxy) error { return p.BlackHole() }, detect: "the server sent nothing on the replication connection", hold: 8 * time.Second},
+		{name: "reset mid-transaction", inject: func(p *netfault.Proxy) error { return p.Reset(0) }, detect: "replication interrupted; reconnecting", bigTxn: 5000},
+		{name: "slow close", inject: func(p *netfault.Proxy) error { return p.SlowClose(3000) }, hold: 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			proxy, dbURL := proxied(t, w)
+			p := w.start(t, "--database-url", dbURL, "--status-interval", "500ms", "--server-timeout", "2s", "--reconnect-max-interval", "1s")
+			want := w.write(t, 4, 0)
+			w.consumeAll(t, want, time.Minute)
+
+			if err := tt.inject(proxy); err != nil {
+				t.Fatal(err)
+			}
+			faulted := time.Now()
+			if tt.bigTxn > 0 {
+				rows, err := w.pool.Query(t.Context(), `INSERT INTO outbox (aggregate_id, topic, payload)
+					SELECT '00000000-0000-4000-8000-000000000042', $1, jsonb_build_object('n', g, 'pad', repeat('x', 200)) FROM generate_series(1, $2) g RETURNING id`,
+					w.topic, tt.bigTxn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for rows.Next() {
+					var id int64
+					if err := rows.Scan(&id); err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, id)
+				}
+				if rows.Err() != nil {
+					t.Fatal(rows.Err())
+				}
+			}
+			want = append(want, w.write(t, 4, 100)...)
+			if tt.detect != "" {
+				t.Logf("%s: detected after %s", tt.name, waitLogged(t, p, tt.detect, time.Minute).Round(time.Millisecond))
+			}
+			if rest := tt.hold - time.Since(faulted); rest > 0 {
+				time.Sleep(rest)
+			}
+			proxy.Heal()
+			healed := time.Now()
+			after := w.write(t, 1, 200)
+			want = append(want, after...)
+			seen := make(chan time.Time, 1)
+			counts := w.consumeEach(t, want, 2*time.Minute, func(_ *kgo.Record, id int64) {
+				if id == after[0] {
+					select {
+					case seen <- time.Now():
+					default:
+					}
+				}
+			})
+			t.Logf("%s: a row written after the heal published %s after it", tt.name, (<-seen).Sub(healed).Round(time.Millisecond))
+			dups := 0
+			for _, id := range want {
+				dups += counts[id] - 1
+			}
+			// A reconnect re-sends at most the open transaction: the big
+			// one, or one of write's 5 rows.
+			if bound := max(tt.bigTxn, 5); dups > bound {
+				t.Errorf("%d duplicates, want at most %d (the open transaction)", dups, bound)
+			}
+			select {
+			case <-p.done:
+				t.Fatalf("outboxd exited:\n%s", p.log())
+			default:
+			}
+		})
+	}
+}
