@@ -1,14 +1,20 @@
 package main
 
 import (
+	"context"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxd/outboxd/internal/testkit/netfault"
+	"github.com/outboxd/outboxd/internal/testkit/testbed"
+	"github.com/outboxd/outboxd/internal/testkit/testenv"
 )
 
 // proxied starts a fault-injecting proxy in front of w's PostgreSQL and
@@ -127,6 +133,132 @@ func TestNetworkFaultsToPostgres(t *testing.T) {
 			// one, or one of write's 5 rows.
 			if bound := max(tt.bigTxn, 5); dups > bound {
 				t.Errorf("%d duplicates, want at most %d (the open transaction)", dups, bound)
+			}
+			select {
+			case <-p.done:
+				t.Fatalf("outboxd exited:\n%s", p.log())
+			default:
+			}
+		})
+	}
+}
+
+// kafkaBehindProxy starts a private broker that clients reach through a
+// fault-injecting proxy (the broker advertises the proxy's address), with
+// w's topic on it, and points w at it.
+func kafkaBehindProxy(t *testing.T, w *world) (*netfault.Proxy, *testbed.Kafka) {
+	t.Helper()
+	brokerAddr, err := netfault.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxyAddr, err := netfault.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := netfault.StartOn(proxyAddr, brokerAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	_, port, _ := net.SplitHostPort(brokerAddr)
+	p, _ := strconv.Atoi(port)
+	k, err := testbed.StartKafkaAdvertised(context.Background(), testenv.Script(t), t.TempDir(), p, proxy.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Stop(context.Background()) })
+	w.brokers = k.Addr
+	w.topic = testenv.CreateTopic(t, []string{k.Addr}, testenv.Name(t, "t"), 3)
+	return proxy, k
+}
+
+// confirmedLSN reads the slot's confirmed position.
+func (w *world) confirmedLSN(t *testing.T) string {
+	t.Helper()
+	var lsn string
+	if err := w.pool.QueryRow(t.Context(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, w.slot).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+// TestNetworkFaultsToKafka: network faults between outboxd and its
+// broker, and a broker that stalls (SIGSTOP: connections open, nothing
+// answered), while the application writes: while Kafka cannot
+// acknowledge, the slot is not confirmed past what was written during the
+// fault; once healed everything arrives, and nothing is sent twice (the
+// producer is idempotent and outboxd never gave up on a record). Recovery
+// times are logged, not asserted.
+func TestNetworkFaultsToKafka(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		inject func(*netfault.Proxy, *testbed.Kafka) error
+		heal   func(*netfault.Proxy, *testbed.Kafka) error
+		hold   time.Duration
+		// blocks says Kafka cannot acknowledge while the fault lasts.
+		blocks bool
+	}{
+		{name: "latency and jitter", inject: func(p *netfault.Proxy, _ *testbed.Kafka) error { return p.Latency(200, 100) }, hold: 4 * time.Second},
+		{name: "bandwidth limit", inject: func(p *netfault.Proxy, _ *testbed.Kafka) error { return p.Bandwidth(16) }, hold: 4 * time.Second},
+		{name: "black hole", inject: func(p *netfault.Proxy, _ *testbed.Kafka) error { return p.BlackHole() }, hold: 15 * time.Second, blocks: true},
+		{name: "reset", inject: func(p *netfault.Proxy, _ *testbed.Kafka) error { return p.Reset(0) }, hold: 3 * time.Second},
+		{name: "slow close", inject: func(p *netfault.Proxy, _ *testbed.Kafka) error { return p.SlowClose(3000) }, hold: 3 * time.Second},
+		{name: "broker stall", inject: func(_ *netfault.Proxy, k *testbed.Kafka) error { return k.Signal(syscall.SIGSTOP) },
+			heal: func(_ *netfault.Proxy, k *testbed.Kafka) error { return k.Signal(syscall.SIGCONT) }, hold: 15 * time.Second, blocks: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			proxy, broker := kafkaBehindProxy(t, w)
+			p := w.start(t, "--status-interval", "500ms")
+			want := w.write(t, 4, 0)
+			w.consumeAll(t, want, time.Minute)
+
+			var before string
+			if err := w.pool.QueryRow(t.Context(), `SELECT pg_current_wal_lsn()::text`).Scan(&before); err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.inject(proxy, broker); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, w.write(t, 4, 100)...)
+			time.Sleep(tt.hold)
+			if tt.blocks {
+				var passed bool
+				if err := w.pool.QueryRow(t.Context(), `SELECT confirmed_flush_lsn > $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`, w.slot, before).Scan(&passed); err != nil {
+					t.Fatal(err)
+				}
+				if passed {
+					t.Fatalf("with Kafka unreachable the slot was confirmed to %s, past %s, where the rows Kafka never acknowledged begin", w.confirmedLSN(t), before)
+				}
+			}
+			heal := tt.heal
+			if heal == nil {
+				heal = func(p *netfault.Proxy, _ *testbed.Kafka) error { p.Heal(); return nil }
+			}
+			if err := heal(proxy, broker); err != nil {
+				t.Fatal(err)
+			}
+			healed := time.Now()
+			after := w.write(t, 1, 200)
+			want = append(want, after...)
+			seen := make(chan time.Time, 1)
+			counts := w.consumeEach(t, want, 3*time.Minute, func(_ *kgo.Record, id int64) {
+				if id == after[0] {
+					select {
+					case seen <- time.Now():
+					default:
+					}
+				}
+			})
+			t.Logf("%s: a row written after the heal published %s after it", tt.name, (<-seen).Sub(healed).Round(time.Millisecond))
+			for _, id := range want {
+				if counts[id] != 1 {
+					t.Errorf("id %d published %d times, want once", id, counts[id])
+				}
 			}
 			select {
 			case <-p.done:
