@@ -8,7 +8,9 @@
 // are committed and fully acknowledged.
 //
 // Invariant: Flushed never passes a transaction with an unacknowledged
-// record, and only ever returns a transaction end LSN, or a server WAL end
+// record, and only ever returns a transaction end LSN (for a standalone
+// logical decoding message, which is in no transaction, the pump commits a
+// transaction of its own ending just past it), or a server WAL end
 // reported by Idle while nothing at all was in flight. It never moves
 // backwards.
 //

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -32,7 +34,8 @@ import (
 //   - timestamp: the commit time (Debezium's is when it processed the
 //     event, which no other process can reproduce), or Columns.Timestamp.
 //
-// What differs, and why, is listed in docs/debezium.md.
+// What differs, and why, is listed in README.md ("Replacing Debezium's
+// outbox EventRouter"); docs/debezium has the recorded comparison.
 type Debezium struct {
 	// RouteByField is route.by.field: the column whose value routes the
 	// record. Default "aggregatetype".
@@ -169,7 +172,7 @@ func headerPlaceable(oid uint32) bool {
 }
 
 // appendDebeziumHeader appends a placed column's header value.
-func appendDebeziumHeader(buf []byte, v value, c Column) ([]byte, error) {
+func (d *Decoder) appendDebeziumHeader(buf []byte, v value, c Column) ([]byte, error) {
 	if v.kind != valueText {
 		return buf, fmt.Errorf("binary value of %s: only text format is placed as a Debezium header", describeType(c.TypeOID))
 	}
@@ -189,7 +192,7 @@ func appendDebeziumHeader(buf []byte, v value, c Column) ([]byte, error) {
 		}
 		return base64.StdEncoding.AppendEncode(buf, raw), nil
 	case oidTimestamptz, oidTimestamp, oidDate:
-		return appendDebeziumTime(buf, v.data, c)
+		return d.appendDebeziumTime(buf, v, c)
 	}
 	return append(buf, v.data...), nil
 }
@@ -200,21 +203,22 @@ func appendDebeziumHeader(buf []byte, v value, c Column) ([]byte, error) {
 // column's precision (6 when it has none); timestamp as epoch
 // milliseconds for a precision up to 3, else microseconds; date as days
 // since the epoch.
-func appendDebeziumTime(buf, text []byte, c Column) ([]byte, error) {
-	layout := "2006-01-02 15:04:05.999999999"
-	switch c.TypeOID {
-	case oidTimestamptz:
-		layout += "Z07:00"
-	case oidDate:
-		layout = "2006-01-02"
+func (d *Decoder) appendDebeziumTime(buf []byte, v value, c Column) ([]byte, error) {
+	var t time.Time
+	var err error
+	if c.TypeOID == oidDate {
+		// pgx's codec reads every form PostgreSQL writes (BC, offsets
+		// with seconds); infinity is refused, as for a timestamp column.
+		var dt pgtype.Date
+		if err = d.typeMap().Scan(c.TypeOID, pgtype.TextFormatCode, v.data, &dt); err == nil && dt.InfinityModifier != pgtype.Finite {
+			err = errors.New("not a finite date")
+		}
+		t = dt.Time
+	} else {
+		t, err = d.parseTimestamp(v, c.TypeOID)
 	}
-	s := string(text)
-	if c.TypeOID == oidTimestamptz && len(s) > 3 && (s[len(s)-3] == '+' || s[len(s)-3] == '-') {
-		s += ":00" // PostgreSQL writes whole-hour offsets as +01
-	}
-	t, err := time.Parse(layout, s)
 	if err != nil {
-		return buf, fmt.Errorf("%s value %s: %w", typeName(c.TypeOID), quoteShort(text), err)
+		return buf, fmt.Errorf("%s value %s: %w", typeName(c.TypeOID), quoteShort(v.data), err)
 	}
 	precision := int(c.TypeMod)
 	if precision < 0 || precision > 6 {
@@ -341,7 +345,7 @@ func (d *Decoder) buildDebeziumEvent(rel *relation, row []value) (outbox.Event, 
 		h := outbox.Header{Key: dz.AdditionalPlacement[i].Alias}
 		if v := row[p]; v.present() {
 			start := len(buf)
-			if buf, err = appendDebeziumHeader(buf, v, rel.columns[p]); err != nil {
+			if buf, err = d.appendDebeziumHeader(buf, v, rel.columns[p]); err != nil {
 				clear(d.hdrs)
 				return outbox.Event{}, d.rowError(rel, row, p, fmt.Errorf("additional placement: %w", err))
 			}

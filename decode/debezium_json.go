@@ -411,6 +411,8 @@ func appendJacksonString(buf []byte, s string) []byte {
 	return append(buf, '"')
 }
 
+func mustParse(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
+
 // appendJavaDouble appends f as Java's Double.toString writes it, with the
 // shortest digits that read back as f (Java 19 and later; Java 17 differs
 // for a few values, e.g. 2.0E23): plain with at least one fractional digit
@@ -423,6 +425,13 @@ func appendJavaDouble(buf []byte, f float64) []byte {
 		return append(buf, "0.0"...)
 	}
 	e := strconv.FormatFloat(f, 'e', -1, 64) // -d.ddde±XX
+	if len(e) > 1 && !strings.Contains(e, ".") {
+		// One digit is the shortest: Java then takes the two-digit decimal
+		// closest to f (4.9E-324 for the smallest double, not 5.0E-324).
+		if two := strconv.FormatFloat(f, 'e', 1, 64); mustParse(two) == f {
+			e = two
+		}
+	}
 	if e[0] == '-' {
 		buf = append(buf, '-')
 		e = e[1:]
@@ -430,6 +439,9 @@ func appendJavaDouble(buf []byte, f float64) []byte {
 	mant, expText, _ := strings.Cut(e, "e")
 	exp, _ := strconv.Atoi(expText)
 	digits := strings.Replace(mant, ".", "", 1)
+	if t := strings.TrimRight(digits, "0"); t != "" {
+		digits = t
+	}
 	if a := math.Abs(f); a >= 1e-3 && a < 1e7 {
 		if exp >= 0 {
 			intPart := digits

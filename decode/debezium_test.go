@@ -94,6 +94,12 @@ func TestDecodeDebezium(t *testing.T) {
 			topic: "outbox.event.Customer", key: `"c-ü-42"`, value: "null",
 			headers: []outbox.Header{hdr("eventType", "OrderCreated"), {Key: "tenant"}, {Key: "occurred_at"}, {Key: "occurred_ms"}, {Key: "local_at"},
 				{Key: "local_ms"}, hdr("flag", "false"), {Key: "businessDay"}, {Key: "note"}}},
+		{name: "an offset with seconds (a historical time zone)", dz: jsonConv,
+			in:    dzRow(text("Order"), text("1"), text(`{}`), map[string]tv{"occurred_at": text("1900-01-01 00:00:00+00:53:28"), "occurred_ms": text("1900-01-01 00:00:00.5-00:00:28")}),
+			topic: "outbox.event.Order", key: `"1"`, value: `"{}"`,
+			headers: []outbox.Header{hdr("eventType", "OrderCreated"), hdr("tenant", "7"), hdr("occurred_at", "1899-12-31T23:06:32.000000Z"),
+				hdr("occurred_ms", "1900-01-01T00:00:28.500Z"), hdr("local_at", "1796206272345678"), hdr("local_ms", "1796206272300"),
+				hdr("flag", "true"), hdr("businessDay", "20789"), hdr("note", "first")}},
 		{name: "expanded: numbers", dz: expand, in: dzRow(text("Customer"), text("c-ü-42"), text(numbers), nil),
 			topic: "events.OrderCreated", key: "c-ü-42",
 			value: `{"e":1.23E-7,"f":1.5,"g":100.0,"h":1234567.5,"i":7,"big":12345678901,"mid":1.23456789E7,"neg":-3,"tiny":1.0E-4,"zero":0}`},
@@ -205,7 +211,7 @@ func TestJavaDouble(t *testing.T) {
 		want string
 	}{
 		{1.5, "1.5"}, {100, "100.0"}, {0.001, "0.001"}, {0.0001, "1.0E-4"}, {1.23e-7, "1.23E-7"}, {9999999, "9999999.0"},
-		{1e7, "1.0E7"}, {12345678.9, "1.23456789E7"}, {-1234567.5, "-1234567.5"}, {0, "0.0"}, {1.5e300, "1.5E300"}, {0.1, "0.1"}, {123.456, "123.456"},
+		{1e7, "1.0E7"}, {12345678.9, "1.23456789E7"}, {-1234567.5, "-1234567.5"}, {0, "0.0"}, {1.5e300, "1.5E300"}, {5e-324, "4.9E-324"}, {1e-323, "9.9E-324"}, {1, "1.0"}, {0.1, "0.1"}, {123.456, "123.456"},
 	} {
 		if got := string(appendJavaDouble(nil, tt.f)); got != tt.want {
 			t.Errorf("appendJavaDouble(%v) = %s, want %s", tt.f, got, tt.want)

@@ -125,10 +125,16 @@ func appendText(buf []byte, v value, oid uint32) ([]byte, error) {
 // walsender's DateStyle ISO writes it, or binary) with pgx's codecs; a
 // timestamp without time zone is UTC. infinity is an error: a record
 // timestamp is a finite time.
-func (d *Decoder) parseTimestamp(v value, oid uint32) (time.Time, error) {
+// typeMap returns pgx's codecs, made when first needed.
+func (d *Decoder) typeMap() *pgtype.Map {
 	if d.types == nil {
 		d.types = pgtype.NewMap()
 	}
+	return d.types
+}
+
+func (d *Decoder) parseTimestamp(v value, oid uint32) (time.Time, error) {
+	d.typeMap()
 	format := int16(pgtype.TextFormatCode)
 	if v.kind == valueBinary {
 		format = pgtype.BinaryFormatCode

@@ -36,10 +36,8 @@ func messageTable(prefix string) string { return "message:" + prefix }
 
 // envelope is the JSON content of a table-less event.
 type envelope struct {
-	Topic   *string         `json:"topic"`
-	Key     *string         `json:"key"`
-	Headers json.RawMessage `json:"headers"`
-	Payload json.RawMessage `json:"payload"`
+	Topic, Key       *string // nil: absent or null
+	Headers, Payload json.RawMessage
 }
 
 // decodeMessage parses a logical decoding message: Int8 flags (1:
@@ -101,7 +99,9 @@ func (d *Decoder) decodeMessage(body []byte) (Message, error) {
 }
 
 // parseEnvelope checks the envelope's shape: a JSON object with only the
-// known members, each of its type.
+// known members, each once, named exactly (encoding/json's struct decoding
+// would match "Topic" too, and let a repeated member win silently), each of
+// its type.
 func parseEnvelope(content []byte) (envelope, error) {
 	var env envelope
 	if !json.Valid(content) {
@@ -111,9 +111,42 @@ func parseEnvelope(content []byte) (envelope, error) {
 		return env, fmt.Errorf("envelope is %s, want a JSON object with topic, key, headers and payload", jsonKind(content, skipSpace(content, 0)))
 	}
 	dec := json.NewDecoder(bytes.NewReader(content))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&env); err != nil {
+	if _, err := dec.Token(); err != nil { // {
 		return env, fmt.Errorf("envelope: %w", err)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return env, fmt.Errorf("envelope: %w", err)
+		}
+		name := tok.(string) // an object's keys are strings
+		if seen[name] {
+			return env, fmt.Errorf("envelope: member %q twice", name)
+		}
+		seen[name] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return env, fmt.Errorf("envelope: %w", err)
+		}
+		switch name {
+		case "topic", "key":
+			var v *string
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return env, fmt.Errorf("envelope: %s is %s, want a string", name, jsonKind(raw, 0))
+			}
+			if name == "topic" {
+				env.Topic = v
+			} else {
+				env.Key = v
+			}
+		case "headers":
+			env.Headers = raw
+		case "payload":
+			env.Payload = raw
+		default:
+			return env, fmt.Errorf("envelope: unknown member %q (want topic, key, headers and payload)", name)
+		}
 	}
 	return env, nil
 }

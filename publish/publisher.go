@@ -311,7 +311,11 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return "publishing outbox id " + e.ID + " to topic " + strconv.Quote(e.Topic) + ": " + e.Err.Error()
+	what := "outbox id " + e.ID
+	if e.ID == "" {
+		what = "a record without an id header"
+	}
+	return "publishing " + what + " to topic " + strconv.Quote(e.Topic) + ": " + e.Err.Error()
 }
 
 func (e *Error) Unwrap() error { return e.Err }

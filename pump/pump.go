@@ -90,7 +90,7 @@ func (p *Pump) Apply(ctx context.Context, m decode.Message) error {
 			return err
 		}
 		p.txns.Add(1)
-		if p.obs != nil {
+		if p.obs != nil && !m.CommitTime.IsZero() { // a standalone row has no commit time
 			p.obs.Received(m.CommitTime, m.SentTime)
 		}
 		p.flush()
@@ -114,7 +114,8 @@ func (p *Pump) Apply(ctx context.Context, m decode.Message) error {
 func (p *Pump) Reject(ctx context.Context, re *decode.RowError) error {
 	if p.cfg.DeadLetterTopic == "" {
 		if re.Standalone {
-			return fmt.Errorf("%w (to skip it: pg_replication_slot_advance past %s)", re, re.MessageLSN)
+			return fmt.Errorf("%w (to move past it: --dead-letter-topic; or, with run stopped and every transaction before it confirmed, "+
+				"SELECT pg_replication_slot_advance('<slot>', '%s'::pg_lsn + 1), which skips whatever before it is not confirmed yet too)", re, re.MessageLSN)
 		}
 		return fmt.Errorf("%w (commit LSN %s)", re, re.CommitLSN)
 	}

@@ -478,7 +478,7 @@ func TestRejectedStandaloneMessage(t *testing.T) {
 		t.Parallel()
 		p := newPump(t, Config{}, &fakeSink{})
 		err := p.Reject(t.Context(), re)
-		if !errors.Is(err, re) || !strings.Contains(err.Error(), "pg_replication_slot_advance past 0/250") {
+		if !errors.Is(err, re) || !strings.Contains(err.Error(), "pg_replication_slot_advance('<slot>', '0/250'::pg_lsn + 1)") {
 			t.Fatalf("Reject = %v, want the row error and the way past it", err)
 		}
 	})

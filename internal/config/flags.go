@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -64,8 +65,8 @@ func flags() []flagSpec {
 				"outboxd prune then drops whole days instead of deleting rows. For a new table only (an existing one is refused, not converted); not with --own-table",
 			bind: boolean(func(c *Config) *bool { return &c.Partitioned }),
 			check: func(c *Config) string {
-				if c.Partitioned && c.OwnTable {
-					return "not with --own-table: it shapes the default table"
+				if c.Partitioned && (c.OwnTable || c.Layout == LayoutDebezium) {
+					return "not with --own-table or --layout debezium: it shapes the default table"
 				}
 				return ""
 			}},
@@ -547,8 +548,8 @@ func (d *days) String() string {
 func (d *days) Set(s string) error {
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		v, err := strconv.ParseUint(n, 10, 31)
-		if err != nil {
-			return fmt.Errorf("%q: want a whole number of days, e.g. 7d", s)
+		if err != nil || v > uint64(math.MaxInt64/int64(24*time.Hour)) {
+			return fmt.Errorf("%q: want a whole number of days up to 106751, e.g. 7d", s)
 		}
 		*d = days(time.Duration(v) * 24 * time.Hour)
 		return nil

@@ -84,16 +84,37 @@ func List(ctx context.Context, db DB, table pgx.Identifier) ([]Part, error) {
 // Drop detaches a partition and drops it. concurrently detaches without
 // blocking the table's inserts, which PostgreSQL allows only when the
 // table has no DEFAULT partition (and outside a transaction block).
+//
+// It is safe to call again after a failure: a concurrent detach whose
+// second phase was interrupted (a lock timeout, a crash) leaves the
+// partition pending detach, which is finished (FINALIZE) instead of
+// started again; one already detached is only dropped.
 func Drop(ctx context.Context, db DB, table pgx.Identifier, p Part, concurrently bool) error {
 	name := append(slices.Clone(table[:len(table)-1]), p.Name)
+	rows, err := db.Query(ctx, `SELECT i.inhdetachpending FROM pg_catalog.pg_inherits i
+		WHERE i.inhparent = $1::regclass AND i.inhrelid = to_regclass($2)`, table.Sanitize(), name.Sanitize())
+	if err != nil {
+		return fmt.Errorf("reading partition %s: %w", name.Sanitize(), err)
+	}
+	pending, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return fmt.Errorf("reading partition %s: %w", name.Sanitize(), err)
+	}
 	detach := `ALTER TABLE ` + table.Sanitize() + ` DETACH PARTITION ` + name.Sanitize()
-	if concurrently {
+	switch {
+	case len(pending) == 0: // detached already
+		detach = ""
+	case pending[0]:
+		detach += ` FINALIZE`
+	case concurrently:
 		detach += ` CONCURRENTLY`
 	}
-	if _, err := db.Exec(ctx, detach); err != nil {
-		return fmt.Errorf("detaching partition %s: %w", name.Sanitize(), err)
+	if detach != "" {
+		if _, err := db.Exec(ctx, detach); err != nil {
+			return fmt.Errorf("detaching partition %s: %w", name.Sanitize(), err)
+		}
 	}
-	if _, err := db.Exec(ctx, `DROP TABLE `+name.Sanitize()); err != nil {
+	if _, err := db.Exec(ctx, `DROP TABLE IF EXISTS `+name.Sanitize()); err != nil {
 		return fmt.Errorf("dropping partition %s: %w", name.Sanitize(), err)
 	}
 	return nil

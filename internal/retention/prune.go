@@ -209,10 +209,11 @@ func readShape(ctx context.Context, conn *pgx.Conn, table pgx.Identifier, column
 		}
 	}
 	// An integer single-column primary key lets deletes walk the table in
-	// key order instead of scanning it again for every batch.
+	// key order instead of scanning it again for every batch (a column of
+	// a composite key would not tell rows apart: the delete joins on it).
 	err = conn.QueryRow(ctx, `SELECT a.attname FROM pg_catalog.pg_index i
 		JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-		WHERE i.indrelid = $1::regclass AND i.indisprimary AND i.indnkeyatts >= 1
+		WHERE i.indrelid = $1::regclass AND i.indisprimary AND i.indnkeyatts = 1
 		  AND a.atttypid IN ('bigint'::regtype, 'integer'::regtype, 'smallint'::regtype)`, table.Sanitize()).Scan(&key)
 	switch {
 	case err == nil:

@@ -21,6 +21,10 @@ BEGIN
         RAISE EXCEPTION 'outboxd_emit: topic % is not a valid Kafka topic name (1 to 249 characters of [a-zA-Z0-9._-], not "." or "..")',
             coalesce(quote_literal(topic), 'NULL') USING ERRCODE = 'check_violation';
     END IF;
+    IF prefix IS NULL OR prefix = '' THEN
+        RAISE EXCEPTION 'outboxd_emit: prefix must be run''s --message-prefix, not %', coalesce(quote_literal(prefix), 'NULL')
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     IF headers IS NOT NULL AND (jsonb_typeof(headers) <> 'object' OR headers ? 'id') THEN
         RAISE EXCEPTION 'outboxd_emit: headers must be a JSON object without an "id" member, not %', headers
             USING ERRCODE = 'check_violation';
