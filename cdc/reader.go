@@ -61,9 +61,9 @@ type reader struct {
 	lastReceived time.Time // when the server last sent anything
 	broken       bool      // the server went silent: nothing more is sent on the connection
 	nextStatus   time.Time
-	lastStatus time.Time
-	confirmed  outbox.LSN // last flush position sent
-	wake       deadlineCtx
+	lastStatus   time.Time
+	confirmed    outbox.LSN // last flush position sent
+	wake         deadlineCtx
 }
 
 // run reads until ctx ends (an abort: it returns at once), stop is closed
