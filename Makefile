@@ -73,7 +73,7 @@ CORE_TEST_NAMES := TestMissingSlotStopsWithTheRecoveryCommand \
 	TestChaosShort
 CORE_TESTS := ^($(subst $(space),|,$(strip $(CORE_TEST_NAMES))))$$
 
-.PHONY: test test-go up down env build chaos bench bench-compression compare-debezium
+.PHONY: test test-go up down env build chaos bench bench-compression compare-debezium soak
 
 test:
 	OUTBOXD_PG_VERSIONS="$(PG_VERSIONS)" $(TESTBED) run -- $(MAKE) --no-print-directory test-go
@@ -130,3 +130,10 @@ bench-compression: build
 # same inserts, every record compared field by field (docs/debezium/).
 compare-debezium:
 	$(GO) run ./bench/cmd/debezium-compare -testbed $(TESTBED)
+
+# A steady rate for 20 minutes with a fault a minute, checking that
+# outboxd's memory, goroutines, open files and records in flight stay flat
+# (docs/soak/); SOAK_FLAGS adds flags, e.g. -duration 5m.
+SOAK_FLAGS ?=
+soak: build
+	$(GO) run ./cmd/outboxd-soak -outboxd bin/outboxd -testbed $(TESTBED) $(SOAK_FLAGS)

@@ -2,14 +2,21 @@ package publish
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net"
+	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // kgoLogger routes franz-go's own log lines into the injected logger:
-// franz-go's warnings (a broker that went away, retries) at Warn, its info
-// at Debug (it is chatty), errors at Error.
+// franz-go's warnings and errors at Warn, its info at Debug (it is
+// chatty). franz-go's errors (a failed SASL handshake, a TLS handshake the
+// broker refused) end one attempt, not outboxd: the client tries again
+// with backoff, so they are retries; giving up is outboxd's own Error.
 type kgoLogger struct{ log *slog.Logger }
 
 func (l kgoLogger) Level() kgo.LogLevel {
@@ -23,11 +30,23 @@ func (l kgoLogger) Level() kgo.LogLevel {
 
 func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	lv := slog.LevelDebug
-	switch level {
-	case kgo.LogLevelError:
-		lv = slog.LevelError
-	case kgo.LogLevelWarn:
+	if level == kgo.LogLevelError || level == kgo.LogLevelWarn {
 		lv = slog.LevelWarn
 	}
 	l.log.Log(context.Background(), lv, "kafka: "+msg, keyvals...)
+}
+
+// readErrors logs, at Warn, a response from a broker that could not be
+// read: franz-go ends such a connection and retries on a new one, but
+// says so only at its debug level. A broker that stopped answering (a
+// half-open connection, a partition) shows here as an i/o timeout once
+// the request's timeout passed.
+type readErrors struct{ log *slog.Logger }
+
+func (h readErrors) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) {
+		return
+	}
+	h.log.Warn("kafka: reading a response from the broker failed; retrying on a new connection",
+		"broker", meta.NodeID, "addr", net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port))), "request", kmsg.Key(key).Name(), "err", err)
 }

@@ -125,8 +125,16 @@ func clientOpts(cfg Config, log *slog.Logger, onDataLoss func(string, int32)) []
 		kgo.ProducerBatchCompression(compressions[cfg.Compression]),
 		// RecordRetries and RecordDeliveryTimeout keep their unlimited
 		// defaults: an unavailable broker delays records, never fails them.
+		// Nor does a connection closed before its first answer: franz-go
+		// takes that for a TLS or SASL misconfiguration and fails the
+		// records, but it is also what a restarting broker behind a proxy
+		// or load balancer looks like (the proxy accepts, then closes:
+		// found by the chaos run, which stopped there). The log still
+		// says "is TLS missing?" on every try.
+		kgo.AlwaysRetryEOF(),
 		kgo.ProducerOnDataLossDetected(onDataLoss),
 		kgo.WithLogger(kgoLogger{log}),
+		kgo.WithHooks(readErrors{log}),
 	}
 	if cfg.AllowAutoTopicCreation {
 		opts = append(opts, kgo.AllowAutoTopicCreation())

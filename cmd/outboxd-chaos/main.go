@@ -18,6 +18,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 
@@ -42,7 +44,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.ExactlyOnce, "exactly-once", false, "run outboxd with --delivery exactly-once and read back with read_committed: no duplicate is allowed")
 	seed := fs.Uint64("seed", 1, "seed of the writers and the fault order")
 	counts := map[chaos.Fault]*int{}
-	defaults := map[chaos.Fault]int{chaos.FaultKill9: 20, chaos.FaultSIGTERM: 5, chaos.FaultBroker: 5, chaos.FaultPostgres: 3, chaos.FaultWalsender: 10, chaos.FaultTakeover: 5, chaos.FaultFailover: 3}
+	fs.IntVar(&o.KafkaNodes, "kafka-nodes", 1, "1: one broker, behind a fault-injecting proxy; 3: a three-broker cluster (replication factor 3, min.insync.replicas 2), "+
+		"whose faults ("+faultNames(clusterOnly)+") then default to a few each and the single broker's ("+faultNames(singleOnly)+") to none")
+	defaults := map[chaos.Fault]int{chaos.FaultKill9: 20, chaos.FaultSIGTERM: 5, chaos.FaultBroker: 5, chaos.FaultPostgres: 3, chaos.FaultWalsender: 10, chaos.FaultTakeover: 5, chaos.FaultFailover: 3,
+		chaos.FaultPostgresCrash: 3, chaos.FaultPostgresPartition: 3, chaos.FaultPostgresReset: 3, chaos.FaultBrokerStall: 3, chaos.FaultKafkaPartition: 3}
+	clusterDefaults := map[chaos.Fault]int{chaos.FaultLeaderKill: 3, chaos.FaultControllerKill: 2, chaos.FaultMajorityLoss: 2, chaos.FaultRollingRestart: 1}
 	for _, f := range chaos.AllFaults {
 		counts[f] = fs.Int(string(f), defaults[f], fmt.Sprintf("%s faults to inject", f))
 	}
@@ -52,8 +58,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.Seed = *seed
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for f, n := range counts {
 		o.Faults[f] = *n
+		if o.KafkaNodes >= 3 && !set[string(f)] {
+			if slices.Contains(singleOnly, f) {
+				o.Faults[f] = 0
+			} else if d, ok := clusterDefaults[f]; ok {
+				o.Faults[f] = d
+			}
+		}
 	}
 	o.Log = slog.New(slog.NewTextHandler(stderr, nil))
 	if *verbose {
@@ -82,6 +97,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// The faults only a cluster, or only a single broker, can have.
+var (
+	clusterOnly = []chaos.Fault{chaos.FaultLeaderKill, chaos.FaultControllerKill, chaos.FaultMajorityLoss, chaos.FaultRollingRestart}
+	singleOnly  = []chaos.Fault{chaos.FaultBroker, chaos.FaultBrokerStall, chaos.FaultKafkaPartition}
+)
+
+func faultNames(fs []chaos.Fault) string {
+	var s []string
+	for _, f := range fs {
+		s = append(s, string(f))
+	}
+	return strings.Join(s, ", ")
+}
+
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -104,8 +133,19 @@ func printTable(w io.Writer, r chaos.Report) {
 	fmt.Fprintf(tw, "leaked rolled-back rows\t%d\n", r.Leaked)
 	fmt.Fprintf(tw, "published, then lost with a failed primary\t%d\n", r.LostInFailover)
 	fmt.Fprintf(tw, "rolled-back transactions\t%d\n", r.RolledBackTransactions)
+	fmt.Fprintf(tw, "kafka\t%d broker(s)\n", r.KafkaNodes)
 	for _, f := range chaos.AllFaults {
-		fmt.Fprintf(tw, "faults: %s\t%d, duplicates %d (bound %d)\n", f, r.FaultsInjected[f], r.DuplicatesByFault[f], r.DuplicateBoundByFault[f])
+		if r.FaultsInjected[f] == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "faults: %s\t%d, duplicates %d (bound %d)", f, r.FaultsInjected[f], r.DuplicatesByFault[f], r.DuplicateBoundByFault[f])
+		if d := r.DetectMS[f]; len(d) > 0 {
+			fmt.Fprintf(tw, ", detected after %v ms", d)
+		}
+		if d := r.RecoverMS[f]; len(d) > 0 {
+			fmt.Fprintf(tw, ", recovered %v ms after it", d)
+		}
+		fmt.Fprintln(tw)
 	}
 	fmt.Fprintf(tw, "peak write rate\t%d events per 100 ms\n", r.MaxEventsPer100ms)
 	fmt.Fprintf(tw, "standby takeover\tmedian %.0f ms, max %.0f ms over %d\n", r.TakeoverMedianMS, r.TakeoverMaxMS, len(r.TakeoverMS))

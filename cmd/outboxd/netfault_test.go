@@ -197,14 +197,29 @@ func TestNetworkFaultsToKafka(t *testing.T) {
 		inject func(*netfault.Proxy, *testbed.Kafka) error
 		heal   func(*netfault.Proxy, *testbed.Kafka) error
 		hold   time.Duration
-		// blocks says Kafka cannot acknowledge while the fault lasts.
+		// blocks says Kafka cannot acknowledge while the fault lasts;
+		// detect is what the log says once the client noticed by itself.
 		blocks bool
+		detect string
 	}{
 		{name: "latency and jitter", inject: func(p *netfault.Proxy, _ *testbed.Kafka) error { return p.Latency(200, 100) }, hold: 4 * time.Second},
 		{name: "bandwidth limit", inject: func(p *netfault.Proxy, _ *testbed.Kafka) error { return p.Bandwidth(16) }, hold: 4 * time.Second},
 		{name: "black hole", inject: func(p *netfault.Proxy, _ *testbed.Kafka) error { return p.BlackHole() }, hold: 15 * time.Second, blocks: true},
+		// Held past franz-go's request timeout (10 s plus the request's
+		// own): the client ends the silent connection by itself, before
+		// the heal would close it.
+		{name: "black hole past the client's timeouts", inject: func(p *netfault.Proxy, _ *testbed.Kafka) error { return p.BlackHole() },
+			hold: 45 * time.Second, blocks: true, detect: "i/o timeout"},
 		{name: "reset", inject: func(p *netfault.Proxy, _ *testbed.Kafka) error { return p.Reset(0) }, hold: 3 * time.Second},
 		{name: "slow close", inject: func(p *netfault.Proxy, _ *testbed.Kafka) error { return p.SlowClose(3000) }, hold: 3 * time.Second},
+		{name: "broker restart behind a proxy", inject: func(_ *netfault.Proxy, k *testbed.Kafka) error { return k.Stop(context.Background()) },
+			heal: func(_ *netfault.Proxy, k *testbed.Kafka) error { return k.Start(context.Background()) }, hold: 5 * time.Second, blocks: true},
+		// Connections closed before their first answer (a broker starting
+		// up, a proxy in front of one that is down): franz-go takes them
+		// for a TLS or SASL misconfiguration ("is TLS missing?") and may
+		// fail the records; outboxd has it retry (kgo.AlwaysRetryEOF).
+		{name: "connections closed before their first answer", inject: func(p *netfault.Proxy, _ *testbed.Kafka) error { return p.CloseBeforeAnswer() },
+			hold: 5 * time.Second, blocks: true},
 		{name: "broker stall", inject: func(_ *netfault.Proxy, k *testbed.Kafka) error { return k.Signal(syscall.SIGSTOP) },
 			heal: func(_ *netfault.Proxy, k *testbed.Kafka) error { return k.Signal(syscall.SIGCONT) }, hold: 15 * time.Second, blocks: true},
 	}
@@ -226,6 +241,17 @@ func TestNetworkFaultsToKafka(t *testing.T) {
 			}
 			want = append(want, w.write(t, 4, 100)...)
 			time.Sleep(tt.hold)
+			if tt.detect != "" {
+				for _, line := range strings.Split(p.log(), "\n") {
+					if strings.Contains(line, tt.detect) {
+						t.Logf("detected: %s", line)
+						break
+					}
+				}
+				if !strings.Contains(p.log(), tt.detect) {
+					t.Errorf("after %s of a black hole the log does not say %q: the client did not notice by itself", tt.hold, tt.detect)
+				}
+			}
 			if tt.blocks {
 				var passed bool
 				if err := w.pool.QueryRow(t.Context(), `SELECT confirmed_flush_lsn > $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`, w.slot, before).Scan(&passed); err != nil {
@@ -267,4 +293,34 @@ func TestNetworkFaultsToKafka(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStartWhileTheBrokerIsDown: outboxd started while the broker behind
+// a proxy is down (the proxy accepts, then closes at once, which franz-go
+// takes for a misconfiguration and may fail records on: the chaos run saw
+// a publisher stop so, "broker closed the connection immediately during
+// api versions negotiation ... is TLS missing?", with its broker left
+// down) keeps retrying, and publishes everything once it is back.
+func TestStartWhileTheBrokerIsDown(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	_, broker := kafkaBehindProxy(t, w)
+	if err := broker.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p := w.start(t, "--status-interval", "500ms")
+	want := w.write(t, 2, 0)
+	for range 3 {
+		time.Sleep(2 * time.Second)
+		want = append(want, w.write(t, 1, 10)...)
+	}
+	select {
+	case <-p.done:
+		t.Fatalf("outboxd gave up on the broker:\n%s", p.log())
+	default:
+	}
+	if err := broker.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w.consumeAll(t, want, time.Minute)
 }

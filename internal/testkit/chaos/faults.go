@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/outboxd/outboxd/internal/testkit/netfault"
 	"github.com/outboxd/outboxd/internal/testkit/testbed"
 )
 
@@ -15,7 +16,15 @@ import (
 type injector struct {
 	fleet      *fleet
 	pg         *testbed.Postgres
-	kafka      *testbed.Kafka
+	kafka      *testbed.Kafka        // single-broker runs
+	cluster    *testbed.KafkaCluster // three-broker runs
+	kafkaProxy *netfault.Proxy       // between every client and the single broker
+	pgProxy    *netfault.Proxy       // between outboxd and PostgreSQL
+	topic      string
+	brokers    []string
+	events     int64               // what the writers write in all
+	detect     map[Fault][]float64 // ms
+	recover    map[Fault][]float64 // ms
 	live       *liveConsumer
 	ledger     *ledger
 	log        *slog.Logger
@@ -83,7 +92,7 @@ func (in *injector) inject(ctx context.Context, f Fault) error {
 	case FaultFailover:
 		return in.failover(ctx)
 	}
-	return fmt.Errorf("unknown fault %q", f)
+	return in.injectNetworkOrCluster(ctx, f)
 }
 
 func (in *injector) sleep(ctx context.Context, lo, hi time.Duration) {

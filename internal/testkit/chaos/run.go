@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/outboxd/outboxd/internal/testkit/netfault"
 	"github.com/outboxd/outboxd/internal/testkit/testbed"
 	"github.com/outboxd/outboxd/slot"
 )
@@ -36,10 +38,41 @@ const (
 	FaultWalsender Fault = "walsender_terminate"
 	FaultTakeover  Fault = "standby_takeover"
 	FaultFailover  Fault = "postgres_failover"
+	// PostgreSQL crashes (pg_ctl stop -m immediate) and recovers.
+	FaultPostgresCrash Fault = "postgres_crash"
+	// A black hole between outboxd and PostgreSQL (bytes dropped, no
+	// reset: a partition, a half-open connection) for longer than
+	// outboxd's --server-timeout, then healed.
+	FaultPostgresPartition Fault = "postgres_partition"
+	// Every connection from outboxd to PostgreSQL reset (RST) as soon as
+	// the server sends on it: mid-transaction on the stream.
+	FaultPostgresReset Fault = "postgres_reset"
+	// The broker stops answering (SIGSTOP: connections open, nothing
+	// read) for 5-10 s, then goes on (SIGCONT). Single broker only.
+	FaultBrokerStall Fault = "broker_stall"
+	// A black hole between the clients and the broker for 5-15 s. Single
+	// broker only.
+	FaultKafkaPartition Fault = "kafka_partition"
+	// Three-broker cluster only (Options.KafkaNodes 3): kill -9 the
+	// leader of a partition of the topic, or the active KRaft controller;
+	// lose two of the three brokers for a while (the producer must block
+	// and the slot must not advance); restart every broker in turn.
+	FaultLeaderKill     Fault = "leader_kill9"
+	FaultControllerKill Fault = "controller_kill9"
+	FaultMajorityLoss   Fault = "broker_majority_loss"
+	FaultRollingRestart Fault = "rolling_restart"
 )
 
 // AllFaults lists every kind.
-var AllFaults = []Fault{FaultKill9, FaultSIGTERM, FaultBroker, FaultPostgres, FaultWalsender, FaultTakeover, FaultFailover}
+var AllFaults = []Fault{FaultKill9, FaultSIGTERM, FaultBroker, FaultPostgres, FaultWalsender, FaultTakeover, FaultFailover,
+	FaultPostgresCrash, FaultPostgresPartition, FaultPostgresReset, FaultBrokerStall, FaultKafkaPartition,
+	FaultLeaderKill, FaultControllerKill, FaultMajorityLoss, FaultRollingRestart}
+
+// clusterFaults need Options.KafkaNodes 3; singleFaults a single broker.
+var (
+	clusterFaults = []Fault{FaultLeaderKill, FaultControllerKill, FaultMajorityLoss, FaultRollingRestart}
+	singleFaults  = []Fault{FaultBroker, FaultBrokerStall, FaultKafkaPartition}
+)
 
 // Options configures a run.
 type Options struct {
@@ -52,6 +85,9 @@ type Options struct {
 	Seed         uint64        // for the writers and the fault order
 	MaxInFlight  int           // outboxd --max-in-flight-records
 	ExactlyOnce  bool          // outboxd --delivery exactly-once; read back with read_committed, no duplicate allowed
+	KafkaNodes   int           // 1 (default): one broker, behind a fault-injecting proxy; 3: a three-broker cluster (replication factor 3, min.insync.replicas 2)
+	Rate         int           // when positive, the writers' steady rate in events a second (a soak) instead of as fast as they can
+	SampleEvery  time.Duration // when positive, the active publisher's memory, goroutines, open files and records in flight are sampled this often (its /metrics)
 	Log          *slog.Logger  // the run's own progress
 	PublisherLog io.Writer     // outboxd's logs, prefixed; nil: dropped
 }
@@ -66,6 +102,16 @@ type Report struct {
 	TakeoverMS             []float64     `json:"standby_takeover_ms"`
 	TakeoverMedianMS       float64       `json:"standby_takeover_median_ms"`
 	TakeoverMaxMS          float64       `json:"standby_takeover_max_ms"`
+	// Timings per fault kind, for the network, crash and cluster faults:
+	// from the fault to outboxd noticing it (where it logs that), and from
+	// the fault's end to the first record written after it reaching a
+	// consumer.
+	DetectMS   map[Fault][]float64 `json:"detect_ms,omitempty"`
+	RecoverMS  map[Fault][]float64 `json:"recover_ms,omitempty"`
+	KafkaNodes int                 `json:"kafka_nodes"`
+	Samples    []Sample            `json:"samples,omitempty"`
+	// FaultsAt is when each fault was injected, in seconds since the start.
+	FaultsAt []FaultAt `json:"faults_at,omitempty"`
 	// Each failover: from the primary's death to the recovery's backfill
 	// acknowledged, and the rows the backfill published (its predicate is
 	// the duplicate bound of the fault).
@@ -78,6 +124,12 @@ type Report struct {
 	MaxInFlightRecords    int           `json:"max_in_flight_records"`
 	TotalSeconds          float64       `json:"total_seconds"`
 	Problems              []string      `json:"problems,omitempty"` // publisher misbehaviour seen during the run
+}
+
+// FaultAt is a fault and when it was injected.
+type FaultAt struct {
+	Fault   Fault   `json:"fault"`
+	Seconds float64 `json:"seconds"`
 }
 
 // OK reports whether the run found no loss, leak, reorder or problem.
@@ -111,7 +163,12 @@ const (
 //     times 2 x 100 ms), and the open transaction;
 //   - a walsender termination or a PostgreSQL restart: the transaction
 //     that was open (at most maxTxnRows rows);
-//   - SIGTERM and a broker restart: none;
+//   - a PostgreSQL crash, a partition from it (detected by
+//     --server-timeout) or a reset of its connections: the same, the open
+//     transaction (the session drains what Kafka has before it reconnects);
+//   - SIGTERM, and every Kafka fault (a broker restart, stall, partition,
+//     a leader or controller killed, two of three brokers lost, a rolling
+//     restart): none;
 //   - in exactly-once mode, none for any fault.
 func faultBound(f Fault, exactlyOnce bool, maxInFlight, per100ms int) int {
 	if exactlyOnce {
@@ -120,9 +177,11 @@ func faultBound(f Fault, exactlyOnce bool, maxInFlight, per100ms int) int {
 	switch f {
 	case FaultKill9, FaultTakeover:
 		return maxInFlight + confirmPeriods*per100ms + maxTxnRows
-	case FaultWalsender, FaultPostgres:
+	case FaultWalsender, FaultPostgres, FaultPostgresCrash, FaultPostgresPartition, FaultPostgresReset:
 		return maxTxnRows
 	}
+	// SIGTERM, and every Kafka fault: the producer is idempotent and
+	// never gives a record up, and the slot waits for it.
 	return 0
 }
 
@@ -144,26 +203,41 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	if o.ExactlyOnce && o.Faults[FaultFailover] > 0 {
 		return rep, errors.New("a failover is recovered with a backfill, which exactly-once mode does not support yet: run it with at-least-once")
 	}
+	if o.KafkaNodes <= 0 {
+		o.KafkaNodes = 1
+	}
+	if err := checkFaults(o); err != nil {
+		return rep, err
+	}
 	log := o.Log
+	rep.KafkaNodes = o.KafkaNodes
 
 	pg, err := testbed.StartPostgres(ctx, o.Script)
 	if err != nil {
 		return rep, err
 	}
 	defer func() { err = errors.Join(err, pg.Remove(context.WithoutCancel(ctx))) }()
-	kafka, err := testbed.StartKafkaTemp(ctx, o.Script)
+	srv, err := startKafka(ctx, o)
 	if err != nil {
 		return rep, err
 	}
-	defer func() { err = errors.Join(err, kafka.Remove(context.WithoutCancel(ctx))) }()
-	log.Info("servers up", "postgres", pg.URL, "kafka", kafka.Addr)
+	defer func() { err = errors.Join(err, srv.remove(context.WithoutCancel(ctx))) }()
+	// outboxd reaches PostgreSQL through a proxy (network faults); the
+	// writers and the checks connect directly.
+	pgProxy, pgVia, err := proxyFor(pg.URL)
+	if err != nil {
+		return rep, err
+	}
+	defer pgProxy.Close()
+	brokers := srv.brokers()
+	log.Info("servers up", "postgres", pg.URL, "kafka", brokers)
 	if err := queryRow(ctx, pg.URL, `SELECT current_setting('server_version_num')::int`, nil, &rep.PostgresVersion); err != nil {
 		return rep, err
 	}
 
 	topic := "chaos.events"
 	// Append times tell which fault each duplicate followed.
-	if err := createTopic(ctx, kafka.Addr, topic, 6, map[string]*string{"message.timestamp.type": ptr("LogAppendTime")}); err != nil {
+	if err := createTopic(ctx, brokers, topic, 6, int16(min(o.KafkaNodes, 3)), map[string]*string{"message.timestamp.type": ptr("LogAppendTime")}); err != nil {
 		return rep, err
 	}
 	if out, err := runCmd(ctx, o.Outboxd, "migrate", "--database-url", pg.URL, "--slot", slotName); err != nil {
@@ -177,12 +251,19 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	if o.ExactlyOnce {
 		rep.Delivery = "exactly-once"
 	}
-	f := &fleet{binary: o.Outboxd, url: pg.URL, logOut: o.PublisherLog,
-		args: []string{"--slot", slotName, "--status-interval", "500ms", "--slot-retry-interval", "200ms",
+	f := &fleet{binary: o.Outboxd, url: pgVia, logOut: o.PublisherLog,
+		args: []string{"--slot", slotName, "--status-interval", "500ms", "--server-timeout", serverTimeout.String(), "--slot-retry-interval", "200ms",
 			"--reconnect-max-interval", "2s", "--max-in-flight-records", strconv.Itoa(o.MaxInFlight), "--log-level", "info",
 			"--wal-check-interval", "500ms", // keeps outboxd_slots' acknowledged commit time fresh for a failover's recovery
 			"--delivery", rep.Delivery},
-		env: []string{"OUTBOXD_BROKERS=" + kafka.Addr}}
+		env: []string{"OUTBOXD_BROKERS=" + strings.Join(brokers, ",")}}
+	var metricsAddr string
+	if o.SampleEvery > 0 {
+		if metricsAddr, err = netfault.FreeAddr(); err != nil {
+			return rep, err
+		}
+		f.args = append(f.args, "--metrics-addr", metricsAddr)
+	}
 	if o.ExactlyOnce {
 		// Committing more often than the slot is confirmed (every 100 ms),
 		// a kill finds transactions committed to Kafka that the slot does
@@ -213,7 +294,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		l.gate.Store(1 << 60)
 	}
 
-	live := newLiveConsumer(kafka.Addr, topic)
+	live := newLiveConsumer(brokers, topic)
 	rep.FaultsInjected = map[Fault]int{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return live.run(gctx) })
@@ -238,16 +319,26 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			}
 		}
 	})
+	var samples []Sample
+	sctx, stopSampling := context.WithCancel(gctx)
+	defer stopSampling()
+	if o.SampleEvery > 0 {
+		g.Go(func() error { return sample(sctx, metricsAddr, o.SampleEvery, start, l, &samples) })
+	}
 	var marks []Mark
 	var writersDone sync.WaitGroup
 	for w := range o.Writers {
 		writersDone.Add(1)
 		g.Go(func() error {
 			defer writersDone.Done()
-			return newWriter(w, pg.URL, topic, o.Aggregates, l, int64(o.Events), o.Seed, log).run(gctx)
+			wr := newWriter(w, pg.URL, topic, o.Aggregates, l, int64(o.Events), o.Seed, log)
+			wr.rate = float64(o.Rate) / float64(o.Writers)
+			return wr.run(gctx)
 		})
 	}
-	inj := &injector{fleet: f, pg: pg, kafka: kafka, live: live, ledger: l, log: log, rng: rand.New(rand.NewPCG(o.Seed, 99))}
+	inj := &injector{fleet: f, pg: pg, kafka: srv.single, cluster: srv.cluster, kafkaProxy: srv.proxy, pgProxy: pgProxy,
+		topic: topic, brokers: brokers, events: int64(o.Events), live: live, ledger: l, log: log, rng: rand.New(rand.NewPCG(o.Seed, 99)),
+		detect: map[Fault][]float64{}, recover: map[Fault][]float64{}}
 	inj.active = active
 	faultErr := func() error {
 		defer l.gate.Store(1 << 60) // whatever happens, let the writers finish
@@ -294,18 +385,24 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("final SIGTERM: exit code %d, %v; log tail:\n%s", code, err, inj.active.tail()))
 	}
 	live.stop()
+	stopSampling()
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return rep, err
 	}
 	rep.Problems = append(rep.Problems, inj.problems...)
 
-	delivered, err := readAll(ctx, kafka.Addr, topic, o.ExactlyOnce)
+	delivered, err := readAll(ctx, brokers, topic, o.ExactlyOnce)
 	if err != nil {
 		return rep, err
 	}
 	rep.Result = Check(l.committed, l.rolledBack, l.lostInFailover, delivered)
 	rep.RolledBackTransactions = int(l.rollback.Load())
 	rep.TakeoverMS = inj.takeovers
+	rep.DetectMS, rep.RecoverMS = inj.detect, inj.recover
+	rep.Samples = samples // the sampler ended with g.Wait
+	for _, m := range marks {
+		rep.FaultsAt = append(rep.FaultsAt, FaultAt{Fault: m.Fault, Seconds: m.At.Sub(start).Seconds()})
+	}
 	rep.FailoverMS, rep.FailoverBackfillRows = inj.failovers, inj.backfilled
 	if len(inj.takeovers) > 0 {
 		s := append([]float64(nil), inj.takeovers...)
@@ -358,13 +455,13 @@ func schedule(counts map[Fault]int, seed uint64) []Fault {
 
 func ptr[T any](v T) *T { return &v }
 
-func createTopic(ctx context.Context, broker, topic string, partitions int32, configs map[string]*string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+func createTopic(ctx context.Context, brokers []string, topic string, partitions int32, replicas int16, configs map[string]*string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, configs, topic)
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, replicas, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -384,12 +481,13 @@ func execSQL(ctx context.Context, url, sql string, args ...any) error {
 	return err
 }
 
-// waitConfirmed waits until the slot confirmed the current WAL position.
+// waitConfirmed waits until the slot confirmed the current WAL position
+// (d 0: checks once).
 func waitConfirmed(ctx context.Context, url string, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	var target pglogrepl.LSN
 	var last string
-	for time.Now().Before(deadline) {
+	for first := true; first || time.Now().Before(deadline); first = false {
 		conn, err := pgx.Connect(ctx, url)
 		if err == nil {
 			var cur, confirmed string
@@ -416,8 +514,8 @@ func waitConfirmed(ctx context.Context, url string, d time.Duration) error {
 // fresh consumer; with readCommitted, as a read_committed consumer (the
 // control records are kept to see where a partition ends: a commit marker
 // is its last offset).
-func readAll(ctx context.Context, broker, topic string, readCommitted bool) ([]Delivered, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords()}
+func readAll(ctx context.Context, brokers []string, topic string, readCommitted bool) ([]Delivered, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords()}
 	if readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
@@ -492,15 +590,16 @@ func parseRecord(r *kgo.Record) (Delivered, error) {
 // after a kill, the first record whose id was allocated after the kill can
 // only come from the standby.
 type liveConsumer struct {
-	broker, topic string
-	watchAbove    atomic.Int64 // 0: not watching
-	seen          chan time.Time
-	cancel        context.CancelFunc
-	mu            sync.Mutex
+	brokers    []string
+	topic      string
+	watchAbove atomic.Int64 // 0: not watching
+	seen       chan time.Time
+	cancel     context.CancelFunc
+	mu         sync.Mutex
 }
 
-func newLiveConsumer(broker, topic string) *liveConsumer {
-	return &liveConsumer{broker: broker, topic: topic, seen: make(chan time.Time, 1)}
+func newLiveConsumer(brokers []string, topic string) *liveConsumer {
+	return &liveConsumer{brokers: brokers, topic: topic, seen: make(chan time.Time, 1)}
 }
 
 func (c *liveConsumer) run(ctx context.Context) error {
@@ -508,7 +607,7 @@ func (c *liveConsumer) run(ctx context.Context) error {
 	c.mu.Lock()
 	c.cancel = cancel
 	c.mu.Unlock()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.broker), kgo.ConsumeTopics(c.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.FetchMaxWait(50*time.Millisecond))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumeTopics(c.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.FetchMaxWait(50*time.Millisecond))
 	if err != nil {
 		return err
 	}

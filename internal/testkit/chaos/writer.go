@@ -52,6 +52,11 @@ type writer struct {
 	ledger *ledger
 	target int64
 	log    *slog.Logger
+	// rate, when positive, is this writer's share of a steady rate, in
+	// events a second (a soak); due is when its next transaction is.
+	rate float64
+	due  time.Time
+	last int // events of the last transaction committed
 }
 
 func newWriter(n int, url, topic string, aggregates int, l *ledger, target int64, seed uint64, log *slog.Logger) *writer {
@@ -91,9 +96,27 @@ func (w *writer) run(ctx context.Context) error {
 			conn.Close(context.Background())
 			conn = nil
 			w.pause(ctx)
+			continue
 		}
+		w.pace(ctx)
 	}
 	return nil
+}
+
+// pace waits, at a steady rate, until the next transaction is due.
+func (w *writer) pace(ctx context.Context) {
+	if w.rate <= 0 {
+		return
+	}
+	now := time.Now()
+	if w.due.Before(now.Add(-time.Second)) {
+		w.due = now // behind after a fault: do not burst to catch up
+	}
+	w.due = w.due.Add(time.Duration(float64(w.last) / w.rate * float64(time.Second)))
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Until(w.due)):
+	}
 }
 
 func (w *writer) pause(ctx context.Context) {
@@ -197,6 +220,7 @@ func (w *writer) transaction(ctx context.Context, conn *pgx.Conn) error {
 	w.ledger.committed = append(w.ledger.committed, rows...)
 	w.ledger.mu.Unlock()
 	w.ledger.events.Add(int64(n))
+	w.last = n
 	return commitErr
 }
 

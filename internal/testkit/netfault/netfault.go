@@ -122,6 +122,14 @@ func (p *Proxy) Reset(ms int) error {
 	return p.add("reset_peer", Downstream, map[string]any{"timeout": ms})
 }
 
+// CloseBeforeAnswer closes each connection when the server first sends
+// on it: a client's first request gets no answer, only the close, as a
+// server that is starting up (or a proxy in front of a server that is
+// down) may do.
+func (p *Proxy) CloseBeforeAnswer() error {
+	return p.add("limit_data", Downstream, map[string]any{"bytes": 0})
+}
+
 // SlowClose delays the close of each connection by ms, both ways.
 func (p *Proxy) SlowClose(ms int) error {
 	for _, d := range []string{Upstream, Downstream} {

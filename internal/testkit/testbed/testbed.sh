@@ -277,6 +277,10 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 EOF
 		echo "$advertised" >"$dir/kafka.addr"
+	fi
+	# Formatted once; a caller may write server.properties and kafka.addr
+	# of its own first (the TLS and SASL broker of the tests).
+	if [ ! -f "$dir/data/meta.properties" ]; then
 		local cluster_id
 		cluster_id=$(new_cluster_id)
 		kafka_cmd kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties"
