@@ -16,10 +16,18 @@
 #   make bench-compression  the drain with each --compression codec, and the
 #                bytes it puts in Kafka (docs/bench/compression/)
 #   make chaos   the long fault-injection runs (1,000,000 events, every fault
-#                kind many times), at-least-once then exactly-once, then
-#                300,000 events with 5 failovers on PostgreSQL 17 (failover
-#                slots) (docs/chaos-report*.json); CHAOS_FLAGS adds flags, e.g. -v
-#                or -events
+#                kind many times, network faults and crashes included),
+#                at-least-once then exactly-once, then 300,000 events with 5
+#                failovers on PostgreSQL 17 (failover slots), then 300,000
+#                events against a three-broker Kafka cluster (leaders and the
+#                controller killed, two of three brokers lost, a rolling
+#                restart) (docs/chaos-report*.json); CHAOS_FLAGS adds flags,
+#                e.g. -v or -events
+#   make soak    20 minutes at a steady rate with a fault a minute: memory,
+#                goroutines, open files and records in flight must stay flat
+#                (docs/soak/)
+#   make compare-debezium  outboxd --layout debezium beside Debezium's outbox
+#                EventRouter, record by record (docs/debezium/)
 
 SHELL := /bin/bash
 GO ?= go
@@ -113,6 +121,8 @@ chaos: build
 	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -exactly-once -postgres_failover 0 -json docs/chaos-report-exactly-once.json $(CHAOS_FLAGS)
 	OUTBOXD_PG_VERSION=17 bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -events 300000 -postgres_failover 5 -kill9 5 -standby_takeover 2 \
 		-walsender_terminate 3 -broker_restart 2 -postgres_restart 2 -sigterm_restart 2 -json docs/chaos-report-pg17.json $(CHAOS_FLAGS)
+	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -kafka-nodes 3 -events 300000 -kill9 3 -standby_takeover 1 -postgres_failover 0 \
+		-walsender_terminate 2 -postgres_restart 1 -sigterm_restart 1 -json docs/chaos-report-cluster.json $(CHAOS_FLAGS)
 
 BENCH_FLAGS ?=
 bench: build

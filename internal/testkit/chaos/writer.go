@@ -194,7 +194,7 @@ func (w *writer) transaction(ctx context.Context, conn *pgx.Conn) error {
 	if commitErr != nil && !errors.Is(commitErr, pgx.ErrTxCommitRollback) {
 		// The outcome is unknown: the connection died around the commit.
 		var err error
-		if committed, err = w.resolve(ctx, ids[0]); err != nil {
+		if committed, err = w.resolve(ctx, ids[0], rows[0]); err != nil {
 			return err
 		}
 	}
@@ -230,14 +230,19 @@ func (w *writer) recordRolledBack(ids []int64) {
 	w.ledger.mu.Unlock()
 }
 
-// resolve finds out whether the transaction that inserted id committed,
-// retrying until PostgreSQL answers.
-func (w *writer) resolve(ctx context.Context, id int64) (bool, error) {
+// resolve finds out whether the transaction that inserted id (as its
+// first row, first) committed, retrying until PostgreSQL answers. The row
+// must be this transaction's, not only its id: after a crash (immediate
+// shutdown) a sequence can hand out again the values an uncommitted
+// transaction had (their WAL record never reached the disk), so another
+// writer's row may carry the id.
+func (w *writer) resolve(ctx context.Context, id int64, first Committed) (bool, error) {
 	for {
 		conn, err := pgx.Connect(ctx, w.url)
 		if err == nil {
 			var exists bool
-			err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox WHERE id = $1)`, id).Scan(&exists)
+			err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox WHERE id = $1 AND aggregate_id = $2::uuid AND (payload->>'seq')::int = $3)`,
+				id, first.Agg, first.Seq).Scan(&exists)
 			conn.Close(context.Background())
 			if err == nil {
 				return exists, nil
