@@ -74,9 +74,14 @@ type Config struct {
 	// checks, START_REPLICATION) may take, before the connection is taken
 	// for broken and replaced: a half-open TCP connection (a network
 	// partition, a host gone without a reset) never errors by itself.
-	// A status sent after StatusInterval of silence asks the server for a
-	// reply, so a live idle server is never silent for longer than that.
-	// Default DefaultServerTimeout; it must exceed StatusInterval.
+	// A status sent after StatusInterval (or a third of ServerTimeout) of
+	// silence asks the server for a reply, which a live server sends at
+	// once, except while it replays a long transaction of which nothing
+	// is published: it then reads statuses only every
+	// wal_sender_timeout/2 (30 s by default), so ServerTimeout must exceed
+	// that plus StatusInterval (a warning says so at start otherwise).
+	// Default DefaultServerTimeout (60 s, for wal_sender_timeout's 60 s);
+	// it must exceed StatusInterval.
 	ServerTimeout time.Duration
 }
 
@@ -88,7 +93,7 @@ const (
 	DefaultShutdownTimeout      = 30 * time.Second
 	DefaultSlotRetryInterval    = time.Second
 	DefaultReconnectMaxInterval = 10 * time.Second
-	DefaultServerTimeout        = 30 * time.Second
+	DefaultServerTimeout        = 60 * time.Second
 )
 
 // WithDefaults returns c with every zero field set to its default.

@@ -18,12 +18,17 @@ import (
 	"github.com/outboxd/outboxd/slot"
 )
 
-// connectReplication opens the replication connection derived from the URL.
-func (s *Streamer) connectReplication(ctx context.Context) (*pgconn.PgConn, error) {
-	return connectReplication(ctx, s.cfg.DatabaseURL)
+// connectReplication opens the replication connection derived from the
+// URL; act, when not nil, learns when bytes arrive on it.
+func (s *Streamer) connectReplication(ctx context.Context, act *activity) (*pgconn.PgConn, error) {
+	return connectReplicationWatched(ctx, s.cfg.DatabaseURL, act)
 }
 
 func connectReplication(ctx context.Context, url string) (*pgconn.PgConn, error) {
+	return connectReplicationWatched(ctx, url, nil)
+}
+
+func connectReplicationWatched(ctx context.Context, url string, act *activity) (*pgconn.PgConn, error) {
 	cfg, err := pgconn.ParseConfig(url)
 	if err != nil {
 		// The parse error can quote the whole string, password included.
@@ -32,6 +37,16 @@ func connectReplication(ctx context.Context, url string) (*pgconn.PgConn, error)
 	cfg.RuntimeParams["replication"] = "database"
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = "outboxd" // shown in pg_stat_replication
+	}
+	if act != nil {
+		dial := cfg.DialFunc
+		cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &activityConn{Conn: c, a: act}, nil
+		}
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {

@@ -53,6 +53,7 @@ type reader struct {
 	slot           string
 	statusInterval time.Duration
 	serverTimeout  time.Duration // silence after which the connection is taken for broken
+	act            *activity     // when bytes last arrived (nil in tests without a socket)
 	log            *slog.Logger
 	serverWALEnd   *atomic.Uint64 // for lag metrics
 	confirmedLSN   *atomic.Uint64
@@ -96,7 +97,7 @@ func (r *reader) run(ctx context.Context, stop <-chan struct{}) error {
 		msg, err := r.conn.ReceiveMessage(r.wake.ctx)
 		if err != nil {
 			if pgconn.Timeout(err) || ctx.Err() != nil {
-				if silent := time.Since(r.lastReceived); silent > r.serverTimeout && ctx.Err() == nil {
+				if silent := r.silence(); silent > r.serverTimeout && ctx.Err() == nil {
 					r.broken = true
 					return fmt.Errorf("the server sent nothing on the replication connection for %s (--server-timeout %s), not even a reply to a status that asked for one: "+
 						"taking the connection for broken (a network partition or a half-open connection)", silent.Round(time.Millisecond), r.serverTimeout)
@@ -203,10 +204,15 @@ func (r *reader) handle(ctx context.Context, data []byte) error {
 // the wait ends with the read deadline, a due status is sent, and the same
 // message is offered again.
 func (r *reader) deliver(ctx context.Context, apply func(context.Context) error) error {
-	for {
+	for waited := false; ; waited = true {
 		err := apply(r.wake.ctx)
 		switch {
 		case err == nil:
+			if waited {
+				// Nothing was read while the consumer waited: the silence
+				// clock starts again (the server's answers are buffered).
+				r.lastReceived = time.Now()
+			}
 			return nil
 		case ctx.Err() != nil:
 			return nil // aborted
@@ -222,12 +228,31 @@ func (r *reader) deliver(ctx context.Context, apply func(context.Context) error)
 	}
 }
 
+// silence is how long the server has sent nothing: no message, and no
+// byte of one still arriving.
+func (r *reader) silence() time.Duration {
+	last := r.lastReceived
+	if a := r.act.at(); a.After(last) {
+		last = a
+	}
+	return time.Since(last)
+}
+
+// askAfter is the silence after which a status asks the server for a
+// reply: a status interval, or a third of the server timeout when that is
+// shorter, so that a live server answers long before the timeout.
+func (r *reader) askAfter() time.Duration { return min(r.statusInterval, r.serverTimeout/3) }
+
 // statusDue reports whether a standby status should go out now: on
-// schedule, when the server asked, or when the watermark moved and the
-// last status is confirmInterval old.
+// schedule, when the server asked, when the server has been silent for
+// askAfter since the last status (to ask it for a reply), or when the
+// watermark moved and the last status is confirmInterval old.
 func (r *reader) statusDue() bool {
 	now := time.Now()
 	if !now.Before(r.nextStatus) {
+		return true
+	}
+	if ask := r.askAfter(); r.silence() >= ask && now.Sub(r.lastStatus) >= ask {
 		return true
 	}
 	return now.Sub(r.lastStatus) >= confirmInterval && r.wm.Flushed() != r.confirmed
@@ -246,7 +271,7 @@ func (r *reader) sendStatus(ctx context.Context) error {
 		// After a status interval of silence, ask for a keepalive: a
 		// live server answers at once, so silence beyond serverTimeout
 		// means the connection is gone.
-		ReplyRequested: time.Since(r.lastReceived) >= r.statusInterval,
+		ReplyRequested: r.silence() >= r.askAfter(),
 	})
 	r.lastStatus = time.Now()
 	r.nextStatus = r.lastStatus.Add(r.statusInterval)

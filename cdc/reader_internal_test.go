@@ -28,3 +28,43 @@ func TestRenewWakeReplacesAShortDeadline(t *testing.T) {
 		}
 	}
 }
+
+// checkServerTimeout compares --server-timeout with wal_sender_timeout as
+// SHOW prints it; a misread value would warn for nothing or never.
+func TestParsePGDuration(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"60s", time.Minute, true},
+		{"1min", time.Minute, true},
+		{"500ms", 500 * time.Millisecond, true},
+		{"2h", 2 * time.Hour, true},
+		{"1d", 24 * time.Hour, true},
+		{"0", 0, true},
+		{"1500", 1500 * time.Millisecond, true},
+		{"soon", 0, false},
+	} {
+		got, ok := parsePGDuration(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("parsePGDuration(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// A status asks the server for a reply after a third of the server
+// timeout when that comes before the status interval, so that a live
+// server answers well before the timeout ends the session.
+func TestAskAfter(t *testing.T) {
+	for _, tt := range []struct{ status, timeout, want time.Duration }{
+		{10 * time.Second, 60 * time.Second, 10 * time.Second},
+		{500 * time.Millisecond, 2 * time.Second, 500 * time.Millisecond},
+		{10 * time.Second, 15 * time.Second, 5 * time.Second},
+	} {
+		r := &reader{statusInterval: tt.status, serverTimeout: tt.timeout}
+		if got := r.askAfter(); got != tt.want {
+			t.Errorf("status %v, timeout %v: asks after %v, want %v", tt.status, tt.timeout, got, tt.want)
+		}
+	}
+}

@@ -9,7 +9,11 @@ import (
 // nil when c is not TCP (a Unix socket). Linux wakes a TCP reader only when
 // the mark is reached, while a read still returns whatever has arrived.
 func lowatSetter(c net.Conn) func(int) error {
-	if u, ok := c.(interface{ NetConn() net.Conn }); ok { // TLS
+	for { // TLS, and the activity wrapper
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
 		c = u.NetConn()
 	}
 	tc, ok := c.(*net.TCPConn)

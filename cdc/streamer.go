@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +32,8 @@ type Streamer struct {
 	// where the last one ended, even when the last status never reached the
 	// server (the connection broke).
 	confirmed outbox.LSN
+	// warnedTimeout: checkServerTimeout warned already.
+	warnedTimeout bool
 	// server is the system identifier and timeline of the server seen
 	// last: confirmed is trusted only on the same one.
 	server   serverID
@@ -190,7 +194,8 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	if err != nil {
 		return false, setupError(setup, err)
 	}
-	conn, err := s.connectReplication(setup)
+	act := &activity{}
+	conn, err := s.connectReplication(setup, act)
 	if err != nil {
 		return false, setupError(setup, err)
 	}
@@ -202,6 +207,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	if err := s.checkServer(setup, conn, info); err != nil {
 		return false, setupError(setup, err)
 	}
+	s.checkServerTimeout(setup, conn)
 	start := max(s.confirmed, info.ConfirmedFlushLSN)
 	s.pump.Start(start)
 	if err := startReplication(setup, conn, s.cfg.Slot, s.cfg.Publication, start, s.cfg.Columns.MessagePrefix != ""); err != nil {
@@ -218,7 +224,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	s.counters.confirmed.Store(uint64(start))
 
 	r := &reader{conn: conn, dec: decode.NewDecoder(s.cfg.Columns), out: s.pump, wm: s.pump, slot: s.cfg.Slot,
-		statusInterval: s.cfg.StatusInterval, serverTimeout: s.cfg.ServerTimeout, log: s.log, serverWALEnd: &s.counters.serverWALEnd,
+		statusInterval: s.cfg.StatusInterval, serverTimeout: s.cfg.ServerTimeout, act: act, log: s.log, serverWALEnd: &s.counters.serverWALEnd,
 		confirmedLSN: &s.counters.confirmed, confirmed: start}
 	// A graceful stop (ctx) finishes the open transaction and drains; past
 	// ShutdownTimeout the reader and the drain give up (hard).
@@ -321,6 +327,44 @@ func afterGrace(parent context.Context, d time.Duration) (context.Context, conte
 var errShutdownTimeout = errors.New("shutdown timeout reached")
 
 var errSetupTimeout = errors.New("setting the replication session up took longer than --server-timeout (the server or the network is not answering)")
+
+// checkServerTimeout warns, once per process, when --server-timeout is too
+// short for the server's wal_sender_timeout: while the walsender replays a
+// long transaction none of whose changes is published (another table's
+// rows, updates), it reads standby statuses, and so answers them, only
+// every wal_sender_timeout/2, so a live server can be that quiet.
+func (s *Streamer) checkServerTimeout(ctx context.Context, conn *pgconn.PgConn) {
+	if s.warnedTimeout {
+		return
+	}
+	res, err := conn.Exec(ctx, "SHOW wal_sender_timeout").ReadAll()
+	if err != nil || len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 1 {
+		return
+	}
+	wst, ok := parsePGDuration(string(res[0].Rows[0][0]))
+	if need := wst/2 + s.cfg.StatusInterval; ok && wst > 0 && s.cfg.ServerTimeout < need {
+		s.warnedTimeout = true
+		s.log.Warn("--server-timeout is shorter than the server's wal_sender_timeout/2 plus --status-interval: a long transaction of unpublished changes can look like a broken connection",
+			"server_timeout", s.cfg.ServerTimeout, "wal_sender_timeout", wst, "status_interval", s.cfg.StatusInterval, "want_at_least", need)
+	}
+}
+
+// parsePGDuration reads a time setting as SHOW prints it: 60s, 1min, 500ms,
+// 2h, 0.
+func parsePGDuration(v string) (time.Duration, bool) {
+	units := []struct {
+		suffix string
+		d      time.Duration
+	}{{"ms", time.Millisecond}, {"min", time.Minute}, {"s", time.Second}, {"h", time.Hour}, {"d", 24 * time.Hour}}
+	for _, u := range units {
+		if n, found := strings.CutSuffix(v, u.suffix); found {
+			i, err := strconv.Atoi(n)
+			return time.Duration(i) * u.d, err == nil
+		}
+	}
+	i, err := strconv.Atoi(v) // no unit: milliseconds
+	return time.Duration(i) * time.Millisecond, err == nil
+}
 
 // setupError says that a session's set-up ran out of time, when it did:
 // the error itself is then only a cancelled context or a broken read.
