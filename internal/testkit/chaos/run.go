@@ -103,9 +103,11 @@ type Report struct {
 	TakeoverMedianMS       float64       `json:"standby_takeover_median_ms"`
 	TakeoverMaxMS          float64       `json:"standby_takeover_max_ms"`
 	// Timings per fault kind, for the network, crash and cluster faults:
-	// from the fault to outboxd noticing it (where it logs that), and from
-	// the fault's end to the first record written after it reaching a
-	// consumer.
+	// from the fault to outboxd noticing it (where it logs that), and to
+	// the first record written after it reaching a consumer, from the
+	// fault's end (partitions, stalls, resets, the brokers' return, the
+	// last restart of a rolling one) or, for a crash and a kill, from the
+	// fault itself.
 	DetectMS   map[Fault][]float64 `json:"detect_ms,omitempty"`
 	RecoverMS  map[Fault][]float64 `json:"recover_ms,omitempty"`
 	KafkaNodes int                 `json:"kafka_nodes"`
