@@ -16,6 +16,7 @@ import (
 func StartKafkaAdvertised(ctx context.Context, script, dir string, port int, advertised string) (*Kafka, error) {
 	addr, err := run(ctx, script, "kafka-start", dir, strconv.Itoa(port), advertised)
 	if err != nil {
+		_, _ = run(context.WithoutCancel(ctx), script, "kafka-stop", dir) // it may have started and not answered
 		return nil, err
 	}
 	return &Kafka{Script: script, Dir: dir, Addr: addr}, nil
@@ -32,6 +33,10 @@ type KafkaCluster struct {
 // StartKafkaCluster starts (formatting on first use) n nodes in dir.
 func StartKafkaCluster(ctx context.Context, script, dir string, n int) (*KafkaCluster, error) {
 	if _, err := run(ctx, script, "kafka-cluster-start", dir, strconv.Itoa(n)); err != nil {
+		// The nodes that did start run detached: stop them.
+		for i := 1; i <= n; i++ {
+			_, _ = run(context.WithoutCancel(ctx), script, "kafka-stop", filepath.Join(dir, "node"+strconv.Itoa(i)))
+		}
 		return nil, err
 	}
 	c := &KafkaCluster{Script: script, Dir: dir}

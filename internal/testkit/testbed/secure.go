@@ -96,6 +96,7 @@ group.initial.rebalance.delay.ms=0
 	}
 	addr, err := run(ctx, script, "kafka-start", dir)
 	if err != nil {
+		_, _ = run(context.WithoutCancel(ctx), script, "kafka-stop", dir) // it may have started and not answered
 		return nil, err
 	}
 	k.Kafka = &Kafka{Script: script, Dir: dir, Addr: strings.TrimSpace(addr)}

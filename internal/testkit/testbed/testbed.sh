@@ -289,7 +289,12 @@ EOF
 	fi
 	local addr
 	addr=$(cat "$dir/kafka.addr")
-	kafka_cmd kafka.Kafka "$dir/server.properties"
+	# A cluster node keeps the small heap it was made with.
+	if [ -f "$dir/heap.opts" ]; then
+		KAFKA_HEAP_OPTS=$(cat "$dir/heap.opts") kafka_cmd kafka.Kafka "$dir/server.properties"
+	else
+		kafka_cmd kafka.Kafka "$dir/server.properties"
+	fi
 	# Its own session, so that a Ctrl-C in the terminal that ran `up` does not stop it.
 	setsid "${kafka_cmd[@]}" >>"$dir/kafka.log" 2>&1 </dev/null &
 	echo $! >"$dir/kafka.pid"
@@ -330,7 +335,8 @@ kafka_cluster_start() {
 			cports[i]=$(free_port)
 			voters+="${voters:+,}$i@127.0.0.1:${cports[i]}"
 		done
-		new_cluster_id >"$dir/cluster.id"
+		local cid
+		cid=$(new_cluster_id)
 		for ((i = 1; i <= n; i++)); do
 			node=$dir/node$i
 			mkdir -p "$node"
@@ -359,10 +365,12 @@ group.initial.rebalance.delay.ms=0
 unclean.leader.election.enable=false
 EOF
 			echo "127.0.0.1:${ports[i]}" >"$node/kafka.addr"
-			kafka_cmd kafka.tools.StorageTool format -t "$(cat "$dir/cluster.id")" -c "$node/server.properties"
+			echo "${KAFKA_HEAP_OPTS:--Xms64m -Xmx256m}" >"$node/heap.opts"
+			kafka_cmd kafka.tools.StorageTool format -t "$cid" -c "$node/server.properties"
 			"${kafka_cmd[@]}" >"$node/format.log" 2>&1 ||
 				{ cat "$node/format.log" >&2; die "formatting the KRaft log directory of node $i failed"; }
 		done
+		echo "$cid" >"$dir/cluster.id" # last: a failed format starts again from scratch
 	fi
 	# All at once: a node waits for a quorum of controllers before it answers.
 	local nodes=() addrs=""
@@ -372,7 +380,7 @@ EOF
 		if [ -f "$node/kafka.pid" ] && kill -0 "$(cat "$node/kafka.pid")" 2>/dev/null; then
 			continue
 		fi
-		KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xms64m -Xmx256m} kafka_cmd kafka.Kafka "$node/server.properties"
+		KAFKA_HEAP_OPTS=$(cat "$node/heap.opts") kafka_cmd kafka.Kafka "$node/server.properties"
 		setsid "${kafka_cmd[@]}" >>"$node/kafka.log" 2>&1 </dev/null &
 		echo $! >"$node/kafka.pid"
 	done
