@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -30,7 +31,10 @@ func (l kgoLogger) Level() kgo.LogLevel {
 
 func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	lv := slog.LevelDebug
-	if level == kgo.LogLevelError || level == kgo.LogLevelWarn {
+	switch {
+	case level == kgo.LogLevelError && strings.Contains(msg, "fatal"):
+		lv = slog.LevelError // the client gives up on its records ("fatal InitProducerID error, failing all buffered records")
+	case level == kgo.LogLevelError || level == kgo.LogLevelWarn:
 		lv = slog.LevelWarn
 	}
 	l.log.Log(context.Background(), lv, "kafka: "+msg, keyvals...)
