@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/outboxd/outboxd/internal/rawio"
 	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/slot"
@@ -38,15 +39,19 @@ func connectReplicationWatched(ctx context.Context, url string, act *activity) (
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = "outboxd" // shown in pg_stat_replication
 	}
-	if act != nil {
-		dial := cfg.DialFunc
-		cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &activityConn{Conn: c, a: act}, nil
+	dial := cfg.DialFunc
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
 		}
+		// Raw reads and writes: the stream wakes the process once or twice
+		// per transaction (package rawio).
+		c = rawio.Wrap(c)
+		if act != nil {
+			c = &activityConn{Conn: c, a: act}
+		}
+		return c, nil
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {

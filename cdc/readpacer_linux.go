@@ -2,7 +2,9 @@ package cdc
 
 import (
 	"net"
+	"os"
 	"syscall"
+	"unsafe"
 )
 
 // lowatSetter returns a function setting SO_RCVLOWAT on c's TCP socket, or
@@ -25,12 +27,19 @@ func lowatSetter(c net.Conn) func(int) error {
 		return nil
 	}
 	return func(n int) error {
-		var serr error
+		var errno syscall.Errno
 		if err := rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, n)
+			// Raw, like the reads (package rawio): the mark changes at
+			// every transaction, and an ordinary system call wakes the
+			// runtime's monitor thread in an idle process.
+			v := int32(n)
+			_, _, errno = syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, fd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, uintptr(unsafe.Pointer(&v)), 4, 0)
 		}); err != nil {
 			return err
 		}
-		return serr
+		if errno != 0 {
+			return os.NewSyscallError("setsockopt", errno)
+		}
+		return nil
 	}
 }

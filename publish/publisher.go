@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/outboxd/outboxd/internal/rawio"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -114,6 +115,10 @@ func New(cfg Config, log *slog.Logger) (*Producer, error) {
 func clientOpts(cfg Config, log *slog.Logger, onDataLoss func(string, int32)) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
+		// franz-go's own dialer, with raw reads and writes (see package
+		// rawio: each acknowledgment wakes the process); TLS options
+		// replace it with one that wraps the same way.
+		kgo.Dialer(rawio.Dialer(10*time.Second, nil)),
 		kgo.ClientID(cfg.ClientID),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchMaxBytes(int32(cfg.MaxRecordBytes)),

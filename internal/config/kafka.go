@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -12,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/outboxd/outboxd/internal/rawio"
 )
 
 // KafkaOpts returns the franz-go options for TLS and SASL.
@@ -37,7 +38,7 @@ func (c *Config) KafkaOpts() ([]kgo.Opt, error) {
 			}
 			tc.Certificates = []tls.Certificate{cert}
 		}
-		opts = append(opts, kgo.Dialer((&tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: tc}).DialContext))
+		opts = append(opts, kgo.Dialer(rawio.Dialer(10*time.Second, tc)))
 	}
 	switch strings.ToUpper(c.KafkaSASLMechanism) {
 	case "":
