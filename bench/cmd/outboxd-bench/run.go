@@ -85,6 +85,9 @@ type Results struct {
 	// WakeFloors is the machine's cost of one wake-up at each steady
 	// rate's transaction rate: the floor under steady CPU per event.
 	WakeFloors []wakeFloor `json:"wake_floors,omitempty"`
+	// ProduceFloors is outboxd's producer alone at each steady rate: the
+	// floor under outboxd's CPU per event and latency on this broker.
+	ProduceFloors []produceFloor `json:"produce_floors,omitempty"`
 }
 
 // summary is the median drain of a system.
@@ -192,6 +195,13 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 			res.Errors["wake floor"] = err.Error()
 		}
 		res.WakeFloors = floors
+		if slices.ContainsFunc(systems, isOutboxd) {
+			pf, err := e.measureProduceFloors(ctx, rates, o.latencyReps)
+			if err != nil {
+				res.Errors["producer floor"] = err.Error()
+			}
+			res.ProduceFloors = pf
+		}
 	}
 	res.Micro = microBenchmarks(ctx)
 	res.LatencySum = summarizeLatency(res.Latency)

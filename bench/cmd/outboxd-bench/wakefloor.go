@@ -15,12 +15,21 @@ import (
 type wakeFloor struct {
 	PerSecond   int     `json:"wakeups_per_second"`
 	UsPerWakeup float64 `json:"cpu_us_per_wakeup"`
+	// UsPerWakeupRaw is the same reading through package rawio, as
+	// outboxd reads (0 in results recorded before it was measured).
+	UsPerWakeupRaw float64 `json:"cpu_us_per_wakeup_raw,omitempty"`
 }
 
 // FloorUsPerEvent is the least CPU per event a publisher woken twice per
 // transaction (its arrival, Kafka's acknowledgment) can cost, with
-// 10-event transactions.
-func (w wakeFloor) FloorUsPerEvent() float64 { return 2 * w.UsPerWakeup / 10 }
+// 10-event transactions: with outboxd's raw reads where they were
+// measured.
+func (w wakeFloor) FloorUsPerEvent() float64 {
+	if w.UsPerWakeupRaw > 0 {
+		return 2 * w.UsPerWakeupRaw / 10
+	}
+	return 2 * w.UsPerWakeup / 10
+}
 
 // measureWakeFloors runs wakecost at each steady rate's transaction rate
 // (10 events per transaction).
@@ -37,17 +46,25 @@ func measureWakeFloors(ctx context.Context, rates []int) ([]wakeFloor, error) {
 	var floors []wakeFloor
 	for _, rate := range rates {
 		tx := max(1, rate/10)
-		out, err := exec.CommandContext(ctx, bin, "-rate", fmt.Sprint(tx), "-n", fmt.Sprint(max(300, 4*tx))).Output()
-		if err != nil {
-			return floors, fmt.Errorf("wakecost at %d/s: %w", tx, err)
+		w := wakeFloor{PerSecond: tx}
+		for _, raw := range []bool{false, true} {
+			out, err := exec.CommandContext(ctx, bin, "-rate", fmt.Sprint(tx), "-n", fmt.Sprint(max(300, 4*tx)), fmt.Sprintf("-raw=%t", raw)).Output()
+			if err != nil {
+				return floors, fmt.Errorf("wakecost at %d/s: %w", tx, err)
+			}
+			var r struct {
+				US float64 `json:"cpu_us_per_message"`
+			}
+			if err := json.Unmarshal(out, &r); err != nil {
+				return floors, fmt.Errorf("wakecost output %q: %w", out, err)
+			}
+			if raw {
+				w.UsPerWakeupRaw = r.US
+			} else {
+				w.UsPerWakeup = r.US
+			}
 		}
-		var r struct {
-			US float64 `json:"cpu_us_per_message"`
-		}
-		if err := json.Unmarshal(out, &r); err != nil {
-			return floors, fmt.Errorf("wakecost output %q: %w", out, err)
-		}
-		floors = append(floors, wakeFloor{PerSecond: tx, UsPerWakeup: r.US})
+		floors = append(floors, w)
 	}
 	return floors, nil
 }

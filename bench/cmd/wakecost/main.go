@@ -8,6 +8,9 @@
 // the cost of being woken once: the kernel's and the hypervisor's part and
 // the Go scheduler's (netpoll, sysmon). It prints one JSON line.
 //
+// With -raw the receiver reads as outboxd does, through package rawio (raw
+// system calls, which leave the runtime's monitor thread asleep).
+//
 // outboxd needs at least two wake-ups per transaction at a steady rate (the
 // transaction's arrival, Kafka's acknowledgment), so at T transactions per
 // second its CPU per transaction cannot fall below twice this figure
@@ -25,20 +28,23 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+
+	"github.com/outboxd/outboxd/internal/rawio"
 )
 
 func main() {
 	rate := flag.Int("rate", 100, "messages per second")
 	n := flag.Int("n", 1000, "messages measured (after 10% unmeasured)")
 	send := flag.String("send", "", "internal: be the sender, writing to this address")
+	raw := flag.Bool("raw", false, "read through package rawio, as outboxd does")
 	flag.Parse()
-	if err := run(*rate, *n, *send); err != nil {
+	if err := run(*rate, *n, *send, *raw); err != nil {
 		fmt.Fprintln(os.Stderr, "wakecost:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rate, n int, send string) error {
+func run(rate, n int, send string, raw bool) error {
 	if rate <= 0 || n <= 0 {
 		return fmt.Errorf("-rate and -n must be positive")
 	}
@@ -67,6 +73,9 @@ func run(rate, n int, send string) error {
 		return err
 	}
 	defer c.Close()
+	if raw {
+		c = rawio.Wrap(c)
+	}
 	warm := max(1, n/10)
 	r := bufio.NewReaderSize(c, 64<<10)
 	msg := make([]byte, 100)

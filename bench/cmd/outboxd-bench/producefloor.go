@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+)
+
+// produceFloor is outboxd's Kafka side alone at one steady rate
+// (bench/cmd/producecost: outboxd's producer handing over 10-record
+// transactions at the rate, GOMAXPROCS 1), over the repetitions: what
+// outboxd costs before it reads or decodes anything, and the broker's and
+// producer's share of its latency.
+type produceFloor struct {
+	Rate        int     `json:"events_per_second"`
+	Runs        int     `json:"runs"`
+	CPUMedianUs float64 `json:"cpu_us_per_event_median"`
+	CPUMinUs    float64 `json:"cpu_us_per_event_min"`
+	CPUMaxUs    float64 `json:"cpu_us_per_event_max"`
+	AckP50Ms    float64 `json:"ack_p50_ms_median"`
+	AckP99Ms    float64 `json:"ack_p99_ms_median"`
+	AckP99MinMs float64 `json:"ack_p99_ms_min"`
+	AckP99MaxMs float64 `json:"ack_p99_ms_max"`
+}
+
+// measureProduceFloors runs producecost reps times at each rate against
+// the run's broker.
+func (e *env) measureProduceFloors(ctx context.Context, rates []int, reps int) ([]produceFloor, error) {
+	dir, err := os.MkdirTemp("", "outboxd-bench-producecost-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "producecost")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./bench/cmd/producecost").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building producecost: %w\n%s", err, out)
+	}
+	topic := "bench.producecost"
+	if err := e.createTopic(ctx, topic); err != nil {
+		return nil, err
+	}
+	// Unmeasured: the new topic's partitions and the broker's first
+	// requests to them (a first measured run had its p50 at 10 ms).
+	if out, err := exec.CommandContext(ctx, bin, "-brokers", e.kafka.Addr, "-topic", topic, "-rate", fmt.Sprint(rates[0]), "-duration", "3s").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("warming producecost up: %w\n%s", err, out)
+	}
+	var floors []produceFloor
+	for _, rate := range rates {
+		var cpu, p50, p99 []float64
+		for range max(1, reps) {
+			out, err := exec.CommandContext(ctx, bin, "-brokers", e.kafka.Addr, "-topic", topic, "-rate", fmt.Sprint(rate),
+				"-duration", e.o.rateDuration.String()).Output()
+			if err != nil {
+				return floors, fmt.Errorf("producecost at %d events/s: %w", rate, err)
+			}
+			var r struct {
+				CPU float64 `json:"cpu_us_per_event"`
+				P50 float64 `json:"ack_p50_ms"`
+				P99 float64 `json:"ack_p99_ms"`
+			}
+			if err := json.Unmarshal(out, &r); err != nil {
+				return floors, fmt.Errorf("producecost output %q: %w", out, err)
+			}
+			cpu, p50, p99 = append(cpu, r.CPU), append(p50, r.P50), append(p99, r.P99)
+		}
+		slices.Sort(cpu)
+		slices.Sort(p50)
+		slices.Sort(p99)
+		floors = append(floors, produceFloor{Rate: rate, Runs: len(cpu), CPUMedianUs: median(cpu), CPUMinUs: cpu[0], CPUMaxUs: cpu[len(cpu)-1],
+			AckP50Ms: median(p50), AckP99Ms: median(p99), AckP99MinMs: p99[0], AckP99MaxMs: p99[len(p99)-1]})
+		e.log.Info("producer alone", "rate", rate, "cpu_us_per_event", fmt.Sprintf("%.1f", median(cpu)), "ack_p99_ms", median(p99))
+	}
+	return floors, nil
+}
