@@ -9,7 +9,13 @@ import (
 // activity is when bytes last arrived on the replication connection: a
 // large message on a slow link is still arriving, not silence, although
 // no whole message has come for a while.
-type activity struct{ last atomic.Int64 } // unix nanoseconds
+type activity struct {
+	last  atomic.Int64 // unix nanoseconds
+	bytes atomic.Int64 // read in all
+}
+
+// bytesRead is how many bytes were read from the connection in all.
+func (a *activity) bytesRead() int64 { return a.bytes.Load() }
 
 func (a *activity) at() time.Time {
 	if a == nil {
@@ -28,6 +34,7 @@ func (c *activityConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
 		c.a.last.Store(time.Now().UnixNano())
+		c.a.bytes.Add(int64(n))
 	}
 	return n, err
 }

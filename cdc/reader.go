@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,7 +74,11 @@ type reader struct {
 // connection breaks.
 func (r *reader) run(ctx context.Context, stop <-chan struct{}) error {
 	defer r.wake.stop()
-	pacer := newReadPacer(r.conn.Conn())
+	var socketRead func() int64 // the pacer's estimate needs the stream's own bytes
+	if _, tls := r.conn.Conn().(*tls.Conn); !tls && r.act != nil {
+		socketRead = r.act.bytesRead
+	}
+	pacer := newReadPacer(r.conn.Conn(), socketRead)
 	r.lastReceived = time.Now()
 	for {
 		if ctx.Err() != nil {
@@ -110,7 +115,7 @@ func (r *reader) run(ctx context.Context, stop <-chan struct{}) error {
 		r.lastReceived = time.Now()
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:
-			pacer.received(len(m.Data), time.Now())
+			pacer.received(5+len(m.Data), time.Now()) // with the message's header
 			if err := r.handle(ctx, m.Data); err != nil {
 				return err
 			}

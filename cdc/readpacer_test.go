@@ -134,3 +134,66 @@ func TestReadPacerTransaction(t *testing.T) {
 		})
 	}
 }
+
+// Inside a transaction the mark is what the rest of it is expected to
+// weigh: the smallest recent transaction less what the socket gave
+// already, counting what pgconn read ahead and not what came before the
+// stream. Without that count (TLS) or a history it stays at its cap.
+func TestReadPacerExpectedRest(t *testing.T) {
+	const (
+		preStream = 100 // startup and replication set-up, read before the stream
+		begin     = 50
+		insert    = 330
+		commit    = 30
+		txSize    = begin + 10*insert + commit
+	)
+	t0 := time.Unix(0, 0)
+	// tx sends one transaction of n inserts; readWithBegin is how many of
+	// its inserts pgconn read from the socket together with the Begin. It
+	// returns the mark set right after the Begin.
+	tx := func(p *readPacer, sock *int64, n, readWithBegin int) int {
+		*sock += begin + int64(readWithBegin*insert)
+		p.received(begin, t0)
+		p.transaction(true)
+		mark := p.lowat
+		*sock += int64((n-readWithBegin)*insert + commit)
+		for range n {
+			p.received(insert, t0)
+		}
+		p.received(commit, t0)
+		p.transaction(false)
+		return mark
+	}
+	tests := []struct {
+		name          string
+		tls           bool
+		history       []int // inserts per earlier transaction
+		inserts, with int
+		want          int
+	}{
+		{"no history yet", false, nil, 10, 0, pacerMaxLowat},
+		{"alike transactions, Begin read alone", false, []int{10, 10}, 10, 0, txSize - begin},
+		{"alike transactions, Begin read with two inserts", false, []int{10, 10}, 10, 2, txSize - begin - 2*insert},
+		{"the smallest recent one counts", false, []int{10, 4, 10}, 10, 0, begin + 4*insert + commit - begin},
+		{"TLS: no count of the stream's own bytes", true, []int{10, 10}, 10, 0, pacerMaxLowat},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sock := int64(preStream)
+			var socketRead func() int64
+			if !tt.tls {
+				socketRead = func() int64 { return sock }
+			}
+			p := &readPacer{lowat: 1, rateLowat: 1, setLowat: func(int) error { return nil }, socketRead: socketRead}
+			for _, n := range tt.history {
+				tx(p, &sock, n, 0)
+			}
+			if got := tx(p, &sock, tt.inserts, tt.with); got != tt.want {
+				t.Errorf("mark after the Begin: %d, want %d", got, tt.want)
+			}
+			if p.lowat != 1 {
+				t.Errorf("after the Commit: mark %d, want 1", p.lowat)
+			}
+		})
+	}
+}
