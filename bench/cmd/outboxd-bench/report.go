@@ -395,7 +395,7 @@ Highest rate sustained (every event delivered, median p99 under 1 s):
   up, and the reference every other figure is a ratio to.
 {{end}}{{end}}- outboxd paces its reads (SO_RCVLOWAT follows the stream's rate, about
   1 ms of data per wake-up, at most 2 ms of waiting; inside a transaction it
-  waits at most 1-2 ms for the rest): it wakes once per many messages, and its walsender is busy {{with index .R.Summary "outboxd"}}{{printf "%.2f" .WalsenderCores}}{{end}} of a core. The
+  waits for what the rest is expected to weigh, at most 1-2 ms): it wakes once per many messages, and its walsender is busy {{with index .R.Summary "outboxd"}}{{printf "%.2f" .WalsenderCores}}{{end}} of a core. The
   walsender, outboxd ({{with index .R.Summary "outboxd"}}{{printf "%.2f" (cores .CPUSecondsPer100k .EventsPerSec)}}{{end}} cores) and the broker share the 2
   cores, and the machine is {{with index .R.Summary "outboxd"}}{{printf "%.0f" (mul100 .MachineBusy)}}{{end}}% busy: CPU is what bounds the
   drain here. Pacing and reusing batches (instead of allocating one per
@@ -420,7 +420,23 @@ Highest rate sustained (every event delivered, median p99 under 1 s):
   PostgreSQL, the writers, the broker, the publisher and the consumer, and
   every tail grows; compare the written rates there too: a system that
   costs less CPU in total lets the writers go faster.
-
+{{if .R.ProduceFloors}}- What bounds the steady figures. CPU: at these rates each transaction
+  reaches outboxd on its own and is sent in a produce request of its own,
+  so outboxd is woken at least twice per transaction, and a wake-up costs
+  what the floor table shows (most of it the kernel's and the
+  hypervisor's on this VM). outboxd's producer alone, handed the same
+  transactions by a timer with nothing to read, costs about as much per
+  event as outboxd in all: the Kafka side (a produce request, its
+  response, franz-go's goroutines for each) is most of the cost, and
+  reading and decoding the stream little. Fewer wake-ups per event need
+  several transactions per produce request, which at 1,000-5,000 events/s
+  means waiting for them (milliseconds to tens of milliseconds), which
+  outboxd does not do. Latency: the stage table splits outboxd's: commit to
+  the walsender's send is PostgreSQL's (the WAL flush, the walsender's
+  wake-up), handed to the producer to Kafka's acknowledgment is the
+  broker's and the producer's, whose p99 the producer alone shows without
+  outboxd; what outboxd adds is commit to receipt less commit to send.
+{{end}}
 {{if .R.Errors}}## Not measured
 
 {{range $k, $v := .R.Errors}}- {{$k}}: {{$v}}

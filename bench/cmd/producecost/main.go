@@ -1,9 +1,12 @@
 // Command producecost measures outboxd's Kafka side alone: its producer
 // (package publish, with outboxd's options and GOMAXPROCS 1, as outboxd
-// runs) publishing 10-record transactions at a fixed rate, each handed over
-// at once, as outboxd hands over a transaction at its commit. It prints one
-// JSON line: the process's CPU per event (getrusage) and the latency from
-// handing a record over to Kafka's acknowledgment (p50, p99).
+// runs) publishing 10-record transactions at a fixed rate. Like outboxd, it
+// is woken by a TCP socket: a child process writes a 100-byte message per
+// transaction, read through package rawio as outboxd reads the stream, and
+// each message is answered by handing its 10 records over at once, as
+// outboxd hands over a transaction at its commit. It prints one JSON line:
+// the process's CPU per event (getrusage) and the latency from handing a
+// record over to Kafka's acknowledgment (p50, p99).
 //
 // At a steady rate it is the floor under outboxd's figures on the same
 // broker and machine: outboxd does this and reads and decodes the stream
@@ -16,8 +19,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -25,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/outboxd/outboxd/internal/rawio"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
 )
@@ -35,7 +42,15 @@ func main() {
 	rate := flag.Int("rate", 1000, "events per second, in transactions of 10")
 	d := flag.Duration("duration", 10*time.Second, "how long to produce (the first tenth unmeasured)")
 	linger := flag.Duration("linger", 0, "the producer's linger (outboxd: 0)")
+	send := flag.String("send", "", "internal: be the child that writes a message per transaction to this address")
 	flag.Parse()
+	if *send != "" {
+		if err := sender(*send, time.Second*10/time.Duration(max(10, *rate))); err != nil {
+			fmt.Fprintln(os.Stderr, "producecost:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*brokers, *topic, *rate, *d, *linger); err != nil {
 		fmt.Fprintln(os.Stderr, "producecost:", err)
 		os.Exit(1)
@@ -55,6 +70,27 @@ func run(brokers, topic string, rate int, d, linger time.Duration) error {
 	if err := p.Ping(context.Background()); err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	child := exec.Command(self, "-send", ln.Addr().String(), "-rate", strconv.Itoa(rate))
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	nc, err := ln.Accept()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	c := rawio.Wrap(nc)
 	var (
 		mu   sync.Mutex
 		lat  []float64
@@ -62,11 +98,10 @@ func run(brokers, topic string, rate int, d, linger time.Duration) error {
 		fail error
 	)
 	value := []byte(`{"pad": "` + string(slices.Repeat([]byte("x"), 200)) + `"}`)
-	interval := time.Second * 10 / time.Duration(rate)
-	txns := int(d / interval)
+	txns := int(d * time.Duration(rate) / 10 / time.Second)
 	warm := txns / 10
 	var cpu0 time.Duration
-	next := time.Now()
+	msg := make([]byte, 100)
 	for t := range txns {
 		if t == warm {
 			wg.Wait()
@@ -75,8 +110,9 @@ func run(brokers, topic string, rate int, d, linger time.Duration) error {
 			mu.Unlock()
 			cpu0 = cpuTime()
 		}
-		time.Sleep(time.Until(next))
-		next = next.Add(interval)
+		if _, err := io.ReadFull(c, msg); err != nil {
+			return err
+		}
 		now := time.Now()
 		for i := range 10 {
 			id := strconv.Itoa(t*10 + i)
@@ -105,6 +141,24 @@ func run(brokers, topic string, rate int, d, linger time.Duration) error {
 		"events_per_second": rate, "events": len(lat), "cpu_us_per_event": float64(used.Microseconds()) / float64(len(lat)),
 		"ack_p50_ms": q(0.50), "ack_p99_ms": q(0.99),
 	})
+}
+
+// sender writes a 100-byte message every interval until the reader is gone.
+func sender(addr string, interval time.Duration) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	msg := make([]byte, 100)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for range t.C {
+		if _, err := c.Write(msg); err != nil {
+			return nil // the reader is done
+		}
+	}
+	return nil
 }
 
 func cpuTime() time.Duration {
