@@ -365,9 +365,10 @@ CPU per event cannot fall below 2 x that / 10 (raw column).
 bench/cmd/producecost, in the same session and against the same broker:
 outboxd's producer alone (package publish, outboxd's options, GOMAXPROCS
 1) handing over a 10-record transaction at each rate's transaction rate,
-from a timer, with nothing to read or decode. Its CPU per event is what
-outboxd costs before reading the stream, including one wake-up per
-transaction (the timer's, where outboxd's is the stream's); its
+each when a 100-byte message arrives on a TCP socket (read raw, as outboxd
+reads), with nothing to decode. Its CPU per event is what outboxd costs
+before decoding the stream, including one wake-up per transaction for its
+arrival; its
 acknowledgment latency (handed over to acknowledged) is the broker's and
 the producer's share of any Kafka publisher's end-to-end latency here.
 Median over {{(index .R.ProduceFloors 0).Runs}} runs per rate, range in brackets.
@@ -425,7 +426,7 @@ Highest rate sustained (every event delivered, median p99 under 1 s):
   so outboxd is woken at least twice per transaction, and a wake-up costs
   what the floor table shows (most of it the kernel's and the
   hypervisor's on this VM). outboxd's producer alone, handed the same
-  transactions by a timer with nothing to read, costs about as much per
+  transactions through a socket with nothing to decode, costs about as much per
   event as outboxd in all: the Kafka side (a produce request, its
   response, franz-go's goroutines for each) is most of the cost, and
   reading and decoding the stream little. Fewer wake-ups per event need
