@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 )
 
@@ -30,15 +28,11 @@ type produceFloor struct {
 // measureProduceFloors runs producecost reps times at each rate against
 // the run's broker.
 func (e *env) measureProduceFloors(ctx context.Context, rates []int, reps int) ([]produceFloor, error) {
-	dir, err := os.MkdirTemp("", "outboxd-bench-producecost-")
+	bin, cleanup, err := buildTool(ctx, "producecost")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "producecost")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./bench/cmd/producecost").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building producecost: %w\n%s", err, out)
-	}
+	defer cleanup()
 	topic := "bench.producecost"
 	if err := e.createTopic(ctx, topic); err != nil {
 		return nil, err

@@ -34,15 +34,11 @@ func (w wakeFloor) FloorUsPerEvent() float64 {
 // measureWakeFloors runs wakecost at each steady rate's transaction rate
 // (10 events per transaction).
 func measureWakeFloors(ctx context.Context, rates []int) ([]wakeFloor, error) {
-	dir, err := os.MkdirTemp("", "outboxd-bench-wakecost-")
+	bin, cleanup, err := buildTool(ctx, "wakecost")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "wakecost")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./bench/cmd/wakecost").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building wakecost: %w\n%s", err, out)
-	}
+	defer cleanup()
 	var floors []wakeFloor
 	for _, rate := range rates {
 		tx := max(1, rate/10)
@@ -67,4 +63,19 @@ func measureWakeFloors(ctx context.Context, rates []int) ([]wakeFloor, error) {
 		floors = append(floors, w)
 	}
 	return floors, nil
+}
+
+// buildTool builds bench/cmd/NAME into a temporary directory; cleanup
+// removes it.
+func buildTool(ctx context.Context, name string) (bin string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "outboxd-bench-"+name+"-")
+	if err != nil {
+		return "", nil, err
+	}
+	bin = filepath.Join(dir, name)
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./bench/cmd/"+name).CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("building %s: %w\n%s", name, err, out)
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
 }

@@ -21,36 +21,27 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/outboxd/outboxd/bench/internal/waker"
 	"github.com/outboxd/outboxd/internal/rawio"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
 )
 
 func main() {
+	waker.SendIfChild()
 	brokers := flag.String("brokers", "127.0.0.1:9092", "Kafka bootstrap address")
 	topic := flag.String("topic", "", "topic (it must exist)")
 	rate := flag.Int("rate", 1000, "events per second, in transactions of 10")
 	d := flag.Duration("duration", 10*time.Second, "how long to produce (the first tenth unmeasured)")
 	linger := flag.Duration("linger", 0, "the producer's linger (outboxd: 0)")
-	send := flag.String("send", "", "internal: be the child that writes a message per transaction to this address")
 	flag.Parse()
-	if *send != "" {
-		if err := sender(*send, time.Second*10/time.Duration(max(10, *rate))); err != nil {
-			fmt.Fprintln(os.Stderr, "producecost:", err)
-			os.Exit(1)
-		}
-		return
-	}
 	if err := run(*brokers, *topic, *rate, *d, *linger); err != nil {
 		fmt.Fprintln(os.Stderr, "producecost:", err)
 		os.Exit(1)
@@ -70,26 +61,11 @@ func run(brokers, topic string, rate int, d, linger time.Duration) error {
 	if err := p.Ping(context.Background()); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	nc, stop, err := waker.Start(time.Second * 10 / time.Duration(rate))
 	if err != nil {
 		return err
 	}
-	defer ln.Close()
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	child := exec.Command(self, "-send", ln.Addr().String(), "-rate", strconv.Itoa(rate))
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
-	nc, err := ln.Accept()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
+	defer stop()
 	c := rawio.Wrap(nc)
 	var (
 		mu   sync.Mutex
@@ -108,7 +84,7 @@ func run(brokers, topic string, rate int, d, linger time.Duration) error {
 			mu.Lock()
 			lat = lat[:0]
 			mu.Unlock()
-			cpu0 = cpuTime()
+			cpu0 = waker.CPUTime()
 		}
 		if _, err := io.ReadFull(c, msg); err != nil {
 			return err
@@ -131,7 +107,7 @@ func run(brokers, topic string, rate int, d, linger time.Duration) error {
 		}
 	}
 	wg.Wait()
-	used := cpuTime() - cpu0
+	used := waker.CPUTime() - cpu0
 	if fail != nil {
 		return fail
 	}
@@ -141,30 +117,4 @@ func run(brokers, topic string, rate int, d, linger time.Duration) error {
 		"events_per_second": rate, "events": len(lat), "cpu_us_per_event": float64(used.Microseconds()) / float64(len(lat)),
 		"ack_p50_ms": q(0.50), "ack_p99_ms": q(0.99),
 	})
-}
-
-// sender writes a 100-byte message every interval until the reader is gone.
-func sender(addr string, interval time.Duration) error {
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	msg := make([]byte, 100)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for range t.C {
-		if _, err := c.Write(msg); err != nil {
-			return nil // the reader is done
-		}
-	}
-	return nil
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -22,57 +22,36 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"runtime"
-	"syscall"
 	"time"
 
+	"github.com/outboxd/outboxd/bench/internal/waker"
 	"github.com/outboxd/outboxd/internal/rawio"
 )
 
 func main() {
+	waker.SendIfChild()
 	rate := flag.Int("rate", 100, "messages per second")
 	n := flag.Int("n", 1000, "messages measured (after 10% unmeasured)")
-	send := flag.String("send", "", "internal: be the sender, writing to this address")
 	raw := flag.Bool("raw", false, "read through package rawio, as outboxd does")
 	flag.Parse()
-	if err := run(*rate, *n, *send, *raw); err != nil {
+	if err := run(*rate, *n, *raw); err != nil {
 		fmt.Fprintln(os.Stderr, "wakecost:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rate, n int, send string, raw bool) error {
+func run(rate, n int, raw bool) error {
 	if rate <= 0 || n <= 0 {
 		return fmt.Errorf("-rate and -n must be positive")
 	}
-	interval := time.Second / time.Duration(rate)
-	if send != "" {
-		return sender(send, interval)
-	}
 	runtime.GOMAXPROCS(1)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	c, stop, err := waker.Start(time.Second / time.Duration(rate))
 	if err != nil {
 		return err
 	}
-	defer ln.Close()
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	child := exec.Command(self, "-send", ln.Addr().String(), "-rate", fmt.Sprint(rate))
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
-	c, err := ln.Accept()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	defer stop()
 	if raw {
 		c = rawio.Wrap(c)
 	}
@@ -84,7 +63,7 @@ func run(rate, n int, send string, raw bool) error {
 	wakeups := 0
 	for i := 0; i < warm+n; i++ {
 		if i == warm {
-			cpu0, start = cpuTime(), time.Now()
+			cpu0, start = waker.CPUTime(), time.Now()
 			wakeups = 0
 		}
 		if r.Buffered() < len(msg) {
@@ -94,34 +73,9 @@ func run(rate, n int, send string, raw bool) error {
 			return err
 		}
 	}
-	used := cpuTime() - cpu0
+	used := waker.CPUTime() - cpu0
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{
 		"rate_per_second": rate, "messages": n, "reads_from_the_socket": wakeups, "seconds": time.Since(start).Seconds(),
 		"cpu_us_per_message": float64(used.Nanoseconds()) / 1e3 / float64(n),
 	})
-}
-
-func sender(addr string, interval time.Duration) error {
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	msg := make([]byte, 100)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for range t.C {
-		if _, err := c.Write(msg); err != nil {
-			return nil // the receiver is done
-		}
-	}
-	return nil
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
