@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// activity is when bytes last arrived on the replication connection: a
+// activity is when bytes last arrived on the replication connection (a
 // large message on a slow link is still arriving, not silence, although
-// no whole message has come for a while.
+// no whole message has come for a while), and how many arrived in all
+// (the read pacer's estimate of what pgconn read ahead).
 type activity struct {
 	last  atomic.Int64 // unix nanoseconds
 	bytes atomic.Int64 // read in all
