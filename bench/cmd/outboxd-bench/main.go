@@ -35,13 +35,20 @@ func main() {
 	flag.BoolVar(&o.perf, "perf", true, "record the walsender with perf during each system's first drain (skipped without perf)")
 	flag.BoolVar(&o.steadyProfile, "steady-profile", true, "profile outboxd in one extra, unmeasured run at each steady rate")
 	render := flag.Bool("render", false, "only re-render README.md and chart.svg from the output directory's results.json")
+	floorsOnly := flag.Bool("floors", false, "only measure the wake-up floors again (no servers needed) at -rates into the output directory's results.json, noting when, and re-render")
 	flag.Parse()
 	if strings.Contains(o.systems, "outboxd-baseline") && o.baseline == "" {
 		fmt.Fprintln(os.Stderr, "outboxd-bench: system outboxd-baseline needs -baseline BINARY")
 		os.Exit(2)
 	}
-	if *render {
-		if err := rerender(o.out); err != nil {
+	if *render || *floorsOnly {
+		var err error
+		if *floorsOnly {
+			err = remeasureFloors(context.Background(), o.out, o.rates)
+		} else {
+			err = rerender(o.out)
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "outboxd-bench:", err)
 			os.Exit(1)
 		}

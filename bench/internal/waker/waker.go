@@ -1,7 +1,9 @@
 // Package waker wakes a benchmark process at a fixed rate the way a
 // stream wakes outboxd: a child process (the same executable) writes a
-// 100-byte message to a TCP connection every interval. It is shared by
-// bench/cmd/wakecost and bench/cmd/producecost.
+// 100-byte message to a TCP connection every interval, and optionally a
+// second one a fixed gap after each (two wake-ups per interval, as a
+// transaction's arrival and then Kafka's acknowledgment wake outboxd). It
+// is shared by bench/cmd/wakecost and bench/cmd/producecost.
 package waker
 
 import (
@@ -17,6 +19,7 @@ import (
 const (
 	envAddr     = "OUTBOXD_BENCH_WAKER_ADDR"
 	envInterval = "OUTBOXD_BENCH_WAKER_INTERVAL"
+	envPair     = "OUTBOXD_BENCH_WAKER_PAIR"
 )
 
 // SendIfChild makes the process the sending child when it was started as
@@ -28,8 +31,12 @@ func SendIfChild() {
 		return
 	}
 	interval, err := time.ParseDuration(os.Getenv(envInterval))
+	var pair time.Duration
 	if err == nil {
-		err = send(addr, interval)
+		pair, err = time.ParseDuration(os.Getenv(envPair))
+	}
+	if err == nil {
+		err = send(addr, interval, pair)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "waker:", err)
@@ -38,9 +45,10 @@ func SendIfChild() {
 	os.Exit(0)
 }
 
-// Start starts the child writing a message every interval and returns the
-// connection it writes to; stop closes it and ends the child.
-func Start(interval time.Duration) (c net.Conn, stop func(), err error) {
+// Start starts the child writing a message every interval (and, with pair
+// above zero, a second one pair after each) and returns the connection it
+// writes to; stop closes it and ends the child.
+func Start(interval, pair time.Duration) (c net.Conn, stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, nil, err
@@ -51,7 +59,7 @@ func Start(interval time.Duration) (c net.Conn, stop func(), err error) {
 		return nil, nil, err
 	}
 	child := exec.Command(self)
-	child.Env = append(os.Environ(), envAddr+"="+ln.Addr().String(), envInterval+"="+interval.String())
+	child.Env = append(os.Environ(), envAddr+"="+ln.Addr().String(), envInterval+"="+interval.String(), envPair+"="+pair.String())
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
 		return nil, nil, err
@@ -65,7 +73,7 @@ func Start(interval time.Duration) (c net.Conn, stop func(), err error) {
 	return c, func() { c.Close(); end() }, nil
 }
 
-func send(addr string, interval time.Duration) error {
+func send(addr string, interval, pair time.Duration) error {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return err
@@ -77,6 +85,12 @@ func send(addr string, interval time.Duration) error {
 	for range t.C {
 		if _, err := c.Write(msg); err != nil {
 			return nil // the reader is done
+		}
+		if pair > 0 {
+			time.Sleep(pair)
+			if _, err := c.Write(msg); err != nil {
+				return nil
+			}
 		}
 	}
 	return nil
