@@ -1,8 +1,12 @@
 package cdc
 
 import (
+	"context"
+	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outboxd/internal/testkit/testenv"
 )
 
 // Regression: the pacer's short read deadline was kept after the pacer
@@ -66,5 +70,28 @@ func TestAskAfter(t *testing.T) {
 		if got := r.askAfter(); got != tt.want {
 			t.Errorf("status %v, timeout %v: asks after %v, want %v", tt.status, tt.timeout, got, tt.want)
 		}
+	}
+}
+
+// Regression: checkServerTimeout ignored a failed SHOW. When the set-up's
+// deadline cut the query short, pgconn was already closing the connection
+// in a goroutine of its own while the session went on to start replication
+// on it (a data race under -race, and a session on a closing connection).
+// A failure other than the server's refusal must reach the caller.
+func TestCheckServerTimeoutReportsAnUnusableConnection(t *testing.T) {
+	ctx := t.Context()
+	conn, err := connectReplication(ctx, testenv.Database(t))
+	if err != nil {
+		t.Fatalf("connecting for replication: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	newStreamer := func() *Streamer { return &Streamer{log: slog.New(slog.DiscardHandler)} }
+	if err := newStreamer().checkServerTimeout(ctx, conn); err != nil {
+		t.Fatalf("on a live connection: %v", err)
+	}
+	cut, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := newStreamer().checkServerTimeout(cut, conn); err == nil {
+		t.Fatal("a query cut short by its context was passed over; the session would go on with a closing connection")
 	}
 }

@@ -207,7 +207,9 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	if err := s.checkServer(setup, conn, info); err != nil {
 		return false, setupError(setup, err)
 	}
-	s.checkServerTimeout(setup, conn)
+	if err := s.checkServerTimeout(setup, conn); err != nil {
+		return false, setupError(setup, err)
+	}
 	start := max(s.confirmed, info.ConfirmedFlushLSN)
 	s.pump.Start(start)
 	if err := startReplication(setup, conn, s.cfg.Slot, s.cfg.Publication, start, s.cfg.Columns.MessagePrefix != ""); err != nil {
@@ -333,13 +335,24 @@ var errSetupTimeout = errors.New("setting the replication session up took longer
 // long transaction none of whose changes is published (another table's
 // rows, updates), it reads standby statuses, and so answers them, only
 // every wal_sender_timeout/2, so a live server can be that quiet.
-func (s *Streamer) checkServerTimeout(ctx context.Context, conn *pgconn.PgConn) {
+//
+// The check is advice, but its query is not: a server's refusal leaves the
+// connection usable and is passed over, any other error (the set-up's
+// deadline, a broken connection) means pgconn is closing the connection,
+// and is returned so that the session does not go on using it.
+func (s *Streamer) checkServerTimeout(ctx context.Context, conn *pgconn.PgConn) error {
 	if s.warnedTimeout {
-		return
+		return nil
 	}
 	res, err := conn.Exec(ctx, "SHOW wal_sender_timeout").ReadAll()
-	if err != nil || len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 1 {
-		return
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading wal_sender_timeout: %w", err)
+	}
+	if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 1 {
+		return nil
 	}
 	wst, ok := parsePGDuration(string(res[0].Rows[0][0]))
 	if need := wst/2 + s.cfg.StatusInterval; ok && wst > 0 && s.cfg.ServerTimeout < need {
@@ -347,6 +360,7 @@ func (s *Streamer) checkServerTimeout(ctx context.Context, conn *pgconn.PgConn) 
 		s.log.Warn("--server-timeout is shorter than the server's wal_sender_timeout/2 plus --status-interval: a long transaction of unpublished changes can look like a broken connection",
 			"server_timeout", s.cfg.ServerTimeout, "wal_sender_timeout", wst, "status_interval", s.cfg.StatusInterval, "want_at_least", need)
 	}
+	return nil
 }
 
 // parsePGDuration reads a time setting as SHOW prints it: 60s, 1min, 500ms,
