@@ -13,7 +13,9 @@ import (
 
 // wakeFloor is what one wake-up of an idle Go process costs on this machine
 // at a given rate (bench/cmd/wakecost), measured in the same run as the
-// systems.
+// systems or later by outboxd-bench -floors. Each figure is the median of
+// wakeFloorReps runs (a single run in results recorded before the pair was
+// measured).
 type wakeFloor struct {
 	PerSecond   int     `json:"wakeups_per_second"`
 	UsPerWakeup float64 `json:"cpu_us_per_wakeup"`
@@ -26,9 +28,8 @@ type wakeFloor struct {
 	// another costs less than one after a long rest, so this is less than
 	// twice UsPerWakeupRaw.
 	UsPerPairRaw float64 `json:"cpu_us_per_pair_raw,omitempty"`
-	PairGapUs    int     `json:"pair_gap_us,omitempty"`
-	// Each figure is the median of wakeFloorReps runs (one run in results
-	// recorded before the pair was measured).
+	// PairGapUs is the time between the pair's two messages.
+	PairGapUs int `json:"pair_gap_us,omitempty"`
 }
 
 // pairGap is the gap between the two wake-ups of one transaction in the

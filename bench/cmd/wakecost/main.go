@@ -38,7 +38,7 @@ import (
 func main() {
 	waker.SendIfChild()
 	rate := flag.Int("rate", 100, "messages per second")
-	n := flag.Int("n", 1000, "messages measured (after 10% unmeasured)")
+	n := flag.Int("n", 1000, "intervals measured, each one message or, with -pair, two (after 10% unmeasured)")
 	raw := flag.Bool("raw", false, "read through package rawio, as outboxd does")
 	pair := flag.Duration("pair", 0, "write a second message this long after each (0: one message per interval)")
 	flag.Parse()
