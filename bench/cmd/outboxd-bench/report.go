@@ -160,7 +160,6 @@ func remeasureFloors(ctx context.Context, dir, rates string) error {
 	}
 	r.WakeFloors = floors
 	r.Settings["wake_floors_measured"] = time.Now().UTC().Format(time.RFC3339)
-	r.Targets = targets(r)
 	return write(dir, r)
 }
 
@@ -173,12 +172,14 @@ func readResults(dir string) (Results, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return r, err
 	}
-	r.LatencySum = summarizeLatency(r.Latency)
-	r.Targets = targets(r)
 	return r, nil
 }
 
+// write derives the latency summary and the targets from r's measurements
+// and writes results.json, README.md and chart.svg into dir.
 func write(dir string, r Results) error {
+	r.LatencySum = summarizeLatency(r.Latency)
+	r.Targets = targets(r)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

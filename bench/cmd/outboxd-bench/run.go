@@ -204,8 +204,6 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		}
 	}
 	res.Micro = microBenchmarks(ctx)
-	res.LatencySum = summarizeLatency(res.Latency)
-	res.Targets = targets(res)
 	res.Settings["total_seconds"] = fmt.Sprintf("%.0f", time.Since(start).Seconds())
 	return write(o.out, res)
 }
