@@ -345,13 +345,13 @@ func (s *Streamer) checkServerTimeout(ctx context.Context, conn *pgconn.PgConn) 
 		return nil
 	}
 	res, err := conn.Exec(ctx, "SHOW wal_sender_timeout").ReadAll()
-	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
-		return nil
-	}
-	if err != nil {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr):
+		return nil // the server refused: the connection is still usable
+	case err != nil:
 		return fmt.Errorf("reading wal_sender_timeout: %w", err)
-	}
-	if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 1 {
+	case len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 1:
 		return nil
 	}
 	wst, ok := parsePGDuration(string(res[0].Rows[0][0]))
