@@ -126,126 +126,166 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-// latency runs the system against an empty outbox and writes at each rate.
-func (e *env) latency(ctx context.Context, sys string) ([]latencyResult, error) {
-	db := "bench_latency_" + strings.ReplaceAll(sys, "-", "_")
-	topic := "bench.latency." + sys
-	slot := db
-	if err := e.sql(ctx, "postgres", "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)", "CREATE DATABASE "+db); err != nil {
-		return nil, err
-	}
-	defer e.dropDatabase(context.WithoutCancel(ctx), db)
-	if err := e.createTopic(ctx, topic); err != nil {
-		return nil, err
-	}
-	var insert string
-	var stop func()
-	probe := cpuProbe{db: db, slot: slot}
-	pprofAddr := ""   // outboxd's --metrics-addr, for profiling steady runs
-	metricsAddr := "" // outboxd's --metrics-addr, for its stage histograms
-	switch {
-	case isOutboxd(sys):
-		if err := e.migrate(ctx, db); err != nil {
-			return nil, err
+// steadySystem is a system set up for steady-rate runs: its database,
+// topic and process, warmed up.
+type steadySystem struct {
+	sys, db, topic string
+	insert         string // the 10-row statement; $1 is the topic
+	probe          cpuProbe
+	pprofAddr      string // outboxd's --metrics-addr, for profiling steady runs
+	metricsAddr    string // outboxd's --metrics-addr, for its stage histograms
+	stop           func()
+}
+
+// latency runs each of systems against an empty outbox of its own and
+// writes at each rate, -latency-reps times. Systems given together are
+// started together and their runs interleaved (each repetition of each
+// rate runs every system in turn): the machine's drift over a run then
+// falls on all of them alike, which a before/after of two builds needs.
+func (e *env) latency(ctx context.Context, systems ...string) ([]latencyResult, error) {
+	var started []*steadySystem
+	defer func() {
+		for _, s := range started {
+			s.stop()
+			e.dropDatabase(context.WithoutCancel(ctx), s.db)
 		}
-		// run never creates a slot on its own (it would publish nothing
-		// committed before); the drain creates its slot the same way.
-		if err := e.sql(ctx, db, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
-			return nil, err
-		}
-		insert = `INSERT INTO outbox (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
-		addr, err := freeAddr()
+	}()
+	for _, sys := range systems {
+		s, err := e.startSteady(ctx, sys)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", sys, err)
 		}
-		if sys == "outboxd" {
-			pprofAddr = addr
-		}
-		metricsAddr = addr
-		cmd := exec.Command(e.outboxdBinary(sys), append([]string{"run", "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--slot", slot, "--log-level", "warn",
-			"--metrics-addr", addr, "--pprof"}, outboxdArgs(sys)...)...)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		probe.pid = cmd.Process.Pid
-		stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
-	case sys == "relay":
-		if err := e.sql(ctx, db, relay.Schema); err != nil {
-			return nil, err
-		}
-		insert = `INSERT INTO outbox_relay (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
-		cmd := exec.Command(e.o.relay, "--database-url", e.dbURL(db)+"&application_name="+relayAppName, "--brokers", e.kafka.Addr, "--workers", "4", "--batch", "500", "--poll-interval", "100ms")
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		probe.pid, probe.slot = cmd.Process.Pid, ""
-		stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
-	case sys == "debezium" || sys == "debezium-eos":
-		schema, err := os.ReadFile(filepath.Join(filepath.Dir(e.o.debezium), "schema.sql"))
-		if err != nil {
-			return nil, err
-		}
-		if err := e.sql(ctx, db, string(schema), fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
-			return nil, err
-		}
-		// $1 (the topic) goes into the type column: routing is by aggregatetype.
-		insert = `INSERT INTO outbox_debezium (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), 'events', md5(g::text), $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
-		topic = debeziumTopic(topic)
-		pid, work, s, err := e.startDebezium(ctx, db, slot, strings.TrimSuffix(topic, ".events"), "latency", sys == "debezium-eos")
-		if err != nil {
-			return nil, err
-		}
-		probe.pid = pid
-		stop = s
-		if out, err := exec.CommandContext(ctx, e.o.debezium, "wait", work).CombinedOutput(); err != nil {
-			stop()
-			return nil, fmt.Errorf("waiting for the connector: %w\n%s", err, out)
-		}
-	default:
-		return nil, fmt.Errorf("no latency run for %s", sys)
+		started = append(started, s)
 	}
-	defer stop()
 	rates, err := parseRates(e.o.rates)
 	if err != nil {
 		return nil, err
 	}
-	// Warm up, unmeasured: connections, the JIT of the JVM systems, caches.
-	time.Sleep(time.Second)
-	if _, err := e.steady(ctx, db, topic, insert, metricsAddr, probe, rates[0], 5*time.Second); err != nil {
-		return nil, fmt.Errorf("warming up: %w", err)
-	}
 	var out []latencyResult
-	if pprofAddr != "" && e.o.steadyProfile {
+	for _, s := range started {
+		if s.pprofAddr == "" || !e.o.steadyProfile {
+			continue
+		}
 		// One profiled, unmeasured run per rate: where steady-rate CPU goes
 		// (a drain's profile says little about it).
 		for _, rate := range rates {
 			file := filepath.Join(e.o.out, fmt.Sprintf("outboxd-steady-%d.pprof", rate))
 			profc := make(chan error, 1)
-			go func() { profc <- cpuProfile(pprofAddr, e.o.rateDuration-time.Second, file) }()
-			if _, err := e.steady(ctx, db, topic, insert, metricsAddr, probe, rate, e.o.rateDuration); err != nil {
-				return out, fmt.Errorf("profiled run at %d events/s: %w", rate, err)
+			go func() { profc <- cpuProfile(s.pprofAddr, e.o.rateDuration-time.Second, file) }()
+			if _, err := e.steady(ctx, s, rate, e.o.rateDuration); err != nil {
+				return out, fmt.Errorf("%s: profiled run at %d events/s: %w", s.sys, rate, err)
 			}
 			if err := <-profc; err != nil {
 				e.log.Warn("steady profile", "rate", rate, "err", err)
 				continue
 			}
-			out = append(out, latencyResult{System: sys, TargetRate: rate, Profile: pprofTop(file)})
+			out = append(out, latencyResult{System: s.sys, TargetRate: rate, Profile: pprofTop(file)})
 		}
 	}
 	for rep := range e.o.latencyReps {
 		for _, rate := range rates {
-			res, err := e.steady(ctx, db, topic, insert, metricsAddr, probe, rate, e.o.rateDuration)
-			if err != nil {
-				return out, err
+			for _, s := range started {
+				res, err := e.steady(ctx, s, rate, e.o.rateDuration)
+				if err != nil {
+					return out, fmt.Errorf("%s: %w", s.sys, err)
+				}
+				res.System, res.Rep = s.sys, rep+1
+				out = append(out, res)
+				e.log.Info("latency", "system", s.sys, "rep", rep+1, "rate", rate, "written_per_s", int(res.WrittenRate), "p50_ms", res.P50ms, "p99_ms", res.P99ms, "sustained", res.Sustained,
+					"publisher_cpu_us_per_event", fmt.Sprintf("%.1f", res.PublisherCPUus), "server_cpu_us_per_event", fmt.Sprintf("%.1f", res.ServerCPUus))
 			}
-			res.System, res.Rep = sys, rep+1
-			out = append(out, res)
-			e.log.Info("latency", "system", sys, "rep", rep+1, "rate", rate, "written_per_s", int(res.WrittenRate), "p50_ms", res.P50ms, "p99_ms", res.P99ms, "sustained", res.Sustained,
-				"publisher_cpu_us_per_event", fmt.Sprintf("%.1f", res.PublisherCPUus), "server_cpu_us_per_event", fmt.Sprintf("%.1f", res.ServerCPUus))
 		}
 	}
 	return out, nil
+}
+
+// startSteady sets sys up against an empty outbox, starts it and warms it
+// up (unmeasured: connections, the JIT of the JVM systems, caches).
+func (e *env) startSteady(ctx context.Context, sys string) (_ *steadySystem, err error) {
+	s := &steadySystem{sys: sys, db: "bench_latency_" + strings.ReplaceAll(sys, "-", "_"), topic: "bench.latency." + sys, stop: func() {}}
+	if err := e.sql(ctx, "postgres", "DROP DATABASE IF EXISTS "+s.db+" WITH (FORCE)", "CREATE DATABASE "+s.db); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.stop()
+			e.dropDatabase(context.WithoutCancel(ctx), s.db)
+		}
+	}()
+	if err := e.createTopic(ctx, s.topic); err != nil {
+		return nil, err
+	}
+	slot := s.db
+	s.probe = cpuProbe{db: s.db, slot: slot}
+	switch {
+	case isOutboxd(sys):
+		if err := e.migrate(ctx, s.db); err != nil {
+			return nil, err
+		}
+		// run never creates a slot on its own (it would publish nothing
+		// committed before); the drain creates its slot the same way.
+		if err := e.sql(ctx, s.db, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
+			return nil, err
+		}
+		s.insert = `INSERT INTO outbox (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		if sys == "outboxd" {
+			s.pprofAddr = addr
+		}
+		s.metricsAddr = addr
+		cmd := exec.Command(e.outboxdBinary(sys), append([]string{"run", "--database-url", e.dbURL(s.db), "--brokers", e.kafka.Addr, "--slot", slot, "--log-level", "warn",
+			"--metrics-addr", addr, "--pprof"}, outboxdArgs(sys)...)...)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		s.probe.pid = cmd.Process.Pid
+		s.stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
+	case sys == "relay":
+		if err := e.sql(ctx, s.db, relay.Schema); err != nil {
+			return nil, err
+		}
+		s.insert = `INSERT INTO outbox_relay (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
+		cmd := exec.Command(e.o.relay, "--database-url", e.dbURL(s.db)+"&application_name="+relayAppName, "--brokers", e.kafka.Addr, "--workers", "4", "--batch", "500", "--poll-interval", "100ms")
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		s.probe.pid, s.probe.slot = cmd.Process.Pid, ""
+		s.stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
+	case sys == "debezium" || sys == "debezium-eos":
+		schema, err := os.ReadFile(filepath.Join(filepath.Dir(e.o.debezium), "schema.sql"))
+		if err != nil {
+			return nil, err
+		}
+		if err := e.sql(ctx, s.db, string(schema), fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
+			return nil, err
+		}
+		// $1 (the topic) goes into the type column: routing is by aggregatetype.
+		s.insert = `INSERT INTO outbox_debezium (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), 'events', md5(g::text), $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
+		s.topic = debeziumTopic(s.topic)
+		pid, work, stop, err := e.startDebezium(ctx, s.db, slot, strings.TrimSuffix(s.topic, ".events"), "latency", sys == "debezium-eos")
+		if err != nil {
+			return nil, err
+		}
+		s.probe.pid, s.stop = pid, stop
+		if out, err := exec.CommandContext(ctx, e.o.debezium, "wait", work).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("waiting for the connector: %w\n%s", err, out)
+		}
+	default:
+		return nil, fmt.Errorf("no latency run for %s", sys)
+	}
+	rates, err := parseRates(e.o.rates)
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(time.Second)
+	if _, err := e.steady(ctx, s, rates[0], 5*time.Second); err != nil {
+		return nil, fmt.Errorf("warming up: %w", err)
+	}
+	return s, nil
 }
 
 func parseRates(s string) ([]int, error) {
@@ -262,7 +302,8 @@ func parseRates(s string) ([]int, error) {
 
 // steady writes rate events/s (10-row statements from 4 writers) for d
 // while a consumer notes when each id arrives.
-func (e *env) steady(ctx context.Context, db, topic, insert, metricsAddr string, probe cpuProbe, rate int, d time.Duration) (latencyResult, error) {
+func (e *env) steady(ctx context.Context, s *steadySystem, rate int, d time.Duration) (latencyResult, error) {
+	db, topic, insert, metricsAddr, probe := s.db, s.topic, s.insert, s.metricsAddr, s.probe
 	res := latencyResult{TargetRate: rate}
 	var mu sync.Mutex
 	committed := map[string]time.Time{}

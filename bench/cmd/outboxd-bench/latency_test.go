@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -79,5 +80,25 @@ func TestStageQuantiles(t *testing.T) {
 				t.Errorf("got count %d p50 %v p99 %v, want %d %v %v", g.Count, g.P50ms, g.P99ms, tt.count, tt.p50, tt.p99)
 			}
 		})
+	}
+}
+
+// A before/after pair runs its steady rates interleaved, as one group: run
+// one after the other, the machine's drift over the run fell on one build
+// and not the other.
+func TestLatencyGroups(t *testing.T) {
+	tests := []struct {
+		systems []string
+		want    [][]string
+	}{
+		{[]string{"pg_recvlogical", "outboxd", "relay"}, [][]string{{"outboxd"}, {"relay"}}},
+		{[]string{"pg_recvlogical", "outboxd", "outboxd-baseline", "relay"}, [][]string{{"outboxd", "outboxd-baseline"}, {"relay"}}},
+		{[]string{"outboxd-baseline", "debezium", "outboxd"}, [][]string{{"debezium"}, {"outboxd", "outboxd-baseline"}}},
+		{[]string{"outboxd-baseline"}, [][]string{{"outboxd-baseline"}}},
+	}
+	for _, tt := range tests {
+		if got := latencyGroups(tt.systems); !slices.EqualFunc(got, tt.want, slices.Equal) {
+			t.Errorf("latencyGroups(%v) = %v, want %v", tt.systems, got, tt.want)
+		}
 	}
 }

@@ -21,7 +21,7 @@ import (
 func main() {
 	var o options
 	flag.StringVar(&o.outboxd, "outboxd", "bin/outboxd", "outboxd binary")
-	flag.StringVar(&o.baseline, "baseline", "", "an earlier outboxd binary, measured as system outboxd-baseline for a before/after in the same run")
+	flag.StringVar(&o.baseline, "baseline", "", "an earlier outboxd binary, measured as system outboxd-baseline for a before/after in the same run (its steady runs interleave with outboxd's, run by run)")
 	flag.StringVar(&o.relay, "relay", "bin/relay", "polling relay binary (bench/cmd/relay)")
 	flag.StringVar(&o.testbed, "testbed", "internal/testkit/testbed/testbed.sh", "test bed script")
 	flag.StringVar(&o.debezium, "debezium", "bench/debezium/run.sh", "Debezium launcher script (empty: skip Debezium)")

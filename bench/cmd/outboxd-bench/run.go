@@ -175,17 +175,14 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 			res.RatioToRef[sys] = s.EventsPerSec / ref
 		}
 	}
-	for _, sys := range systems {
-		if sys == "pg_recvlogical" || o.rates == "" {
+	for _, group := range latencyGroups(systems) {
+		if o.rates == "" || slices.ContainsFunc(group, func(sys string) bool { _, failed := res.Errors[sys]; return failed }) {
 			continue
 		}
-		if _, failed := res.Errors[sys]; failed {
-			continue
-		}
-		lat, err := e.latency(ctx, sys)
+		lat, err := e.latency(ctx, group...)
 		if err != nil {
-			log.Error("latency runs failed", "system", sys, "err", err)
-			res.Errors[sys+" latency"] = err.Error()
+			log.Error("latency runs failed", "systems", group, "err", err)
+			res.Errors[strings.Join(group, "+")+" latency"] = err.Error()
 		}
 		res.Latency = append(res.Latency, lat...)
 	}
@@ -206,6 +203,24 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	res.Micro = microBenchmarks(ctx)
 	res.Settings["total_seconds"] = fmt.Sprintf("%.0f", time.Since(start).Seconds())
 	return write(o.out, res)
+}
+
+// latencyGroups are the systems' steady-rate runs in order: a before/after
+// (outboxd and outboxd-baseline) as one group, whose runs interleave, every
+// other system alone. pg_recvlogical has none.
+func latencyGroups(systems []string) [][]string {
+	var groups [][]string
+	pair := slices.Contains(systems, "outboxd") && slices.Contains(systems, "outboxd-baseline")
+	for _, sys := range systems {
+		switch {
+		case sys == "pg_recvlogical" || pair && sys == "outboxd-baseline":
+		case pair && sys == "outboxd":
+			groups = append(groups, []string{"outboxd", "outboxd-baseline"})
+		default:
+			groups = append(groups, []string{sys})
+		}
+	}
+	return groups
 }
 
 func summarize(all []drainResult, sys string) summary {
