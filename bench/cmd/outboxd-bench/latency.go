@@ -44,8 +44,12 @@ type latencyResult struct {
 	// PostgreSQL processes working for it (walsender, or the relay's
 	// backends); MachineBusy is the share of all cores busy meanwhile.
 	PublisherCPUus float64 `json:"publisher_cpu_us_per_event"`
-	ServerCPUus    float64 `json:"server_cpu_us_per_event"`
-	MachineBusy    float64 `json:"machine_cpu_busy"`
+	// PublisherWakeups is how often the publisher's threads woke up per
+	// transaction written (10 events; see procstat.Sleeps): most of the
+	// steady CPU is the cost of wake-ups, not of the events.
+	PublisherWakeups float64 `json:"publisher_wakeups_per_transaction"`
+	ServerCPUus      float64 `json:"server_cpu_us_per_event"`
+	MachineBusy      float64 `json:"machine_cpu_busy"`
 	// Profile is set instead of the figures on the unmeasured profiled
 	// run of outboxd at this rate (go tool pprof -top).
 	Profile string `json:"profile_top,omitempty"`
@@ -63,10 +67,11 @@ type latencySummary struct {
 	P99MaxMs float64 `json:"p99_max_ms"`
 	// Medians and spreads of the CPU per event over all runs (the
 	// embedded run's own figures are those of the median-p99 run).
-	PublisherCPUMedianUs float64 `json:"publisher_cpu_us_per_event_median"`
-	PublisherCPUMinUs    float64 `json:"publisher_cpu_us_per_event_min"`
-	PublisherCPUMaxUs    float64 `json:"publisher_cpu_us_per_event_max"`
-	ServerCPUMedianUs    float64 `json:"server_cpu_us_per_event_median"`
+	PublisherCPUMedianUs   float64 `json:"publisher_cpu_us_per_event_median"`
+	PublisherCPUMinUs      float64 `json:"publisher_cpu_us_per_event_min"`
+	PublisherCPUMaxUs      float64 `json:"publisher_cpu_us_per_event_max"`
+	PublisherWakeupsMedian float64 `json:"publisher_wakeups_per_transaction_median"`
+	ServerCPUMedianUs      float64 `json:"server_cpu_us_per_event_median"`
 }
 
 // summarizeLatency groups the runs by system and rate, in first-seen order.
@@ -93,13 +98,16 @@ func summarizeLatency(runs []latencyResult) []latencySummary {
 		slices.SortFunc(g, func(a, b latencyResult) int { return cmpFloat(a.P99ms, b.P99ms) })
 		pub := make([]float64, len(g))
 		srv := make([]float64, len(g))
+		wake := make([]float64, len(g))
 		for i, r := range g {
-			pub[i], srv[i] = r.PublisherCPUus, r.ServerCPUus
+			pub[i], srv[i], wake[i] = r.PublisherCPUus, r.ServerCPUus, r.PublisherWakeups
 		}
 		slices.Sort(pub)
 		slices.Sort(srv)
+		slices.Sort(wake)
 		out = append(out, latencySummary{latencyResult: g[len(g)/2], Runs: len(g), P99MinMs: g[0].P99ms, P99MaxMs: g[len(g)-1].P99ms,
-			PublisherCPUMedianUs: median(pub), PublisherCPUMinUs: pub[0], PublisherCPUMaxUs: pub[len(pub)-1], ServerCPUMedianUs: median(srv)})
+			PublisherCPUMedianUs: median(pub), PublisherCPUMinUs: pub[0], PublisherCPUMaxUs: pub[len(pub)-1], ServerCPUMedianUs: median(srv),
+			PublisherWakeupsMedian: median(wake)})
 	}
 	return out
 }
@@ -192,7 +200,7 @@ func (e *env) latency(ctx context.Context, systems ...string) ([]latencyResult, 
 				res.System, res.Rep = s.sys, rep+1
 				out = append(out, res)
 				e.log.Info("latency", "system", s.sys, "rep", rep+1, "rate", rate, "written_per_s", int(res.WrittenRate), "p50_ms", res.P50ms, "p99_ms", res.P99ms, "sustained", res.Sustained,
-					"publisher_cpu_us_per_event", fmt.Sprintf("%.1f", res.PublisherCPUus), "server_cpu_us_per_event", fmt.Sprintf("%.1f", res.ServerCPUus))
+					"publisher_cpu_us_per_event", fmt.Sprintf("%.1f", res.PublisherCPUus), "publisher_wakeups_per_transaction", fmt.Sprintf("%.2f", res.PublisherWakeups), "server_cpu_us_per_event", fmt.Sprintf("%.1f", res.ServerCPUus))
 			}
 		}
 	}
@@ -425,6 +433,7 @@ func (e *env) steady(ctx context.Context, s *steadySystem, rate int, d time.Dura
 	if len(committed) > 0 {
 		pub, srv, busy := cpuUsed(cpuBefore, cpuAfter)
 		res.PublisherCPUus, res.ServerCPUus, res.MachineBusy = pub/float64(len(committed))*1e6, srv/float64(len(committed))*1e6, busy
+		res.PublisherWakeups = float64(cpuAfter.sleeps-cpuBefore.sleeps) / (float64(len(committed)) / 10)
 	}
 	res.Reached = res.WrittenRate >= 0.95*float64(rate)
 	res.Sustained = res.Delivered == res.Written && res.P99ms < 1000

@@ -9,9 +9,9 @@ import (
 
 func TestSummarizeLatencyTakesTheMedianRun(t *testing.T) {
 	runs := []latencyResult{
-		{System: "outboxd", Rep: 1, TargetRate: 5000, P50ms: 1, P99ms: 9, Sustained: true, Reached: true},
-		{System: "outboxd", Rep: 2, TargetRate: 5000, P50ms: 2, P99ms: 3, Sustained: true, Reached: true},
-		{System: "outboxd", Rep: 3, TargetRate: 5000, P50ms: 3, P99ms: 4, Sustained: true, Reached: true},
+		{System: "outboxd", Rep: 1, TargetRate: 5000, P50ms: 1, P99ms: 9, PublisherWakeups: 2.5, Sustained: true, Reached: true},
+		{System: "outboxd", Rep: 2, TargetRate: 5000, P50ms: 2, P99ms: 3, PublisherWakeups: 3.5, Sustained: true, Reached: true},
+		{System: "outboxd", Rep: 3, TargetRate: 5000, P50ms: 3, P99ms: 4, PublisherWakeups: 2, Sustained: true, Reached: true},
 		{System: "relay", Rep: 1, TargetRate: 5000, P99ms: 100, Sustained: true, Reached: true},
 	}
 	sum := summarizeLatency(runs)
@@ -21,6 +21,9 @@ func TestSummarizeLatencyTakesTheMedianRun(t *testing.T) {
 	o := sum[0]
 	if o.Rep != 3 || o.P99ms != 4 || o.P50ms != 3 || o.Runs != 3 || o.P99MinMs != 3 || o.P99MaxMs != 9 {
 		t.Errorf("outboxd summary %+v: want run 3 (p99 4 ms) of 3, range 3-9 ms", o)
+	}
+	if o.PublisherWakeupsMedian != 2.5 {
+		t.Errorf("wake-ups per transaction: median %v of 2.5, 3.5 and 2, want 2.5", o.PublisherWakeupsMedian)
 	}
 }
 

@@ -243,7 +243,7 @@ func view(r Results) map[string]any {
 }
 
 type cpuRow struct {
-	System, Rate, Publisher, Server, Total, VsBaseline, Busy string
+	System, Rate, Publisher, Wakeups, Server, Total, VsBaseline, Busy string
 }
 
 // cpuRows is the steady CPU per event table, with each system's publisher
@@ -259,8 +259,12 @@ func cpuRows(sum []latencySummary) []cpuRow {
 	for _, l := range sum {
 		row := cpuRow{System: l.System, Rate: fmt.Sprint(l.TargetRate),
 			Publisher: fmt.Sprintf("%.1f (%.1f-%.1f)", l.PublisherCPUMedianUs, l.PublisherCPUMinUs, l.PublisherCPUMaxUs),
+			Wakeups:   "-",
 			Server:    fmt.Sprintf("%.1f", l.ServerCPUMedianUs), Total: fmt.Sprintf("%.1f", l.PublisherCPUMedianUs+l.ServerCPUMedianUs),
 			VsBaseline: "-", Busy: fmt.Sprintf("%.0f", 100*l.MachineBusy)}
+		if l.PublisherWakeupsMedian > 0 { // 0: recorded before it was measured
+			row.Wakeups = fmt.Sprintf("%.2f", l.PublisherWakeupsMedian)
+		}
 		if b := base[l.TargetRate]; b > 0 && l.System != "outboxd-baseline" {
 			row.VsBaseline = fmt.Sprintf("%.2f", l.PublisherCPUMedianUs/b)
 		}
@@ -357,11 +361,15 @@ the relay's own backends (its SELECT ... FOR UPDATE and UPDATE) for the
 relay. The writers' backends are left out for every system: they do the
 same work in each. Median over the runs, range in brackets; "vs
 outboxd-baseline" divides by the baseline binary's median at the same rate
-in the same run (below 1: cheaper).
+in the same run (below 1: cheaper). "Publisher wake-ups per transaction"
+is how often the publisher's threads went to sleep and were woken (their
+voluntary context switches, from /proc, median over the runs) per 10-row
+transaction written: at these rates a wake-up costs this machine far more
+CPU than the events it brings (the wake-up floors below).
 
-| system | events/s | publisher µs/event | server µs/event | publisher + server | vs outboxd-baseline | machine CPU busy % (median-p99 run) |
-|---|---|---|---|---|---|---|
-{{range .CPURows}}| {{.System}} | {{.Rate}} | {{.Publisher}} | {{.Server}} | {{.Total}} | {{.VsBaseline}} | {{.Busy}} |
+| system | events/s | publisher µs/event | publisher wake-ups per transaction | server µs/event | publisher + server | vs outboxd-baseline | machine CPU busy % (median-p99 run) |
+|---|---|---|---|---|---|---|---|
+{{range .CPURows}}| {{.System}} | {{.Rate}} | {{.Publisher}} | {{.Wakeups}} | {{.Server}} | {{.Total}} | {{.VsBaseline}} | {{.Busy}} |
 {{end}}
 ### Where outboxd's latency arises
 

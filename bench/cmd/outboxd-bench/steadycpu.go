@@ -26,6 +26,7 @@ type cpuProbe struct {
 // cpuReading is one probe reading.
 type cpuReading struct {
 	publisher float64
+	sleeps    int64           // the publisher's voluntary context switches (procstat.Sleeps)
 	server    map[int]float64 // pid -> CPU seconds
 	machine   cpuSample
 }
@@ -33,6 +34,7 @@ type cpuReading struct {
 func (p cpuProbe) read(ctx context.Context, e *env) cpuReading {
 	r := cpuReading{server: map[int]float64{}}
 	r.publisher, _ = procstat.CPUSeconds(p.pid)
+	r.sleeps, _ = procstat.Sleeps(p.pid)
 	for _, pid := range p.serverPids(ctx, e) {
 		if cpu, err := procstat.CPUSeconds(pid); err == nil {
 			r.server[pid] = cpu

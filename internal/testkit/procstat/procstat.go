@@ -1,6 +1,6 @@
 // Package procstat reads what a live Linux process has used so far, from
-// /proc: its own peak resident set and its CPU time. It keeps no state;
-// each call is one read of one file.
+// /proc: its own peak resident set, its CPU time and how often its threads
+// went to sleep. It keeps no state; each call reads /proc once.
 //
 // The peak is the process's own high-water mark (VmHWM). The ru_maxrss that
 // wait4 reports for a child is not: Linux carries the parent's mark over to
@@ -10,6 +10,7 @@ package procstat
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -63,4 +64,33 @@ func CPUSeconds(pid int) (float64, error) {
 		ticks += float64(n)
 	}
 	return ticks / userHZ, nil
+}
+
+// Sleeps returns how many times the threads of process pid have given up
+// the CPU to wait (their voluntary context switches, summed over
+// /proc/PID/task): each is a sleep that a wake-up ends, so the difference
+// between two readings counts the process's wake-ups. A thread that exited
+// meanwhile takes its count with it.
+func Sleeps(pid int) (int64, error) {
+	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	if err != nil || len(files) == 0 {
+		return 0, fmt.Errorf("reading the context switches of process %d: no threads in /proc/%d/task", pid, pid)
+	}
+	var n int64
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread exited
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+				c, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("reading the context switches of process %d: %q: %w", pid, line, err)
+				}
+				n += c
+			}
+		}
+	}
+	return n, nil
 }

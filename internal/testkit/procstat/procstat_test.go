@@ -33,6 +33,21 @@ func TestOwnProcess(t *testing.T) {
 	if cpu <= 0 {
 		t.Errorf("CPU seconds %v after spinning", cpu)
 	}
+	// Each sleep of this goroutine's thread is a voluntary switch.
+	before, err := Sleeps(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		time.Sleep(time.Millisecond)
+	}
+	after, err := Sleeps(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 10 {
+		t.Errorf("%d voluntary context switches over 20 sleeps", after-before)
+	}
 }
 
 func TestNoSuchProcess(t *testing.T) {
@@ -40,6 +55,7 @@ func TestNoSuchProcess(t *testing.T) {
 	for name, f := range map[string]func() error{
 		"PeakRSS":    func() error { _, err := PeakRSS(pid); return err },
 		"CPUSeconds": func() error { _, err := CPUSeconds(pid); return err },
+		"Sleeps":     func() error { _, err := Sleeps(pid); return err },
 	} {
 		if err := f(); err == nil || !strings.Contains(err.Error(), "process 1073741824") {
 			t.Errorf("%s of a missing process: %v", name, err)
