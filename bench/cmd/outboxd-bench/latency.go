@@ -151,6 +151,10 @@ type steadySystem struct {
 // rate runs every system in turn): the machine's drift over a run then
 // falls on all of them alike, which a before/after of two builds needs.
 func (e *env) latency(ctx context.Context, systems ...string) ([]latencyResult, error) {
+	rates, err := parseRates(e.o.rates)
+	if err != nil {
+		return nil, err
+	}
 	var started []*steadySystem
 	defer func() {
 		for _, s := range started {
@@ -159,15 +163,11 @@ func (e *env) latency(ctx context.Context, systems ...string) ([]latencyResult, 
 		}
 	}()
 	for _, sys := range systems {
-		s, err := e.startSteady(ctx, sys)
+		s, err := e.startSteady(ctx, sys, rates[0])
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", sys, err)
 		}
 		started = append(started, s)
-	}
-	rates, err := parseRates(e.o.rates)
-	if err != nil {
-		return nil, err
 	}
 	var out []latencyResult
 	for _, s := range started {
@@ -208,8 +208,9 @@ func (e *env) latency(ctx context.Context, systems ...string) ([]latencyResult, 
 }
 
 // startSteady sets sys up against an empty outbox, starts it and warms it
-// up (unmeasured: connections, the JIT of the JVM systems, caches).
-func (e *env) startSteady(ctx context.Context, sys string) (_ *steadySystem, err error) {
+// up at warmRate (unmeasured: connections, the JIT of the JVM systems,
+// caches).
+func (e *env) startSteady(ctx context.Context, sys string, warmRate int) (_ *steadySystem, err error) {
 	s := &steadySystem{sys: sys, db: "bench_latency_" + strings.ReplaceAll(sys, "-", "_"), topic: "bench.latency." + sys, stop: func() {}}
 	if err := e.sql(ctx, "postgres", "DROP DATABASE IF EXISTS "+s.db+" WITH (FORCE)", "CREATE DATABASE "+s.db); err != nil {
 		return nil, err
@@ -285,12 +286,8 @@ func (e *env) startSteady(ctx context.Context, sys string) (_ *steadySystem, err
 	default:
 		return nil, fmt.Errorf("no latency run for %s", sys)
 	}
-	rates, err := parseRates(e.o.rates)
-	if err != nil {
-		return nil, err
-	}
 	time.Sleep(time.Second)
-	if _, err := e.steady(ctx, s, rates[0], 5*time.Second); err != nil {
+	if _, err := e.steady(ctx, s, warmRate, 5*time.Second); err != nil {
 		return nil, fmt.Errorf("warming up: %w", err)
 	}
 	return s, nil
