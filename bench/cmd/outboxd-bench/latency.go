@@ -47,7 +47,7 @@ type latencyResult struct {
 	// PublisherWakeups is how often the publisher's threads woke up per
 	// transaction written (10 events; see procstat.Sleeps): most of the
 	// steady CPU is the cost of wake-ups, not of the events.
-	PublisherWakeups float64 `json:"publisher_wakeups_per_transaction"`
+	PublisherWakeups float64 `json:"publisher_wakeups_per_transaction,omitempty"`
 	ServerCPUus      float64 `json:"server_cpu_us_per_event"`
 	MachineBusy      float64 `json:"machine_cpu_busy"`
 	// Profile is set instead of the figures on the unmeasured profiled
@@ -70,7 +70,7 @@ type latencySummary struct {
 	PublisherCPUMedianUs   float64 `json:"publisher_cpu_us_per_event_median"`
 	PublisherCPUMinUs      float64 `json:"publisher_cpu_us_per_event_min"`
 	PublisherCPUMaxUs      float64 `json:"publisher_cpu_us_per_event_max"`
-	PublisherWakeupsMedian float64 `json:"publisher_wakeups_per_transaction_median"`
+	PublisherWakeupsMedian float64 `json:"publisher_wakeups_per_transaction_median,omitempty"`
 	ServerCPUMedianUs      float64 `json:"server_cpu_us_per_event_median"`
 }
 

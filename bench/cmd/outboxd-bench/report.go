@@ -259,10 +259,10 @@ func cpuRows(sum []latencySummary) []cpuRow {
 	for _, l := range sum {
 		row := cpuRow{System: l.System, Rate: fmt.Sprint(l.TargetRate),
 			Publisher: fmt.Sprintf("%.1f (%.1f-%.1f)", l.PublisherCPUMedianUs, l.PublisherCPUMinUs, l.PublisherCPUMaxUs),
-			Wakeups:   "-",
+			Wakeups:   "-", // not counted in runs recorded before it was
 			Server:    fmt.Sprintf("%.1f", l.ServerCPUMedianUs), Total: fmt.Sprintf("%.1f", l.PublisherCPUMedianUs+l.ServerCPUMedianUs),
 			VsBaseline: "-", Busy: fmt.Sprintf("%.0f", 100*l.MachineBusy)}
-		if l.PublisherWakeupsMedian > 0 { // 0: recorded before it was measured
+		if l.PublisherWakeupsMedian > 0 {
 			row.Wakeups = fmt.Sprintf("%.2f", l.PublisherWakeupsMedian)
 		}
 		if b := base[l.TargetRate]; b > 0 && l.System != "outboxd-baseline" {
@@ -368,8 +368,9 @@ outboxd-baseline" divides by the baseline binary's median at the same rate
 in the same run (below 1: cheaper). "Publisher wake-ups per transaction"
 is how often the publisher's threads went to sleep and were woken (their
 voluntary context switches, from /proc, median over the runs) per 10-row
-transaction written: at these rates a wake-up costs this machine far more
-CPU than the events it brings (the wake-up floors below).
+transaction written ("-": not counted in this run): at these rates a
+wake-up costs this machine far more CPU than the events it brings (the
+wake-up floors below).
 
 | system | events/s | publisher µs/event | publisher wake-ups per transaction | server µs/event | publisher + server | vs outboxd-baseline | machine CPU busy % (median-p99 run) |
 |---|---|---|---|---|---|---|---|
@@ -399,13 +400,16 @@ rate's transaction rate, doing nothing else. Its CPU per message is the
 cost of one wake-up (kernel, hypervisor, Go's scheduler), read through
 Go's net package and through package rawio's raw system calls, as outboxd
 reads (these leave the runtime's monitor thread asleep). A publisher that
-sends each transaction on its own is woken at least twice per transaction:
-its arrival, then Kafka's acknowledgment a fraction of a millisecond
-later. A wake-up soon after another costs less than one after a long
-rest, so the floor is measured as such a pair: two messages 0.5 ms apart
-(about the acknowledgment's p50 below; half the interval where
-transactions come closer) once per transaction, read raw; with 10-event
-transactions a publisher's CPU per event cannot fall below a tenth of it.
+sends each transaction on its own, and reads it before the next comes, is
+woken twice per transaction: its arrival, then Kafka's acknowledgment a
+fraction of a millisecond later. A wake-up soon after another costs less
+than one after a long rest, so the floor is measured as such a pair: two
+messages 0.5 ms apart (about the acknowledgment's p50 below; half the
+interval where transactions come closer) once per transaction, read raw;
+with 10-event transactions such a publisher's CPU per event cannot fall
+below a tenth of it. Where transactions come close together they share
+wake-ups (the wake-ups column above counts them), and the pair is then an
+estimate, not a floor.
 Each figure is the median of 5 runs.
 
 | transactions/s | CPU µs per wake-up, net package | CPU µs per wake-up, raw (as outboxd) | CPU µs per pair of raw wake-ups | pair's gap µs | floor, µs per event |
@@ -475,8 +479,9 @@ Highest rate sustained (every event delivered, median p99 under 1 s):
   costs less CPU in total lets the writers go faster.
 {{if .R.ProduceFloors}}- What bounds the steady figures. CPU: at these rates each transaction
   reaches outboxd on its own and is sent in a produce request of its own,
-  so outboxd is woken at least twice per transaction; the floor table
-  shows what that pair of wake-ups costs on this VM (most of it the
+  so outboxd is woken about twice per transaction where transactions
+  come far apart (closer ones share wake-ups); the floor table shows
+  what that pair of wake-ups costs on this VM (most of it the
   kernel's and the hypervisor's), and the targets list outboxd's CPU as a
   multiple of it. Above the floor: per transaction, the reads from the
   replication socket (system calls), a produce request and its response,
