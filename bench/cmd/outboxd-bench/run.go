@@ -187,6 +187,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		res.Latency = append(res.Latency, lat...)
 	}
 	if rates, err := parseRates(o.rates); err == nil {
+		rates = floorRates(rates)
 		floors, err := measureWakeFloors(ctx, rates)
 		if err != nil {
 			res.Errors["wake floor"] = err.Error()

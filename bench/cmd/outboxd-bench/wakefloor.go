@@ -57,6 +57,16 @@ func (w wakeFloor) FloorUsPerEvent() float64 {
 	return 2 * w.UsPerWakeup / 10
 }
 
+// minFloorRate is the lowest steady rate (events/s) whose floors are
+// measured: below 100 transactions a second, the 300 wake-ups of one
+// wakecost run take minutes each, and the targets name no such rate.
+const minFloorRate = 1000
+
+// floorRates are the rates of rates whose floors are measured.
+func floorRates(rates []int) []int {
+	return slices.DeleteFunc(slices.Clone(rates), func(r int) bool { return r < minFloorRate })
+}
+
 // measureWakeFloors runs wakecost at each steady rate's transaction rate
 // (10 events per transaction).
 func measureWakeFloors(ctx context.Context, rates []int) ([]wakeFloor, error) {

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // Regression: the floor doubled the cost of one wake-up after a long rest,
 // overstating it (the acknowledgment's wake-up comes soon after the
@@ -20,5 +23,15 @@ func TestFloorUsPerEvent(t *testing.T) {
 				t.Errorf("FloorUsPerEvent() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// Regression: a steady run at 10 events/s measured its floor with 300
+// wake-ups at one a second, five times for each of three kinds: over an
+// hour. Only rates from minFloorRate up are measured.
+func TestFloorRatesSkipSlowRates(t *testing.T) {
+	got := floorRates([]int{10, 100, 1000, 5000, 999, 20000})
+	if want := []int{1000, 5000, 20000}; !slices.Equal(got, want) {
+		t.Errorf("floorRates = %v, want %v", got, want)
 	}
 }
