@@ -56,6 +56,15 @@ type Config struct {
 	// updates. Default DefaultStatusInterval. It must stay well below the
 	// server's wal_sender_timeout (default 60s).
 	StatusInterval time.Duration
+	// IdleWait is the longest the reader sleeps when nothing is due: no
+	// message, no status on schedule, and every transaction received
+	// confirmed (until then it wakes every 100 ms, so that a transaction
+	// is confirmed within 100 ms of Kafka's acknowledgment). Default
+	// DefaultIdleWait. It bounds how late an idle stream notices that the
+	// server has gone silent, checks --server-timeout and asks for a reply;
+	// shorter costs wake-ups when idle: each also wakes Go's monitor
+	// thread, which sleeps until the earliest pending timer.
+	IdleWait time.Duration
 	// ShutdownTimeout bounds the drain after Run's context ends: finishing
 	// the open transaction, waiting for Kafka's acknowledgments, sending the
 	// final status. Default DefaultShutdownTimeout. Past it, what is
@@ -90,6 +99,7 @@ const (
 	DefaultSlot                 = "outboxd"
 	DefaultPublication          = "outboxd"
 	DefaultStatusInterval       = 10 * time.Second
+	DefaultIdleWait             = time.Second
 	DefaultShutdownTimeout      = 30 * time.Second
 	DefaultSlotRetryInterval    = time.Second
 	DefaultReconnectMaxInterval = 10 * time.Second
@@ -110,6 +120,9 @@ func (c Config) WithDefaults() Config {
 	c.Columns = c.Columns.WithDefaults()
 	if c.StatusInterval <= 0 {
 		c.StatusInterval = DefaultStatusInterval
+	}
+	if c.IdleWait <= 0 {
+		c.IdleWait = DefaultIdleWait
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout

@@ -39,7 +39,9 @@ type Watermark interface {
 
 // confirmInterval is how soon newly acknowledged transactions are
 // confirmed to PostgreSQL: it bounds what a crash re-sends beyond the
-// records in flight (at-least-once duplicates).
+// records in flight (at-least-once duplicates). The reader waits at most
+// this long while a confirmation is pending (confirmPending), and up to
+// its idle wait (Config.IdleWait) when nothing is.
 const confirmInterval = 100 * time.Millisecond
 
 // reader is the one goroutine that owns a replication connection: it
@@ -53,6 +55,7 @@ type reader struct {
 	wm             Watermark
 	slot           string
 	statusInterval time.Duration
+	idleWait       time.Duration // the longest read deadline when nothing is due
 	serverTimeout  time.Duration // silence after which the connection is taken for broken
 	act            *activity     // when bytes last arrived (nil in tests without a socket)
 	log            *slog.Logger
@@ -60,20 +63,26 @@ type reader struct {
 	confirmedLSN   *atomic.Uint64
 
 	inTx         bool
-	lastReceived time.Time // when the server last sent anything
-	broken       bool      // the server went silent: nothing more is sent on the connection
+	lastEnd      outbox.LSN // end of the last transaction handed to the consumer
+	lastReceived time.Time  // when the server last sent anything
+	broken       bool       // the server went silent: nothing more is sent on the connection
 	nextStatus   time.Time
 	lastStatus   time.Time
 	confirmed    outbox.LSN // last flush position sent
 	wake         deadlineCtx
 }
 
-// run reads until ctx ends (an abort: it returns at once), stop is closed
-// and no transaction is open (a graceful stop, noticed within
-// confirmInterval), the consumer fails for good (a *PermanentError), or the
-// connection breaks.
-func (r *reader) run(ctx context.Context, stop <-chan struct{}) error {
+// run reads until ctx ends (an abort: it returns at once), stop ends and no
+// transaction is open (a graceful stop: it ends the wait between
+// transactions at once), the consumer fails for good (a *PermanentError),
+// or the connection breaks.
+func (r *reader) run(ctx, stop context.Context) error {
 	defer r.wake.stop()
+	// Between transactions reads wait under between, which a graceful stop
+	// ends; the open transaction is read to its end under ctx.
+	between, endBetween := context.WithCancel(ctx)
+	defer endBetween()
+	defer context.AfterFunc(stop, endBetween)()
 	var socketRead func() int64 // the pacer's estimate needs the stream's own bytes
 	if _, tls := r.conn.Conn().(*tls.Conn); !tls && r.act != nil {
 		socketRead = r.act.bytesRead
@@ -84,7 +93,7 @@ func (r *reader) run(ctx context.Context, stop <-chan struct{}) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if !r.inTx && isClosed(stop) {
+		if !r.inTx && stop.Err() != nil {
 			return nil
 		}
 		if r.statusDue() {
@@ -92,16 +101,30 @@ func (r *reader) run(ctx context.Context, stop <-chan struct{}) error {
 				return err
 			}
 		}
-		wait := confirmInterval
+		wait := r.idleWait
+		if r.confirmPending() {
+			wait = confirmInterval
+		}
 		if w := pacer.wait(); w > 0 {
 			wait = w
 		}
-		if r.renewWake(ctx, wait) {
+		parent := between
+		if between.Err() != nil {
+			if !r.inTx {
+				return nil // stopped between transactions
+			}
+			parent = ctx // stopping inside a transaction: read it to its end
+		}
+		if r.renewWake(parent, wait) {
 			pacer.renewed()
 		}
 		msg, err := r.conn.ReceiveMessage(r.wake.ctx)
 		if err != nil {
-			if pgconn.Timeout(err) || ctx.Err() != nil {
+			// A graceful stop ends the wait as a cancellation, which
+			// pgconn reports as such: the connection is as after a
+			// timeout.
+			stopped := between.Err() != nil && errors.Is(err, context.Canceled)
+			if pgconn.Timeout(err) || stopped || ctx.Err() != nil {
 				if silent := r.silence(); silent > r.serverTimeout && ctx.Err() == nil {
 					r.broken = true
 					return fmt.Errorf("the server sent nothing on the replication connection for %s (--server-timeout %s), not even a reply to a status that asked for one: "+
@@ -150,15 +173,6 @@ func (r *reader) renewWake(ctx context.Context, wait time.Duration) bool {
 	return true
 }
 
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
 func (r *reader) handle(ctx context.Context, data []byte) error {
 	if len(data) == 0 {
 		return errors.New("empty CopyData message on the replication connection")
@@ -194,6 +208,7 @@ func (r *reader) handle(ctx context.Context, data []byte) error {
 			r.inTx = true
 		case decode.KindCommit:
 			r.inTx = false
+			r.lastEnd = m.EndLSN
 			m.SentTime = xld.ServerTime
 		case decode.KindIgnored:
 			return nil
@@ -247,6 +262,17 @@ func (r *reader) silence() time.Duration {
 // reply: a status interval, or a third of the server timeout when that is
 // shorter, so that a live server answers long before the timeout.
 func (r *reader) askAfter() time.Duration { return min(r.statusInterval, r.serverTimeout/3) }
+
+// confirmPending reports whether a transaction handed to the consumer is
+// not confirmed to the server yet: Kafka has not acknowledged it, or the
+// status saying so has not gone out. The reader then waits at most
+// confirmInterval, so that it is confirmed within that of Kafka's
+// acknowledgment also when nothing else arrives; otherwise up to the idle
+// wait.
+func (r *reader) confirmPending() bool {
+	f := r.wm.Flushed()
+	return f < r.lastEnd || r.confirmed < f
+}
 
 // statusDue reports whether a standby status should go out now: on
 // schedule, when the server asked, when the server has been silent for

@@ -253,6 +253,8 @@ func flags() []flagSpec {
 
 		{name: "status-interval", group: GroupStream, usage: "longest time between standby status updates; keep well below the server's wal_sender_timeout",
 			bind: duration(func(c *Config) *time.Duration { return &c.Stream.StatusInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.StatusInterval })},
+		{name: "idle-wait", group: GroupStream, usage: "longest the reader sleeps when nothing is due: no message, every transaction received confirmed (until then it wakes every 100 ms), no status on schedule. It bounds how late an idle stream checks --server-timeout; shorter wakes outboxd more often when idle",
+			bind: duration(func(c *Config) *time.Duration { return &c.Stream.IdleWait }), check: positive(func(c *Config) time.Duration { return c.Stream.IdleWait })},
 		{name: "server-timeout", group: GroupStream,
 			usage: "how long PostgreSQL may stay silent on the replication connection (a status after --status-interval of silence asks it for a reply), and how long setting a session up may take, before the connection is taken for broken and replaced: a network partition or a half-open TCP connection never errors by itself. Keep it above the server's wal_sender_timeout/2 plus --status-interval (a walsender replaying a long transaction of unpublished changes answers only that often; a warning says so); must exceed --status-interval",
 			bind:  duration(func(c *Config) *time.Duration { return &c.Stream.ServerTimeout }),
