@@ -101,12 +101,12 @@ func (r *reader) run(ctx, stop context.Context) error {
 				return err
 			}
 		}
-		wait := r.idleWait
-		if r.confirmPending() {
-			wait = confirmInterval
-		}
-		if w := pacer.wait(); w > 0 {
-			wait = w
+		wait := pacer.wait()
+		if wait <= 0 {
+			wait = r.idleWait
+			if r.confirmPending() {
+				wait = confirmInterval
+			}
 		}
 		parent := between
 		if between.Err() != nil {
@@ -270,6 +270,9 @@ func (r *reader) askAfter() time.Duration { return min(r.statusInterval, r.serve
 // acknowledgment also when nothing else arrives; otherwise up to the idle
 // wait.
 func (r *reader) confirmPending() bool {
+	if r.lastEnd > r.confirmed {
+		return true // without the watermark's lock: the common case while transactions flow
+	}
 	f := r.wm.Flushed()
 	return f < r.lastEnd || r.confirmed < f
 }
