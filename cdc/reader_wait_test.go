@@ -25,25 +25,51 @@ import (
 func TestGracefulStopEndsTheIdleWait(t *testing.T) {
 	t.Parallel()
 	conn, waiting := silentServer(t)
-	r := &reader{conn: conn, dec: decode.NewDecoder(decode.DefaultColumns()), out: nopConsumer{}, wm: fixedWatermark(0x100),
+	r := sleepyReader(conn, nopConsumer{}, fixedWatermark(0x100))
+	stop, graceful := context.WithCancel(t.Context())
+	done := runReader(t.Context(), r, stop)
+	awaitClosed(t, waiting, "the reader did not start reading")
+	graceful()
+	awaitRun(t, done, "a graceful stop did not end the reader's idle wait")
+}
+
+// sleepyReader is a reader on conn whose idle wait, status interval and
+// server timeout are an hour or more: only what a test does ends a wait.
+func sleepyReader(conn *pgconn.PgConn, out Consumer, wm Watermark) *reader {
+	return &reader{conn: conn, dec: decode.NewDecoder(decode.DefaultColumns()), out: out, wm: wm,
 		slot: "s", statusInterval: time.Hour, idleWait: time.Hour, serverTimeout: 2 * time.Hour,
 		log: slog.New(slog.DiscardHandler), serverWALEnd: new(atomic.Uint64), confirmedLSN: new(atomic.Uint64)}
-	stop, graceful := context.WithCancel(t.Context())
+}
+
+// runReader runs r until ctx ends, or stop and no transaction is open; its
+// result comes on the channel.
+func runReader(ctx context.Context, r *reader, stop context.Context) <-chan error {
 	done := make(chan error, 1)
-	go func() { done <- r.run(t.Context(), stop) }()
+	go func() { done <- r.run(ctx, stop) }()
+	return done
+}
+
+// awaitClosed waits up to 30 s for c to close, failing with msg.
+func awaitClosed(t *testing.T, c <-chan struct{}, msg string) {
+	t.Helper()
 	select {
-	case <-waiting:
+	case <-c:
 	case <-time.After(30 * time.Second):
-		t.Fatal("the reader did not start reading")
+		t.Fatal(msg)
 	}
-	graceful()
+}
+
+// awaitRun waits up to 30 s for run's nil result, failing with msg when it
+// does not come.
+func awaitRun(t *testing.T, done <-chan error, msg string) {
+	t.Helper()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("run after a graceful stop: %v", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("a graceful stop did not end the reader's idle wait")
+		t.Fatal(msg)
 	}
 }
 
@@ -152,17 +178,10 @@ func TestGracefulStopInsideATransactionReadsItToItsEnd(t *testing.T) {
 		return err
 	})
 	out := &recordingConsumer{}
-	r := &reader{conn: conn, dec: decode.NewDecoder(decode.DefaultColumns()), out: out, wm: fixedWatermark(0x100),
-		slot: "s", statusInterval: time.Hour, idleWait: time.Hour, serverTimeout: 2 * time.Hour,
-		log: slog.New(slog.DiscardHandler), serverWALEnd: new(atomic.Uint64), confirmedLSN: new(atomic.Uint64)}
+	r := sleepyReader(conn, out, fixedWatermark(0x100))
 	stop, graceful := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- r.run(t.Context(), stop) }()
-	select {
-	case <-waiting:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the reader did not read the Begin")
-	}
+	done := runReader(t.Context(), r, stop)
+	awaitClosed(t, waiting, "the reader did not read the Begin")
 	graceful()
 	// Let the stop end the reader's wait before the Commit arrives.
 	select {
@@ -171,14 +190,7 @@ func TestGracefulStopInsideATransactionReadsItToItsEnd(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(rest)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run after a graceful stop: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the reader did not return after the Commit")
-	}
+	awaitRun(t, done, "the reader did not return after the Commit")
 	if got := out.kinds(); len(got) != 2 || got[0] != decode.KindBegin || got[1] != decode.KindCommit {
 		t.Errorf("consumer got %v, want the Begin and the Commit", got)
 	}
@@ -242,13 +254,11 @@ func TestQuietStreamConfirmsAnAcknowledgedTransactionPromptly(t *testing.T) {
 	})
 	wm := &ackingWatermark{}
 	wm.lsn.Store(0x100)
-	r := &reader{conn: conn, dec: decode.NewDecoder(decode.DefaultColumns()), out: &ackingConsumer{wm: wm}, wm: wm,
-		slot: "s", statusInterval: time.Hour, idleWait: time.Hour, serverTimeout: 2 * time.Hour,
-		log: slog.New(slog.DiscardHandler), serverWALEnd: new(atomic.Uint64), confirmedLSN: new(atomic.Uint64), confirmed: 0x100}
+	r := sleepyReader(conn, &ackingConsumer{wm: wm}, wm)
+	r.confirmed = 0x100
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- r.run(ctx, ctx) }()
+	done := runReader(ctx, r, ctx)
 	select {
 	case <-confirmed:
 	case err := <-done:
