@@ -1,7 +1,9 @@
 package procstat
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -51,14 +53,22 @@ func TestOwnProcess(t *testing.T) {
 }
 
 func TestNoSuchProcess(t *testing.T) {
-	const pid = 1 << 30 // above pid_max
-	for name, f := range map[string]func() error{
-		"PeakRSS":    func() error { _, err := PeakRSS(pid); return err },
-		"CPUSeconds": func() error { _, err := CPUSeconds(pid); return err },
-		"Sleeps":     func() error { _, err := Sleeps(pid); return err },
+	exited := exec.Command("true")
+	if err := exited.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []int{
+		1 << 30,                   // above pid_max
+		exited.ProcessState.Pid(), // gone (unless the id was handed out again meanwhile)
 	} {
-		if err := f(); err == nil || !strings.Contains(err.Error(), "process 1073741824") {
-			t.Errorf("%s of a missing process: %v", name, err)
+		for name, f := range map[string]func() error{
+			"PeakRSS":    func() error { _, err := PeakRSS(pid); return err },
+			"CPUSeconds": func() error { _, err := CPUSeconds(pid); return err },
+			"Sleeps":     func() error { _, err := Sleeps(pid); return err },
+		} {
+			if err := f(); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("process %d", pid)) {
+				t.Errorf("%s of missing process %d: %v", name, pid, err)
+			}
 		}
 	}
 }
