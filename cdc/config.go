@@ -65,6 +65,16 @@ type Config struct {
 	// shorter costs wake-ups when idle: each also wakes Go's monitor
 	// thread, which sleeps until the earliest pending timer.
 	IdleWait time.Duration
+	// ReadLinger trades latency for CPU at steady rates: after a
+	// transaction that came less than ReadLinger after the one before,
+	// with nothing else yet to read, the reader sleeps up to ReadLinger
+	// (waking early only for 64 KiB) and then reads, and publishes,
+	// what came meanwhile in one go. It adds up to ReadLinger to an
+	// event's latency, and to how late a transaction is confirmed; an idle
+	// stream (transactions further apart) is read at once. Default 0: off,
+	// each transaction is read as it arrives. At most MaxReadLinger. Only
+	// plain TCP connections on Linux linger (not TLS, not Unix sockets).
+	ReadLinger time.Duration
 	// ShutdownTimeout bounds the drain after Run's context ends: finishing
 	// the open transaction, waiting for Kafka's acknowledgments, sending the
 	// final status. Default DefaultShutdownTimeout. Past it, what is
@@ -104,6 +114,8 @@ const (
 	DefaultSlotRetryInterval    = time.Second
 	DefaultReconnectMaxInterval = 10 * time.Second
 	DefaultServerTimeout        = 60 * time.Second
+	// MaxReadLinger caps ReadLinger at the reader's confirmation interval.
+	MaxReadLinger = confirmInterval
 )
 
 // WithDefaults returns c with every zero field set to its default.

@@ -56,6 +56,7 @@ type reader struct {
 	slot           string
 	statusInterval time.Duration
 	idleWait       time.Duration // the longest read deadline when nothing is due
+	readLinger     time.Duration // Config.ReadLinger
 	serverTimeout  time.Duration // silence after which the connection is taken for broken
 	act            *activity     // when bytes last arrived (nil in tests without a socket)
 	log            *slog.Logger
@@ -87,7 +88,7 @@ func (r *reader) run(ctx, stop context.Context) error {
 	if _, tls := r.conn.Conn().(*tls.Conn); !tls && r.act != nil {
 		socketRead = r.act.bytesRead
 	}
-	pacer := newReadPacer(r.conn.Conn(), socketRead)
+	pacer := newReadPacer(r.conn.Conn(), socketRead, r.readLinger)
 	r.lastReceived = time.Now()
 	for {
 		if ctx.Err() != nil {
@@ -115,7 +116,7 @@ func (r *reader) run(ctx, stop context.Context) error {
 			}
 			parent = ctx // stopping inside a transaction: read it to its end
 		}
-		if r.renewWake(parent, wait) {
+		if r.renewWake(parent, wait, pacer.lingerStarted()) {
 			pacer.renewed()
 		}
 		msg, err := r.conn.ReceiveMessage(r.wake.ctx)
@@ -138,7 +139,8 @@ func (r *reader) run(ctx, stop context.Context) error {
 		r.lastReceived = time.Now()
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:
-			pacer.received(5+len(m.Data), time.Now()) // with the message's header
+			keepalive := len(m.Data) > 0 && m.Data[0] == pglogrepl.PrimaryKeepaliveMessageByteID
+			pacer.received(5+len(m.Data), time.Now(), keepalive) // with the message's header
 			if err := r.handle(ctx, m.Data); err != nil {
 				return err
 			}
@@ -155,12 +157,13 @@ func (r *reader) run(ctx, stop context.Context) error {
 // a status falls due before it: one per message cost a tenth of outboxd's
 // CPU during a backlog drain. A short deadline (the pacer's) is also
 // replaced once reads no longer ask for one: left to expire, it woke the
-// reader once more per transaction for nothing. It reports whether it
-// renewed.
-func (r *reader) renewWake(ctx context.Context, wait time.Duration) bool {
+// reader once more per transaction for nothing. A fresh wait (the read
+// linger's) always gets a deadline of its own: an earlier, shorter one would
+// cut it short. It reports whether it renewed.
+func (r *reader) renewWake(ctx context.Context, wait time.Duration, fresh bool) bool {
 	now := time.Now()
 	short := wait < confirmInterval
-	if r.wake.ctx != nil && r.wake.ctx.Err() == nil && !r.nextStatus.Before(r.wake.at) && !r.wake.at.After(now.Add(wait)) &&
+	if !fresh && r.wake.ctx != nil && r.wake.ctx.Err() == nil && !r.nextStatus.Before(r.wake.at) && !r.wake.at.After(now.Add(wait)) &&
 		(short || !r.wake.short) {
 		return false
 	}
@@ -244,7 +247,7 @@ func (r *reader) deliver(ctx context.Context, apply func(context.Context) error)
 				return err
 			}
 		}
-		r.renewWake(ctx, confirmInterval)
+		r.renewWake(ctx, confirmInterval, false)
 	}
 }
 

@@ -15,20 +15,32 @@ import (
 func TestRenewWakeReplacesAShortDeadline(t *testing.T) {
 	r := &reader{nextStatus: time.Now().Add(time.Hour)}
 	defer r.wake.stop()
+	const linger = 50 * time.Millisecond
 	steps := []struct {
 		wait  time.Duration
+		fresh bool
 		renew bool
 	}{
-		{confirmInterval, true},  // first deadline
-		{confirmInterval, false}, // kept
-		{pacerTxWait, true},      // shortened for the pacer
-		{pacerTxWait, false},     // kept while it has not passed
-		{confirmInterval, true},  // the pacer is done: replaced at once
-		{confirmInterval, false}, // kept
+		{confirmInterval, false, true},  // first deadline
+		{confirmInterval, false, false}, // kept
+		{pacerTxWait, false, true},      // shortened for the pacer
+		{pacerTxWait, false, false},     // kept while it has not passed
+		{confirmInterval, false, true},  // the pacer is done: replaced at once
+		{confirmInterval, false, false}, // kept
+		// Regression: a linger kept the shorter deadline before it (the
+		// pacer's wait for a transaction's rest), and so ended after a
+		// millisecond instead of its own length.
+		{pacerTxWait, false, true},
+		{linger, true, true},   // a linger's own deadline
+		{linger, false, false}, // kept while it lasts (a keepalive read meanwhile)
 	}
 	for i, s := range steps {
-		if got := r.renewWake(t.Context(), s.wait); got != s.renew {
+		before := time.Now()
+		if got := r.renewWake(t.Context(), s.wait, s.fresh); got != s.renew {
 			t.Fatalf("step %d (wait %v): renewed %v, want %v", i, s.wait, got, s.renew)
+		}
+		if s.renew && r.wake.at.Before(before.Add(s.wait)) {
+			t.Fatalf("step %d (wait %v): deadline %v after the call, want at least the wait", i, s.wait, r.wake.at.Sub(before))
 		}
 	}
 }

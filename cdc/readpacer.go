@@ -52,6 +52,16 @@ import (
 // stalled transaction, until its end): nothing waits on a stream that has
 // gone quiet.
 //
+// The linger (Config.ReadLinger, off by default) trades latency for CPU at
+// steady rates: after a Commit that came less than the linger after the
+// one before, with nothing but a keepalive left to read, the mark goes to
+// pacerMaxLowat for the linger, so that the transactions arriving
+// meanwhile are read, and published, in one wake-up. A keepalive read
+// meanwhile does not end it; any other message, or the linger's end, does.
+// An idle stream (a Commit longer than the linger after the one before)
+// is read at once as before. It needs the count of the stream's own bytes
+// (not under TLS) and the socket's queue (Linux): without them it is off.
+//
 // Only TCP connections on Linux are paced; elsewhere setLowat is nil and the
 // pacer does nothing.
 type readPacer struct {
@@ -75,6 +85,14 @@ type readPacer struct {
 	skewKnown  bool
 	sizes      [pacerSizes]int // of the last transactions, Begin to Commit
 	nSizes     int
+
+	// The linger (0: off).
+	linger     time.Duration
+	queued     func() int // bytes in the socket's receive queue (nil: no linger)
+	lastAt     time.Time  // when the last message was received
+	lastCommit time.Time  // when the last Commit was received
+	lingering  bool       // waiting for more transactions, for up to linger
+	lingerNew  bool       // a linger began: it needs a deadline of its own
 }
 
 const (
@@ -99,14 +117,20 @@ const (
 // newReadPacer paces reads of c; socketRead, when not nil, counts the
 // bytes read from c's socket (it must not count more than the stream's own
 // bytes: not under TLS).
-func newReadPacer(c net.Conn, socketRead func() int64) *readPacer {
-	return &readPacer{setLowat: lowatSetter(c), lowat: 1, rateLowat: 1, socketRead: socketRead}
+func newReadPacer(c net.Conn, socketRead func() int64, linger time.Duration) *readPacer {
+	p := &readPacer{setLowat: lowatSetter(c), lowat: 1, rateLowat: 1, socketRead: socketRead}
+	if linger > 0 && p.setLowat != nil && socketRead != nil {
+		p.linger, p.queued = linger, queuedGetter(c)
+	}
+	return p
 }
 
 // wait is the longest a read should wait while the mark is raised, 0 when
 // it is not (reads then wait for one byte).
 func (p *readPacer) wait() time.Duration {
 	switch {
+	case p.lingering:
+		return p.linger
 	case p.lowat <= 1:
 		return 0
 	case p.inTx && !p.txStalled:
@@ -127,9 +151,41 @@ func (p *readPacer) transaction(open bool) {
 	} else {
 		p.sizes[p.nSizes%pacerSizes] = int(p.consumed - p.txStart)
 		p.nSizes++
+		p.lingering = p.lingerDue()
+		p.lingerNew = p.lingering
+		p.lastCommit = p.lastAt
 	}
 	p.inTx, p.txStalled = open, false
 	p.apply()
+}
+
+// lingerDue reports, at a Commit, whether to linger: transactions come
+// less than the linger apart and nothing but a keepalive waits to be read
+// (else the linger would hold back a transaction that is already here).
+func (p *readPacer) lingerDue() bool {
+	if p.linger <= 0 || p.queued == nil || p.lastCommit.IsZero() || p.lastAt.Sub(p.lastCommit) >= p.linger {
+		return false
+	}
+	return p.readAhead()+int64(p.queued()) <= keepaliveBytes
+}
+
+// keepaliveBytes is the size of a keepalive, its header included.
+const keepaliveBytes = 5 + 1 + 8 + 8 + 1
+
+// readAhead is what pgconn read from the socket and has not returned yet.
+func (p *readPacer) readAhead() int64 {
+	if p.socketRead == nil || !p.skewKnown {
+		return 0
+	}
+	return p.socketRead() - p.skew - p.consumed
+}
+
+// lingerStarted reports once that a linger began: the reader then sets a
+// deadline for it, not keeping an earlier, shorter one.
+func (p *readPacer) lingerStarted() bool {
+	started := p.lingerNew
+	p.lingerNew = false
+	return started
 }
 
 // expectedRest is what of the open transaction is expected to be still on
@@ -146,8 +202,14 @@ func (p *readPacer) expectedRest() int {
 }
 
 // received accounts a message of n bytes (its header included) read at now
-// and revises the rate's mark once per pacerRateWindow.
-func (p *readPacer) received(n int, now time.Time) {
+// and revises the rate's mark once per pacerRateWindow. Any message but a
+// keepalive ends a linger.
+func (p *readPacer) received(n int, now time.Time, keepalive bool) {
+	if p.lingering && !keepalive {
+		p.lingering = false
+		p.apply()
+	}
+	p.lastAt = now
 	p.lastStart = p.consumed
 	p.consumed += int64(n)
 	if p.socketRead != nil {
@@ -176,6 +238,11 @@ func (p *readPacer) renewed() { p.sinceRenew = 0 }
 // timedOut notes that a read deadline passed; with nothing received since
 // it was set, the stream has slowed down and reads stop waiting.
 func (p *readPacer) timedOut() {
+	if p.lingering {
+		p.lingering = false // the linger is over: read what came
+		p.apply()
+		return
+	}
 	if p.sinceRenew != 0 {
 		return
 	}
@@ -187,7 +254,10 @@ func (p *readPacer) timedOut() {
 // apply sets the mark the state calls for.
 func (p *readPacer) apply() {
 	want := p.rateLowat
-	if p.inTx && !p.txStalled {
+	switch {
+	case p.lingering:
+		want = pacerMaxLowat
+	case p.inTx && !p.txStalled:
 		want = pacerMaxLowat
 		if rest := p.expectedRest(); rest > 0 && p.rateLowat <= 1 {
 			// A fast stream keeps the rate's mark: more transactions

@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"io"
 	"net"
 	"syscall"
 	"testing"
@@ -48,6 +49,57 @@ func TestLowatSetterLinux(t *testing.T) {
 	t.Cleanup(func() { a.Close(); b.Close() })
 	if lowatSetter(a) != nil {
 		t.Error("a setter for a non-TCP connection")
+	}
+}
+
+// queuedGetter reports what waits in the TCP socket's receive queue (the
+// read linger starts only when it is at most a keepalive), through a
+// wrapper too, and is nil for a connection without a TCP socket.
+func TestQueuedGetterLinux(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	peer, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+
+	queued := queuedGetter(wrapped{c})
+	if queued == nil {
+		t.Fatal("no getter for a TCP connection")
+	}
+	if n := queued(); n != 0 {
+		t.Fatalf("queued %d bytes before anything was sent", n)
+	}
+	if _, err := peer.Write(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	// One write of 100 bytes arrives on loopback as one segment: once 60
+	// are read, the other 40 are queued.
+	if _, err := io.ReadFull(c, make([]byte, 60)); err != nil {
+		t.Fatal(err)
+	}
+	if n := queued(); n != 40 {
+		t.Fatalf("queued %d bytes after 60 of 100 were read, want 40", n)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 40)); err != nil {
+		t.Fatal(err)
+	}
+	if n := queued(); n != 0 {
+		t.Fatalf("queued %d bytes after all were read", n)
+	}
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	if queuedGetter(a) != nil {
+		t.Error("a getter for a non-TCP connection")
 	}
 }
 

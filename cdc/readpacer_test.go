@@ -31,14 +31,14 @@ func TestReadPacer(t *testing.T) {
 	// 100 MB/s (a backlog drain): about 100 KB per millisecond, so the mark
 	// goes to its cap once the rate window closes.
 	for i := range 100 {
-		p.received(10_000, t0.Add(time.Duration(i+1)*100*time.Microsecond))
+		p.received(10_000, t0.Add(time.Duration(i+1)*100*time.Microsecond), false)
 	}
 	if p.wait() != pacerWait || p.lowat != pacerMaxLowat {
 		t.Fatalf("after a fast window: lowat %d, wait %v; want %d, %v", p.lowat, p.wait(), pacerMaxLowat, pacerWait)
 	}
 	// A deadline that passes while data still came in keeps the mark.
 	p.renewed()
-	p.received(100, t0.Add(10500*time.Microsecond))
+	p.received(100, t0.Add(10500*time.Microsecond), false)
 	p.timedOut()
 	if p.lowat != pacerMaxLowat {
 		t.Fatalf("timeout after data: lowat %d, want it kept", p.lowat)
@@ -52,7 +52,7 @@ func TestReadPacer(t *testing.T) {
 	// A slow stream (1 MB/s: 1 KB per millisecond) is not paced.
 	p.windowStart = t0.Add(time.Second)
 	for i := range 10 {
-		p.received(1000, t0.Add(time.Second+time.Duration(i+1)*time.Millisecond))
+		p.received(1000, t0.Add(time.Second+time.Duration(i+1)*time.Millisecond), false)
 	}
 	if p.wait() != 0 {
 		t.Fatalf("slow stream paced at %d", p.lowat)
@@ -87,7 +87,7 @@ func TestReadPacerTransaction(t *testing.T) {
 	fast := func(p *readPacer) { // a drain's rate: the mark goes to its cap
 		p.windowStart = t0
 		for i := range 100 {
-			p.received(10_000, t0.Add(time.Duration(i+1)*100*time.Microsecond))
+			p.received(10_000, t0.Add(time.Duration(i+1)*100*time.Microsecond), false)
 		}
 	}
 	begin := func(p *readPacer) { p.transaction(true) }
@@ -105,7 +105,7 @@ func TestReadPacerTransaction(t *testing.T) {
 		}},
 		{"transaction goes quiet", []step{
 			{"begin", begin, pacerMaxLowat, pacerTxWait},
-			{"deadline with data", func(p *readPacer) { p.renewed(); p.received(100, t0); p.timedOut() }, pacerMaxLowat, pacerTxWait},
+			{"deadline with data", func(p *readPacer) { p.renewed(); p.received(100, t0, false); p.timedOut() }, pacerMaxLowat, pacerTxWait},
 			{"deadline without data", quiet, 1, 0},
 			{"commit", commit, 1, 0},
 			{"next begin waits again", begin, pacerMaxLowat, pacerTxWait},
@@ -153,14 +153,14 @@ func TestReadPacerExpectedRest(t *testing.T) {
 	// returns the mark set right after the Begin.
 	tx := func(p *readPacer, sock *int64, n, readWithBegin int) int {
 		*sock += begin + int64(readWithBegin*insert)
-		p.received(begin, t0)
+		p.received(begin, t0, false)
 		p.transaction(true)
 		mark := p.lowat
 		*sock += int64((n-readWithBegin)*insert + commit)
 		for range n {
-			p.received(insert, t0)
+			p.received(insert, t0, false)
 		}
-		p.received(commit, t0)
+		p.received(commit, t0, false)
 		p.transaction(false)
 		return mark
 	}
@@ -193,6 +193,92 @@ func TestReadPacerExpectedRest(t *testing.T) {
 			}
 			if p.lowat != 1 {
 				t.Errorf("after the Commit: mark %d, want 1", p.lowat)
+			}
+		})
+	}
+}
+
+// The read linger: at a Commit that came less than the linger after the one
+// before, with at most a keepalive left to read, the mark goes to its cap
+// for the linger; a keepalive read meanwhile leaves it, any other message
+// or the deadline ends it, and a stream slower than the linger is read at
+// once.
+func TestReadPacerLinger(t *testing.T) {
+	const linger = 20 * time.Millisecond
+	t0 := time.Unix(0, 0)
+	type state struct {
+		at     time.Duration // since t0
+		sock   int64         // the stream's bytes read from the socket
+		queued int           // in the socket's queue
+		ahead  int64         // read by pgconn beyond the stream's bytes, not yet returned
+	}
+	type step struct {
+		name string
+		do   func(p *readPacer, s *state)
+		// want: lingering (the mark at its cap, wait the linger) or not.
+		lingering bool
+		started   bool // lingerStarted reports a new linger
+	}
+	// tx reads a transaction (Begin, one insert, Commit) received at s.at.
+	tx := func(gap time.Duration) func(p *readPacer, s *state) {
+		return func(p *readPacer, s *state) {
+			s.at += gap
+			for i, n := range []int{50, 300, 30} {
+				s.sock += int64(n)
+				p.received(n, t0.Add(s.at), false)
+				p.transaction(i < 2)
+			}
+		}
+	}
+	keepalive := func(p *readPacer, s *state) {
+		s.sock += keepaliveBytes
+		p.received(keepaliveBytes, t0.Add(s.at), true)
+	}
+	deadline := func(p *readPacer, _ *state) { p.renewed(); p.timedOut() }
+	queue := func(n int) func(p *readPacer, s *state) { return func(_ *readPacer, s *state) { s.queued = n } }
+	tests := []struct {
+		name   string
+		linger time.Duration
+		steps  []step
+	}{
+		{"steady stream", linger, []step{
+			{"first transaction: no earlier one", tx(time.Second), false, false},
+			{"next one a linger later: idle, read at once", tx(linger), false, false},
+			{"next one 10 ms later", tx(10 * time.Millisecond), true, true},
+			{"a keepalive meanwhile", keepalive, true, false},
+			{"the deadline ends it", deadline, false, false},
+			{"the next transaction lingers again", tx(time.Millisecond), true, true},
+			{"a transaction's Begin ends it", func(p *readPacer, s *state) { s.sock += 50; p.received(50, t0.Add(s.at), false); p.transaction(true) }, false, false},
+		}},
+		{"something already waits", linger, []step{
+			{"first", tx(time.Second), false, false},
+			{"a keepalive queued: lingers", func(p *readPacer, s *state) { s.queued = keepaliveBytes; tx(time.Millisecond)(p, s) }, true, true},
+			{"deadline", deadline, false, false},
+			{"more than a keepalive queued", func(p *readPacer, s *state) { queue(keepaliveBytes+1)(p, s); tx(time.Millisecond)(p, s) }, false, false},
+			{"read ahead by pgconn", func(p *readPacer, s *state) { s.queued, s.ahead = 0, 51; tx(time.Millisecond)(p, s) }, false, false},
+		}},
+		{"off", 0, []step{
+			{"first", tx(time.Second), false, false},
+			{"next one a millisecond later", tx(time.Millisecond), false, false},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := state{sock: 100} // read before the stream
+			p := &readPacer{lowat: 1, rateLowat: 1, setLowat: func(int) error { return nil }, linger: tt.linger,
+				socketRead: func() int64 { return s.sock + s.ahead },
+				queued:     func() int { return s.queued }}
+			p.windowStart = t0
+			for _, st := range tt.steps {
+				st.do(p, &s)
+				started := p.lingerStarted()
+				lingering := p.lowat == pacerMaxLowat && p.wait() == tt.linger && tt.linger > 0
+				if lingering != st.lingering || started != st.started {
+					t.Fatalf("%s: lingering %v (mark %d, wait %v), started %v; want %v, %v", st.name, lingering, p.lowat, p.wait(), started, st.lingering, st.started)
+				}
+				if p.lingerStarted() {
+					t.Fatalf("%s: lingerStarted reported the same linger twice", st.name)
+				}
 			}
 		})
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/publish"
@@ -255,6 +256,14 @@ func flags() []flagSpec {
 			bind: duration(func(c *Config) *time.Duration { return &c.Stream.StatusInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.StatusInterval })},
 		{name: "idle-wait", group: GroupStream, usage: "longest the reader sleeps when nothing is due: no message, every transaction received confirmed (until then it wakes every 100 ms), no status on schedule. It bounds how late an idle stream checks --server-timeout; shorter wakes outboxd more often when idle",
 			bind: duration(func(c *Config) *time.Duration { return &c.Stream.IdleWait }), check: positive(func(c *Config) time.Duration { return c.Stream.IdleWait })},
+		{name: "read-linger", group: GroupStream, usage: "trade latency for CPU at steady rates: after a transaction that came less than this after the one before, with nothing else yet to read, wait up to this long and read what came meanwhile in one go (one wake-up, one produce request). Adds up to this much to each event's latency; an idle stream is read at once. 0 (default): off. At most " + cdc.MaxReadLinger.String() + "; plain TCP on Linux only",
+			bind: duration(func(c *Config) *time.Duration { return &c.Stream.ReadLinger }),
+			check: func(c *Config) string {
+				if v := c.Stream.ReadLinger; v < 0 || v > cdc.MaxReadLinger {
+					return "must be between 0 and " + cdc.MaxReadLinger.String()
+				}
+				return ""
+			}},
 		{name: "server-timeout", group: GroupStream,
 			usage: "how long PostgreSQL may stay silent on the replication connection (a status after --status-interval of silence asks it for a reply), and how long setting a session up may take, before the connection is taken for broken and replaced: a network partition or a half-open TCP connection never errors by itself. Keep it above the server's wal_sender_timeout/2 plus --status-interval (a walsender replaying a long transaction of unpublished changes answers only that often; a warning says so); must exceed --status-interval",
 			bind:  duration(func(c *Config) *time.Duration { return &c.Stream.ServerTimeout }),
