@@ -53,7 +53,8 @@ func (e *env) startDebezium(ctx context.Context, db, slot, prefix, profile strin
 }
 
 // runDebezium times the drain until every event is in the routed topic;
-// memory and CPU come from /proc (the JVM is not our child). With
+// memory comes from /proc and CPU from its CPU-time clock (the JVM is not
+// our child). With
 // exactlyOnce, the end offsets also count the transactions' commit markers:
 // once they reach the backlog, a read_committed consumer counts the records
 // themselves and the drain ends when it has them all.

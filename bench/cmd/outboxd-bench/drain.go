@@ -353,16 +353,20 @@ var codecSystems = []string{"outboxd-none", "outboxd-gzip", "outboxd-lz4", "outb
 
 // isOutboxd reports whether sys is an outboxd binary, whatever its flags.
 func isOutboxd(sys string) bool {
-	return sys == "outboxd" || sys == "outboxd-baseline" || sys == "outboxd-eos" || slices.Contains(codecSystems, sys)
+	return sys == "outboxd" || sys == "outboxd-baseline" || sys == "outboxd-eos" || sys == "outboxd-linger" || slices.Contains(codecSystems, sys)
 }
 
 // outboxdArgs are the flags that make sys what it is: "outboxd-eos" is the
 // same binary as "outboxd" with --delivery exactly-once (defaults
-// otherwise: a Kafka transaction every 100 ms); "outboxd-zstd" and the
-// other codec systems are outboxd with that --compression.
-func outboxdArgs(sys string) []string {
-	if sys == "outboxd-eos" {
+// otherwise: a Kafka transaction every 100 ms); "outboxd-linger" is outboxd
+// with --read-linger (-read-linger); "outboxd-zstd" and the other codec
+// systems are outboxd with that --compression.
+func (e *env) outboxdArgs(sys string) []string {
+	switch sys {
+	case "outboxd-eos":
 		return []string{"--delivery", "exactly-once"}
+	case "outboxd-linger":
+		return []string{"--read-linger", e.o.readLinger.String()}
 	}
 	if slices.Contains(codecSystems, sys) {
 		return []string{"--compression", strings.TrimPrefix(sys, "outboxd-")}
@@ -396,7 +400,7 @@ func (e *env) runOutboxd(ctx context.Context, sys, db, slot string, target int64
 		return usage{}, "", err
 	}
 	cmd := exec.Command(e.outboxdBinary(sys), append([]string{"run", "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--slot", slot,
-		"--metrics-addr", addr, "--pprof", "--log-level", "warn"}, outboxdArgs(sys)...)...)
+		"--metrics-addr", addr, "--pprof", "--log-level", "warn"}, e.outboxdArgs(sys)...)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return usage{}, "", err

@@ -246,7 +246,7 @@ func (e *env) startSteady(ctx context.Context, sys string, warmRate int) (_ *ste
 		}
 		s.metricsAddr = addr
 		cmd := exec.Command(e.outboxdBinary(sys), append([]string{"run", "--database-url", e.dbURL(s.db), "--brokers", e.kafka.Addr, "--slot", slot, "--log-level", "warn",
-			"--metrics-addr", addr, "--pprof"}, outboxdArgs(sys)...)...)
+			"--metrics-addr", addr, "--pprof"}, e.outboxdArgs(sys)...)...)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			return nil, err

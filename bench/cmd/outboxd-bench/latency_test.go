@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -98,10 +99,33 @@ func TestLatencyGroups(t *testing.T) {
 		{[]string{"pg_recvlogical", "outboxd", "outboxd-baseline", "relay"}, [][]string{{"outboxd", "outboxd-baseline"}, {"relay"}}},
 		{[]string{"outboxd-baseline", "debezium", "outboxd"}, [][]string{{"debezium"}, {"outboxd", "outboxd-baseline"}}},
 		{[]string{"outboxd-baseline"}, [][]string{{"outboxd-baseline"}}},
+		{[]string{"outboxd-linger", "outboxd", "relay"}, [][]string{{"outboxd", "outboxd-linger"}, {"relay"}}},
+		{[]string{"outboxd-linger", "outboxd", "outboxd-baseline"}, [][]string{{"outboxd", "outboxd-baseline", "outboxd-linger"}}},
+		{[]string{"outboxd-linger"}, [][]string{{"outboxd-linger"}}},
 	}
 	for _, tt := range tests {
 		if got := latencyGroups(tt.systems); !slices.EqualFunc(got, tt.want, slices.Equal) {
 			t.Errorf("latencyGroups(%v) = %v, want %v", tt.systems, got, tt.want)
 		}
+	}
+}
+
+// The read linger's trade is reported per rate measured for both systems:
+// outboxd-linger's CPU per event over outboxd's, beside both latencies.
+func TestLingerTrade(t *testing.T) {
+	sum := func(sys string, rate int, cpu, p50, p99 float64) latencySummary {
+		return latencySummary{latencyResult: latencyResult{System: sys, TargetRate: rate, P50ms: p50, P99ms: p99},
+			PublisherCPUMedianUs: cpu, P99MinMs: p99 - 1, P99MaxMs: p99 + 1}
+	}
+	got := lingerTrade([]latencySummary{
+		sum("outboxd", 1000, 30, 1.5, 6), sum("outboxd-linger", 1000, 15, 9, 20),
+		sum("outboxd", 5000, 20, 1.4, 5),
+		sum("outboxd-linger", 10000, 9, 8, 14),
+	})
+	want := map[string]string{
+		"read linger at 1000 events/s: outboxd-linger over outboxd": "CPU per event 0.50 x (15.0 against 30.0 µs), p50 9.0 against 1.5 ms (the runs of median p99), p99 20.0 (19.0-21.0) against 6.0 (5.0-7.0) ms",
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("lingerTrade = %v, want %v", got, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -27,9 +28,10 @@ func main() {
 	flag.StringVar(&o.debezium, "debezium", "bench/debezium/run.sh", "Debezium launcher script (empty: skip Debezium)")
 	flag.IntVar(&o.events, "events", 1_000_000, "backlog size for the drain")
 	flag.IntVar(&o.reps, "reps", 5, "drain repetitions per system (the median is reported)")
-	flag.StringVar(&o.systems, "systems", "pg_recvlogical,outboxd,outboxd-eos,debezium,debezium-eos,relay", "systems to measure (outboxd-eos: outboxd with --delivery exactly-once; outboxd-none, -gzip, -lz4, -zstd: outboxd with that --compression; debezium-eos: Debezium on a distributed Connect worker with exactly-once source support, KIP-618)")
+	flag.StringVar(&o.systems, "systems", "pg_recvlogical,outboxd,outboxd-eos,debezium,debezium-eos,relay", "systems to measure (outboxd-eos: outboxd with --delivery exactly-once; outboxd-linger: outboxd with --read-linger (-read-linger), its steady runs interleaved with outboxd's; outboxd-none, -gzip, -lz4, -zstd: outboxd with that --compression; debezium-eos: Debezium on a distributed Connect worker with exactly-once source support, KIP-618)")
 	flag.StringVar(&o.rates, "rates", "1000,5000,10000,20000,40000", "steady write rates, events/s, for the latency runs (empty: drains only)")
 	flag.DurationVar(&o.rateDuration, "rate-duration", 10e9, "how long each steady rate is written")
+	flag.DurationVar(&o.readLinger, "read-linger", 10*time.Millisecond, "outboxd-linger's --read-linger")
 	flag.IntVar(&o.latencyReps, "latency-reps", 5, "repetitions of each steady rate (the run with the median p99 is reported)")
 	flag.StringVar(&o.out, "out", "docs/bench", "output directory")
 	flag.BoolVar(&o.perf, "perf", true, "record the walsender with perf during each system's first drain (skipped without perf)")

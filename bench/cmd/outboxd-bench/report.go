@@ -122,6 +122,9 @@ func targets(r Results) map[string]string {
 				verdict(l.PublisherCPUMedianUs <= 10), l.PublisherCPUMedianUs, l.Runs, l.PublisherCPUMinUs, l.PublisherCPUMaxUs, floor)
 		}
 	}
+	for k, v := range lingerTrade(r.LatencySum) {
+		t[k] = v
+	}
 	if rss := s["outboxd"].PeakRSSBytes; rss > 0 {
 		t["peak RSS <= 64 MB during the drain"] = fmt.Sprintf("%s: %.1f MiB", verdict(rss <= 64<<20), float64(rss)/(1<<20))
 	}
@@ -129,6 +132,30 @@ func targets(r Results) map[string]string {
 		if strings.HasPrefix(m, "BenchmarkDecodeInsert") {
 			t["decode allocates nothing per column beyond the record"] = "see micro-benchmark: " + m
 		}
+	}
+	return t
+}
+
+// lingerTrade is what --read-linger bought and cost at each steady rate
+// measured for both: outboxd-linger's CPU per event as a ratio to
+// outboxd's, and both latencies.
+func lingerTrade(sum []latencySummary) map[string]string {
+	plain := map[int]latencySummary{}
+	for _, l := range sum {
+		if l.System == "outboxd" {
+			plain[l.TargetRate] = l
+		}
+	}
+	t := map[string]string{}
+	for _, l := range sum {
+		p, ok := plain[l.TargetRate]
+		if l.System != "outboxd-linger" || !ok || p.PublisherCPUMedianUs <= 0 {
+			continue
+		}
+		t[fmt.Sprintf("read linger at %d events/s: outboxd-linger over outboxd", l.TargetRate)] = fmt.Sprintf(
+			"CPU per event %.2f x (%.1f against %.1f µs), p50 %.1f against %.1f ms (the runs of median p99), p99 %.1f (%.1f-%.1f) against %.1f (%.1f-%.1f) ms",
+			l.PublisherCPUMedianUs/p.PublisherCPUMedianUs, l.PublisherCPUMedianUs, p.PublisherCPUMedianUs,
+			l.P50ms, p.P50ms, l.P99ms, l.P99MinMs, l.P99MaxMs, p.P99ms, p.P99MinMs, p.P99MaxMs)
 	}
 	return t
 }
@@ -209,7 +236,7 @@ type row struct {
 func view(r Results) map[string]any {
 	var rows []row
 	order := append([]string{"pg_recvlogical", "outboxd"}, codecSystems...)
-	order = append(order, "outboxd-eos", "outboxd-baseline", "debezium", "debezium-eos", "relay")
+	order = append(order, "outboxd-eos", "outboxd-baseline", "outboxd-linger", "debezium", "debezium-eos", "relay")
 	for _, sys := range order {
 		s, ok := r.Summary[sys]
 		if !ok || s.Reps == 0 {
@@ -357,8 +384,9 @@ target rate on this machine (whatever the system under test).
 {{end}}
 ### CPU per event at steady rates
 
-The same runs, CPU time per delivered event over each run (read from
-/proc at its start and end): "publisher" is the system's own process
+The same runs, CPU time per delivered event over each run (each
+process's CPU-time clock, which the scheduler keeps to the nanosecond,
+read at the run's start and end): "publisher" is the system's own process
 (outboxd, Debezium's JVM, the relay); "server" is the PostgreSQL
 processes working for it: the slot's walsender for outboxd and Debezium,
 the relay's own backends (its SELECT ... FOR UPDATE and UPDATE) for the
@@ -488,11 +516,12 @@ Highest rate sustained (every event delivered, median p99 under 1 s):
   and franz-go's goroutines handing each over; decoding is a small share.
   The steady profiles (outboxd-steady-*.pprof, one extra run per rate)
   show where the process's own samples go; they see only part of what
-  /proc counts, the rest being the wake-ups' kernel and hypervisor time
+  its CPU clock counts, the rest being the wake-ups' kernel and hypervisor time
   outside the process's threads. Fewer wake-ups
   and requests per event need several transactions per produce request,
   which at 1,000-5,000 events/s means waiting for them (milliseconds to
-  tens of milliseconds), which outboxd does not do. Latency: the stage
+  tens of milliseconds), which outboxd does only when told to
+  (--read-linger: outboxd-linger where it was measured). Latency: the stage
   table splits outboxd's: commit to the walsender's send is PostgreSQL's
   (the WAL flush, the walsender's wake-up), handed to the producer to
   Kafka's acknowledgment is the broker's and the producer's, whose p99 the
@@ -585,8 +614,8 @@ func chart(r Results) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="900" height="420" font-family="sans-serif" font-size="12">`+"\n")
 	fmt.Fprintf(&b, `<text x="20" y="24" font-size="15">Backlog drain, events/s (median)</text>`+"\n")
-	order := []string{"pg_recvlogical", "outboxd", "outboxd-eos", "outboxd-baseline", "debezium", "debezium-eos", "relay"}
-	colors := map[string]string{"pg_recvlogical": "#888", "outboxd": "#2a7", "outboxd-eos": "#175", "outboxd-baseline": "#9c9",
+	order := []string{"pg_recvlogical", "outboxd", "outboxd-eos", "outboxd-baseline", "outboxd-linger", "debezium", "debezium-eos", "relay"}
+	colors := map[string]string{"pg_recvlogical": "#888", "outboxd": "#2a7", "outboxd-eos": "#175", "outboxd-baseline": "#9c9", "outboxd-linger": "#5b8",
 		"debezium": "#c63", "debezium-eos": "#933", "relay": "#36c"}
 	maxRate := 1.0
 	for _, s := range r.Summary {

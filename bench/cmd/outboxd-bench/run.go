@@ -22,7 +22,7 @@ type options struct {
 	outboxd, baseline, relay, testbed, debezium string
 	events, reps, latencyReps                   int
 	systems, rates                              string
-	rateDuration                                time.Duration
+	rateDuration, readLinger                    time.Duration
 	out                                         string
 	perf, steadyProfile                         bool
 }
@@ -138,6 +138,9 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return err
 	}
 	systems := strings.Split(o.systems, ",")
+	if slices.Contains(systems, "outboxd-linger") {
+		res.Settings["read_linger"] = o.readLinger.String() + " (outboxd-linger's --read-linger)"
+	}
 	if slices.Contains(systems, "outboxd") {
 		// An untimed, profiled outboxd drain first. It also warms the
 		// broker up for small produce requests: whichever system first sent
@@ -206,17 +209,25 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	return write(o.out, res)
 }
 
-// latencyGroups are the systems' steady-rate runs in order: a before/after
-// (outboxd and outboxd-baseline) as one group, whose runs interleave, every
-// other system alone. pg_recvlogical has none.
+// latencyGroups are the systems' steady-rate runs in order: outboxd and
+// what it is compared with (outboxd-baseline, an earlier build;
+// outboxd-linger, outboxd with --read-linger) as one group, whose runs
+// interleave, every other system alone. pg_recvlogical has none.
 func latencyGroups(systems []string) [][]string {
 	var groups [][]string
-	pair := slices.Contains(systems, "outboxd") && slices.Contains(systems, "outboxd-baseline")
+	var compared []string
+	if slices.Contains(systems, "outboxd") {
+		for _, sys := range []string{"outboxd-baseline", "outboxd-linger"} {
+			if slices.Contains(systems, sys) {
+				compared = append(compared, sys)
+			}
+		}
+	}
 	for _, sys := range systems {
 		switch {
-		case sys == "pg_recvlogical" || pair && sys == "outboxd-baseline":
-		case pair && sys == "outboxd":
-			groups = append(groups, []string{"outboxd", "outboxd-baseline"})
+		case sys == "pg_recvlogical" || slices.Contains(compared, sys):
+		case sys == "outboxd" && len(compared) > 0:
+			groups = append(groups, append([]string{"outboxd"}, compared...))
 		default:
 			groups = append(groups, []string{sys})
 		}
