@@ -199,10 +199,10 @@ func TestReadPacerExpectedRest(t *testing.T) {
 }
 
 // The read linger: at a Commit that came less than the linger after the one
-// before, with at most a keepalive left to read, the mark goes to its cap
+// before, in a stream fast enough to bring lingerMinTx transactions per
+// linger, with at most a keepalive left to read, the mark goes to its cap
 // for the linger; a keepalive read meanwhile leaves it, any other message
-// or the deadline ends it, and a stream slower than the linger is read at
-// once.
+// or the deadline ends it, and a slower or bursty stream is read at once.
 func TestReadPacerLinger(t *testing.T) {
 	const linger = 20 * time.Millisecond
 	t0 := time.Unix(0, 0)
@@ -219,7 +219,7 @@ func TestReadPacerLinger(t *testing.T) {
 		lingering bool
 		started   bool // lingerStarted reports a new linger
 	}
-	// tx reads a transaction (Begin, one insert, Commit) received at s.at.
+	// tx reads a transaction (Begin, one insert, Commit) gap after the last.
 	tx := func(gap time.Duration) func(p *readPacer, s *state) {
 		return func(p *readPacer, s *state) {
 			s.at += gap
@@ -230,36 +230,62 @@ func TestReadPacerLinger(t *testing.T) {
 			}
 		}
 	}
+	// steady reads n transactions gap apart.
+	steady := func(n int, gap time.Duration) func(p *readPacer, s *state) {
+		return func(p *readPacer, s *state) {
+			for range n {
+				tx(gap)(p, s)
+			}
+		}
+	}
+	// bursts reads n bursts of four transactions a millisecond apart, the
+	// bursts 400 ms apart: 10 transactions a second, some close together.
+	bursts := func(n int) func(p *readPacer, s *state) {
+		return func(p *readPacer, s *state) {
+			for range n {
+				tx(400*time.Millisecond)(p, s)
+				steady(3, time.Millisecond)(p, s)
+			}
+		}
+	}
+	fast := steady(300, time.Millisecond) // 1,000 transactions a second: 20 per linger
 	keepalive := func(p *readPacer, s *state) {
 		s.sock += keepaliveBytes
 		p.received(keepaliveBytes, t0.Add(s.at), true)
 	}
 	deadline := func(p *readPacer, _ *state) { p.renewed(); p.timedOut() }
-	queue := func(n int) func(p *readPacer, s *state) { return func(_ *readPacer, s *state) { s.queued = n } }
 	tests := []struct {
 		name   string
 		linger time.Duration
 		steps  []step
 	}{
 		{"steady stream", linger, []step{
-			{"first transaction: no earlier one", tx(time.Second), false, false},
-			{"next one a linger later: idle, read at once", tx(linger), false, false},
-			{"next one 10 ms later", tx(10 * time.Millisecond), true, true},
+			{"first transactions: no rate yet", steady(2, time.Millisecond), false, false},
+			{"a fast stream", fast, true, true},
 			{"a keepalive meanwhile", keepalive, true, false},
 			{"the deadline ends it", deadline, false, false},
 			{"the next transaction lingers again", tx(time.Millisecond), true, true},
 			{"a transaction's Begin ends it", func(p *readPacer, s *state) { s.sock += 50; p.received(50, t0.Add(s.at), false); p.transaction(true) }, false, false},
+			{"its Commit lingers again", func(p *readPacer, s *state) { s.sock += 30; p.received(30, t0.Add(s.at), false); p.transaction(false) }, true, true},
+			{"deadline", deadline, false, false},
+			{"a transaction a linger after the last: read at once", tx(linger), false, false},
+		}},
+		{"slow stream", linger, []step{
+			{"a transaction every 10 ms: 2 per linger", steady(50, 10*time.Millisecond), false, false},
+		}},
+		{"bursty slow stream", linger, []step{
+			{"bursts of four", bursts(5), false, false},
 		}},
 		{"something already waits", linger, []step{
-			{"first", tx(time.Second), false, false},
-			{"a keepalive queued: lingers", func(p *readPacer, s *state) { s.queued = keepaliveBytes; tx(time.Millisecond)(p, s) }, true, true},
+			{"a fast stream", fast, true, true},
 			{"deadline", deadline, false, false},
-			{"more than a keepalive queued", func(p *readPacer, s *state) { queue(keepaliveBytes+1)(p, s); tx(time.Millisecond)(p, s) }, false, false},
+			{"a keepalive queued: lingers", func(p *readPacer, s *state) { s.queued = keepaliveBytes; tx(time.Millisecond)(p, s) }, true, true},
+			{"deadline again", deadline, false, false},
+			{"more than a keepalive queued", func(p *readPacer, s *state) { s.queued = keepaliveBytes + 1; tx(time.Millisecond)(p, s) }, false, false},
 			{"read ahead by pgconn", func(p *readPacer, s *state) { s.queued, s.ahead = 0, 51; tx(time.Millisecond)(p, s) }, false, false},
 		}},
 		{"off", 0, []step{
-			{"first", tx(time.Second), false, false},
-			{"next one a millisecond later", tx(time.Millisecond), false, false},
+			{"a fast stream", fast, false, false},
 		}},
 	}
 	for _, tt := range tests {
