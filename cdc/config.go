@@ -67,13 +67,14 @@ type Config struct {
 	IdleWait time.Duration
 	// ReadLinger trades latency for CPU at steady rates: after a
 	// transaction that came less than ReadLinger after the one before,
-	// with nothing else yet to read, the reader sleeps up to ReadLinger
-	// (waking early only for 64 KiB) and then reads, and publishes,
-	// what came meanwhile in one go. It adds up to ReadLinger to an
-	// event's latency, and to how late a transaction is confirmed; an idle
-	// stream (transactions further apart) is read at once. Default 0: off,
-	// each transaction is read as it arrives. At most MaxReadLinger. Only
-	// plain TCP connections on Linux linger (not TLS, not Unix sockets).
+	// while transactions come fast enough that at least four are expected
+	// per ReadLinger, with nothing else yet to read, the reader sleeps up
+	// to ReadLinger (waking early only for 64 KiB) and then reads, and
+	// publishes, what came meanwhile in one go. It adds up to ReadLinger
+	// to an event's latency, and to how late a transaction is confirmed;
+	// a slower stream is read as it arrives. Default 0: off. At most
+	// MaxReadLinger. Only plain TCP connections on Linux linger (not TLS,
+	// not Unix sockets).
 	ReadLinger time.Duration
 	// ShutdownTimeout bounds the drain after Run's context ends: finishing
 	// the open transaction, waiting for Kafka's acknowledgments, sending the

@@ -21,11 +21,25 @@ import (
 )
 
 // TestConcurrentWritersPublishedOnceInCommitOrder: every committed row once,
-// no rolled-back row, per-aggregate commit order, and the record contract.
+// no rolled-back row, per-aggregate commit order, and the record contract;
+// also with --read-linger, which holds back reads while writers commit
+// back to back.
 func TestConcurrentWritersPublishedOnceInCommitOrder(t *testing.T) {
 	t.Parallel()
+	for name, cfg := range map[string]cdc.Config{
+		"default":     {},
+		"read linger": {ReadLinger: 20 * time.Millisecond},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			concurrentWritersPublishedOnceInCommitOrder(t, cfg)
+		})
+	}
+}
+
+func concurrentWritersPublishedOnceInCommitOrder(t *testing.T, cfg cdc.Config) {
 	b := newBed(t, "", nil)
-	r := b.start(cdc.Config{})
+	r := b.start(cfg)
 	ctx := t.Context()
 
 	const writers, txPerWriter = 4, 40
@@ -141,6 +155,9 @@ func TestConcurrentWritersPublishedOnceInCommitOrder(t *testing.T) {
 	if len(seen) != len(committed) {
 		t.Errorf("published %d distinct committed rows, want %d", len(seen), len(committed))
 	}
+	// The last transaction is confirmed too: a linger after it ends.
+	end := b.currentLSN(t)
+	testenv.Eventually(t, 30*time.Second, "the last transaction confirmed", func() bool { return b.confirmed(t) >= end })
 	if err := r.stop(); err != nil {
 		t.Fatalf("graceful stop: %v", err)
 	}

@@ -256,7 +256,7 @@ func flags() []flagSpec {
 			bind: duration(func(c *Config) *time.Duration { return &c.Stream.StatusInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.StatusInterval })},
 		{name: "idle-wait", group: GroupStream, usage: "longest the reader sleeps when nothing is due: no message, every transaction received confirmed (until then it wakes every 100 ms), no status on schedule. It bounds how late an idle stream checks --server-timeout; shorter wakes outboxd more often when idle",
 			bind: duration(func(c *Config) *time.Duration { return &c.Stream.IdleWait }), check: positive(func(c *Config) time.Duration { return c.Stream.IdleWait })},
-		{name: "read-linger", group: GroupStream, usage: "trade latency for CPU at steady rates: after a transaction that came less than this after the one before, with nothing else yet to read, wait up to this long and read what came meanwhile in one go (one wake-up, one produce request). Adds up to this much to each event's latency; an idle stream is read at once. 0 (default): off. At most " + cdc.MaxReadLinger.String() + "; plain TCP on Linux only",
+		{name: "read-linger", group: GroupStream, usage: "trade latency for CPU at steady rates: while transactions come fast enough that at least four are expected within this time, wait up to this long after each and read what came meanwhile in one go (one wake-up, one produce request). Adds up to this much to each event's latency; a slower stream is read as it arrives. 0 (default): off. At most " + cdc.MaxReadLinger.String() + "; plain TCP on Linux only",
 			bind: duration(func(c *Config) *time.Duration { return &c.Stream.ReadLinger }),
 			check: func(c *Config) string {
 				if v := c.Stream.ReadLinger; v < 0 || v > cdc.MaxReadLinger {
