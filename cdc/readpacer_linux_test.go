@@ -10,16 +10,7 @@ import (
 // lowatSetter must reach the TCP socket, also through a wrapper with
 // NetConn (how TLS connections come), and leave non-TCP connections alone.
 func TestLowatSetterLinux(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	c, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c, _ := tcpPair(t)
 
 	for _, conn := range []net.Conn{c, wrapped{c}} {
 		set := lowatSetter(conn)
@@ -56,21 +47,7 @@ func TestLowatSetterLinux(t *testing.T) {
 // read linger starts only when it is at most a keepalive), through a
 // wrapper too, and is nil for a connection without a TCP socket.
 func TestQueuedGetterLinux(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	c, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	peer, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { peer.Close() })
+	c, peer := tcpPair(t)
 
 	queued := queuedGetter(wrapped{c})
 	if queued == nil {
@@ -101,6 +78,28 @@ func TestQueuedGetterLinux(t *testing.T) {
 	if queuedGetter(a) != nil {
 		t.Error("a getter for a non-TCP connection")
 	}
+}
+
+// tcpPair is a connected pair of loopback TCP connections, closed at the
+// test's end.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	client, err = net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server, err = l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	return client, server
 }
 
 type wrapped struct{ net.Conn }
