@@ -56,11 +56,12 @@ import (
 // steady rates: after a Commit that came less than the linger after the
 // one before, while transactions come fast enough that at least
 // lingerMinTx are expected per linger, with nothing but a keepalive left
-// to read, the mark goes to pacerMaxLowat for the linger, so that the transactions arriving
-// meanwhile are read, and published, in one wake-up. A keepalive read
+// to read, the mark goes to pacerMaxLowat for the linger, so that the
+// transactions arriving meanwhile are read, and published, in one
+// wake-up. A keepalive read
 // meanwhile does not end it; any other message, or the linger's end, does.
 // An idle stream (a Commit longer than the linger after the one before)
-// is read at once as before. It needs the count of the stream's own bytes
+// or a slow one is read at once as before. It needs the count of the stream's own bytes
 // (not under TLS) and the socket's queue (Linux): without them it is off.
 //
 // Only TCP connections on Linux are paced; elsewhere setLowat is nil and the

@@ -34,8 +34,8 @@ func lowatSetter(c net.Conn) func(int) error {
 }
 
 // queuedGetter returns a function reporting how many bytes wait in c's TCP
-// receive queue (SIOCINQ, which is TIOCINQ), or nil when c is not TCP. An error reads as a
-// full queue: the linger it decides is then skipped.
+// receive queue (SIOCINQ, which is TIOCINQ), or nil when c is not TCP. An
+// error reads as a full queue: the linger it decides is then skipped.
 func queuedGetter(c net.Conn) func() int {
 	rc := tcpRawConn(c)
 	if rc == nil {
