@@ -39,6 +39,7 @@ func main() {
 	render := flag.Bool("render", false, "only re-render README.md and chart.svg from the output directory's results.json")
 	floorsOnly := flag.Bool("floors", false, "only measure the wake-up floors again (no servers needed) at -rates into the output directory's results.json, noting when, and re-render")
 	flag.Parse()
+	o.args = os.Args[1:]
 	if strings.Contains(o.systems, "outboxd-baseline") && o.baseline == "" {
 		fmt.Fprintln(os.Stderr, "outboxd-bench: system outboxd-baseline needs -baseline BINARY")
 		os.Exit(2)

@@ -24,6 +24,7 @@ type options struct {
 	systems, rates                              string
 	rateDuration, readLinger                    time.Duration
 	out                                         string
+	args                                        []string // the command line's flags, for the report
 	perf, steadyProfile                         bool
 }
 
@@ -70,6 +71,7 @@ type drainResult struct {
 // Results is results.json.
 type Results struct {
 	Date       string                    `json:"date"`
+	Args       []string                  `json:"args,omitempty"` // outboxd-bench's flags in this run
 	Machine    map[string]string         `json:"machine"`
 	Settings   map[string]string         `json:"settings"`
 	Drains     []drainResult             `json:"drains"`
@@ -129,6 +131,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	res := Results{
 		Date:    time.Now().UTC().Format(time.RFC3339),
+		Args:    o.args,
 		Machine: machine(),
 		Settings: map[string]string{"events": strconv.Itoa(o.events), "reps": strconv.Itoa(o.reps), "transaction_size": "10", "payload": "jsonb {\"n\": N, \"pad\": 200 x} (about 230 bytes with the key)", "partitions": "6",
 			"postgres": "15, fsync=on, full_page_writes=on, synchronous_commit=on (the backlog writer alone uses synchronous_commit=off)", "kafka": "4.1.1 single node KRaft, acks=all"},
