@@ -22,13 +22,14 @@ import (
 
 // TestConcurrentWritersPublishedOnceInCommitOrder: every committed row once,
 // no rolled-back row, per-aggregate commit order, and the record contract;
-// also with --read-linger, which holds back reads while writers commit
-// back to back.
+// also with --read-linger (the command's default, and 20 ms), which holds
+// back reads while writers commit back to back.
 func TestConcurrentWritersPublishedOnceInCommitOrder(t *testing.T) {
 	t.Parallel()
 	for name, cfg := range map[string]cdc.Config{
-		"default":     {},
-		"read linger": {ReadLinger: 20 * time.Millisecond},
+		"no linger":      {},
+		"default linger": {ReadLinger: cdc.DefaultReadLinger},
+		"read linger":    {ReadLinger: 20 * time.Millisecond},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

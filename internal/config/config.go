@@ -125,10 +125,12 @@ func (c *Config) ApplyLayout(fs *flag.FlagSet) {
 	}
 }
 
-// Default returns the defaults of every option: the components' own.
+// Default returns the defaults of every option: the components' own, and
+// the command's read linger (cdc.DefaultReadLinger; the library's zero
+// value is off).
 func Default() Config {
 	return Config{
-		Stream:   cdc.Config{}.WithDefaults(),
+		Stream:   cdc.Config{ReadLinger: cdc.DefaultReadLinger}.WithDefaults(),
 		Pump:     pump.Config{}.WithDefaults(),
 		Kafka:    publish.Config{}.WithDefaults(),
 		Delivery: DeliveryAtLeastOnce,

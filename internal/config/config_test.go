@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outboxd/cdc"
 )
 
 // TestDescribeDatabase pins the bug where a URL that url.Parse refused
@@ -124,6 +126,43 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("Validate error lacks %q:\n%v", w, err)
 				}
+			}
+		})
+	}
+}
+
+// TestReadLingerDefaultAndOff: the command lingers by default, and 0 (as
+// a flag or in the environment) turns it off rather than falling back to
+// the default.
+func TestReadLingerDefaultAndOff(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want time.Duration
+	}{
+		{"default", nil, nil, cdc.DefaultReadLinger},
+		{"off by flag", []string{"--read-linger", "0"}, nil, 0},
+		{"off by environment", nil, map[string]string{"OUTBOXD_READ_LINGER": "0s"}, 0},
+		{"set", []string{"--read-linger", "20ms"}, nil, 20 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := Default()
+			fs := flag.NewFlagSet("run", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			c.Register(fs, GroupDatabase, GroupStream, GroupKafka)
+			args := append([]string{"--database-url", "postgres://h/db", "--brokers", "a:1"}, tt.args...)
+			if err := Parse(fs, args, func(k string) string { return tt.env[k] }); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Validate(fs); err != nil {
+				t.Fatalf("Validate = %v", err)
+			}
+			if c.Stream.ReadLinger != tt.want {
+				t.Errorf("read linger %s, want %s", c.Stream.ReadLinger, tt.want)
 			}
 		})
 	}

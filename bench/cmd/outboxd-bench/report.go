@@ -535,8 +535,9 @@ Highest rate sustained (every event delivered, median p99 under 1 s):
   outside the process's threads. Fewer wake-ups
   and requests per event need several transactions per produce request,
   which at 1,000-5,000 events/s means waiting for them (milliseconds to
-  tens of milliseconds), which outboxd does only when told to
-  (--read-linger: outboxd-linger where it was measured). Latency: the stage
+  tens of milliseconds); outboxd's --read-linger (5 ms by default) waits
+  only where four transactions are expected within it, from 800 a second
+  (outboxd-linger: another linger, where it was measured). Latency: the stage
   table splits outboxd's: commit to the walsender's send is PostgreSQL's
   (the WAL flush, the walsender's wake-up), handed to the producer to
   Kafka's acknowledgment is the broker's and the producer's, whose p99 the
