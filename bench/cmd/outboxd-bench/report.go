@@ -466,10 +466,11 @@ transaction rate, each when a 100-byte message arrives on a TCP socket
 (read raw, as outboxd reads), with nothing to decode. Its acknowledgment
 latency (handed over to acknowledged) is the broker's and the producer's
 share of any Kafka publisher's end-to-end latency here. Its CPU per event
-is not a floor under outboxd's: it measures its own latencies, builds
-every record and its callback afresh, and cost more than outboxd in all
-in recorded runs; it shows what franz-go's produce path costs with one
-request per transaction and nothing else to do.
+is not a floor under outboxd's: it measures its own latencies and
+builds every record and its callback afresh (in the recorded runs it
+cost more than outboxd at some rates and less at others); it shows what
+franz-go's produce path costs with one request per transaction and
+nothing else to do.
 Median over {{(index .R.ProduceFloors 0).Runs}} runs per rate, range in brackets.
 
 | events/s | producer alone, CPU µs/event | outboxd, CPU µs/event | ack p50 ms | ack p99 ms |
