@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/bench/internal/cmdline"
 )
 
 type results struct {
@@ -192,7 +194,7 @@ func write(dir string, res results) error {
 		for _, c := range s.Connector {
 			fmt.Fprintf(&b, "    %s\n", c)
 		}
-		fmt.Fprintf(&b, "\noutboxd: `outboxd run %s`\n", strings.Join(quoteArgs(s.Outboxd), " "))
+		fmt.Fprintf(&b, "\noutboxd: `outboxd run %s`\n", cmdline.Join(s.Outboxd))
 		if len(s.Examples)+len(s.Unmatched) > 0 {
 			fmt.Fprintf(&b, "\nDifferences:\n\n")
 			sort.Strings(s.Unmatched)
@@ -213,15 +215,4 @@ func write(dir string, res results) error {
 		fmt.Fprintf(&b, "- duplicates whose topic, key, value, headers or (keyed) partition differ from the first copy: %d\n", h.Differing)
 	}
 	return os.WriteFile(filepath.Join(dir, "README.md"), []byte(b.String()), 0o644)
-}
-
-func quoteArgs(args []string) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if strings.ContainsAny(a, "${} ,") {
-			a = "'" + a + "'"
-		}
-		out[i] = a
-	}
-	return out
 }

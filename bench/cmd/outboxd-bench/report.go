@@ -10,10 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/outboxd/outboxd/bench/internal/cmdline"
 )
 
 // microBenchmarks runs the Go micro-benchmarks of the hot paths.
@@ -320,22 +321,9 @@ func produceRows(r Results) []produceRow {
 	return rows
 }
 
-// joinArgs writes a command line's arguments as a shell would take them
-// back (quoted where empty or spaced).
-func joinArgs(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t\"'") {
-			a = strconv.Quote(a)
-		}
-		q[i] = a
-	}
-	return strings.Join(q, " ")
-}
-
 var readme = template.Must(template.New("readme").Funcs(template.FuncMap{
 	"mul100": func(f float64) float64 { return 100 * f },
-	"join":   joinArgs,
+	"join":   cmdline.Join,
 	// cores: CPU seconds per 100k events at a rate, as cores busy.
 	"cores": func(cpuPer100k, rate float64) float64 { return cpuPer100k * rate / 100000 },
 }).Parse(`# Benchmarks: outboxd beside the decoding limit, Debezium and the polling relay
