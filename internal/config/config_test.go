@@ -35,15 +35,24 @@ func TestDescribeDatabase(t *testing.T) {
 	}
 }
 
-func TestConfigDumpRedactsSecrets(t *testing.T) {
-	t.Parallel()
+// parsed is the defaults with groups' flags registered and args parsed,
+// env standing in for the environment; a parse error fails the test.
+func parsed(t *testing.T, args []string, env map[string]string, groups ...Group) (*Config, *flag.FlagSet) {
+	t.Helper()
 	c := Default()
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	c.Register(fs, GroupDatabase, GroupSlot, GroupKafka)
-	if err := Parse(fs, []string{"--database-url", "postgres://app:pg-secret@db/app", "--kafka-sasl-mechanism", "PLAIN",
-		"--kafka-sasl-username", "u", "--kafka-sasl-password", "kafka-secret"}, func(string) string { return "" }); err != nil {
+	fs := flag.NewFlagSet("outboxd", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.Register(fs, groups...)
+	if err := Parse(fs, args, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
+	return &c, fs
+}
+
+func TestConfigDumpRedactsSecrets(t *testing.T) {
+	t.Parallel()
+	_, fs := parsed(t, []string{"--database-url", "postgres://app:pg-secret@db/app", "--kafka-sasl-mechanism", "PLAIN",
+		"--kafka-sasl-username", "u", "--kafka-sasl-password", "kafka-secret"}, nil, GroupDatabase, GroupSlot, GroupKafka)
 	var buf bytes.Buffer
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("starting", "config", Dump(fs))
 	out := buf.String()
@@ -104,14 +113,8 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := Default()
-			fs := flag.NewFlagSet("run", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
 			// Every flag, so a flag without a valid default fails "valid".
-			c.Register(fs, GroupDatabase, GroupTable, GroupShape, GroupPublication, GroupSlot, GroupCreateSlot, GroupBackfill, GroupColumns, GroupStream, GroupPump, GroupKafka, GroupDelivery, GroupOps, GroupLog)
-			if err := Parse(fs, tt.args, func(string) string { return "" }); err != nil {
-				t.Fatal(err)
-			}
+			c, fs := parsed(t, tt.args, nil, GroupDatabase, GroupTable, GroupShape, GroupPublication, GroupSlot, GroupCreateSlot, GroupBackfill, GroupColumns, GroupStream, GroupPump, GroupKafka, GroupDelivery, GroupOps, GroupLog)
 			err := c.Validate(fs)
 			if len(tt.want) == 0 {
 				if err != nil {
@@ -150,14 +153,7 @@ func TestReadLingerDefaultAndOff(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := Default()
-			fs := flag.NewFlagSet("run", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			c.Register(fs, GroupDatabase, GroupStream, GroupKafka)
-			args := append([]string{"--database-url", "postgres://h/db", "--brokers", "a:1"}, tt.args...)
-			if err := Parse(fs, args, func(k string) string { return tt.env[k] }); err != nil {
-				t.Fatal(err)
-			}
+			c, fs := parsed(t, append([]string{"--database-url", "postgres://h/db", "--brokers", "a:1"}, tt.args...), tt.env, GroupDatabase, GroupStream, GroupKafka)
 			if err := c.Validate(fs); err != nil {
 				t.Fatalf("Validate = %v", err)
 			}
@@ -201,13 +197,7 @@ func TestValidatePrune(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := Default()
-			fs := flag.NewFlagSet("prune", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			c.Register(fs, GroupDatabase, GroupTable, GroupSlot, GroupPrune, GroupLog)
-			if err := Parse(fs, append([]string{"--database-url", "postgres://h/db"}, tt.args...), func(string) string { return "" }); err != nil {
-				t.Fatal(err)
-			}
+			c, fs := parsed(t, append([]string{"--database-url", "postgres://h/db"}, tt.args...), nil, GroupDatabase, GroupTable, GroupSlot, GroupPrune, GroupLog)
 			err := c.Validate(fs)
 			if len(tt.want) == 0 {
 				if err != nil || c.Prune.OlderThan != tt.older {
