@@ -127,7 +127,22 @@ const (
 	DefaultReadLinger = 5 * time.Millisecond
 	// MaxReadLinger caps ReadLinger at the reader's confirmation interval.
 	MaxReadLinger = confirmInterval
+	// LingerMinTransactions is how many transactions a read linger must
+	// be expected to bring for it to engage (LingerEngagesFrom).
+	LingerMinTransactions = lingerMinTx
 )
+
+// LingerEngagesFrom is the commit rate, in transactions a second, from
+// which a read linger of d engages (Config.ReadLinger): where at least
+// LingerMinTransactions are expected per linger. 0 when d is not positive
+// (off).
+// For DefaultReadLinger it is 800.
+func LingerEngagesFrom(d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(lingerMinTx) * float64(time.Second) / float64(d)
+}
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {

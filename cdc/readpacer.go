@@ -122,7 +122,7 @@ const (
 	// whether to linger, is revised.
 	pacerTxRateWindow = 200 * time.Millisecond
 	// lingerMinTx is how many transactions a linger must be expected to
-	// bring. Measured with a 20 ms linger (make bench's writers: four,
+	// bring (LingerEngagesFrom). Measured with a 20 ms linger (make bench's writers: four,
 	// each committing on its own schedule), where fewer came (at 100 and
 	// 1,000 events/s: 10 and 100 transactions a second) it cost latency
 	// and did not save CPU; from 5,000 events/s (500 a second, 10 per
@@ -187,7 +187,7 @@ func (p *readPacer) transaction(open bool) {
 // read (else it would hold back a transaction that is already here).
 func (p *readPacer) lingerDue() bool {
 	if p.linger <= 0 || p.queued == nil || p.lastCommit.IsZero() || p.lastAt.Sub(p.lastCommit) >= p.linger ||
-		p.txRate*p.linger.Seconds() < lingerMinTx {
+		p.txRate < LingerEngagesFrom(p.linger) {
 		return false
 	}
 	return p.readAhead()+int64(p.queued()) <= keepaliveBytes

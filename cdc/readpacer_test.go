@@ -249,6 +249,8 @@ func TestReadPacerLinger(t *testing.T) {
 		}
 	}
 	fast := steady(300, time.Millisecond) // 1,000 transactions a second: 20 per linger
+	// gapAt is the gap between transactions that come perSecond a second.
+	gapAt := func(perSecond float64) time.Duration { return time.Duration(float64(time.Second) / perSecond) }
 	keepalive := func(p *readPacer, s *state) {
 		s.sock += keepaliveBytes
 		p.received(keepaliveBytes, t0.Add(s.at), true)
@@ -284,6 +286,15 @@ func TestReadPacerLinger(t *testing.T) {
 			{"more than a keepalive queued", func(p *readPacer, s *state) { s.queued = keepaliveBytes + 1; tx(time.Millisecond)(p, s) }, false, false},
 			{"read ahead by pgconn", func(p *readPacer, s *state) { s.queued, s.ahead = 0, 51; tx(time.Millisecond)(p, s) }, false, false},
 		}},
+		// LingerEngagesFrom states the rule (for --help and the bench
+		// report): a stream a tenth below that rate is read at once, a
+		// tenth above it lingers.
+		{"a tenth below the rate it engages from", linger, []step{
+			{"steady", steady(300, gapAt(0.9*LingerEngagesFrom(linger))), false, false},
+		}},
+		{"a tenth above the rate it engages from", linger, []step{
+			{"steady", steady(300, gapAt(1.1*LingerEngagesFrom(linger))), true, true},
+		}},
 		{"off", 0, []step{
 			{"a fast stream", fast, false, false},
 		}},
@@ -307,5 +318,23 @@ func TestReadPacerLinger(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestLingerEngagesFrom(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		linger time.Duration
+		want   float64
+	}{
+		{DefaultReadLinger, 800},
+		{20 * time.Millisecond, 200},
+		{MaxReadLinger, 40},
+		{0, 0},
+		{-time.Millisecond, 0},
+	} {
+		if got := LingerEngagesFrom(tt.linger); got != tt.want {
+			t.Errorf("LingerEngagesFrom(%v) = %v, want %v", tt.linger, got, tt.want)
+		}
 	}
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/outboxd/outboxd/cdc"
 )
 
 // TestReportNamesItsCommand pins the bug where every report said it was
@@ -30,5 +33,27 @@ func TestReportNamesItsCommand(t *testing.T) {
 				t.Errorf("report does not say %q:\n%.300s", tt.want, b.String())
 			}
 		})
+	}
+}
+
+// Regression: the report wrote out when the command's read linger engages
+// ("5 ms by default ... from 800 a second") instead of taking it from
+// package cdc, so that a change to the default or to the rule left the
+// report saying the old figures.
+func TestReportTakesTheLingerRuleFromCdc(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	r := Results{Date: "2026-12-04T00:00:00Z", ProduceFloors: []produceFloor{{Rate: 1000, Runs: 1}}}
+	if err := readme.Execute(&b, view(r)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("--read-linger (%g ms by default)", cdc.DefaultReadLinger.Seconds()*1000),
+		fmt.Sprintf("where %d transactions are expected", cdc.LingerMinTransactions),
+		fmt.Sprintf("from %.0f a second", cdc.LingerEngagesFrom(cdc.DefaultReadLinger)),
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report does not say %q", want)
+		}
 	}
 }
