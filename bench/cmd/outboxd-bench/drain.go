@@ -27,15 +27,17 @@ import (
 	"github.com/outboxd/outboxd/migrations"
 )
 
-// payloadSQL is the backlog's payload: about 230 bytes with the key.
-const payloadSQL = `jsonb_build_object('n', i*10+g, 'pad', repeat('x', 200))`
+// payloadSQL is the backlog's payload: about 230 bytes with the key. g
+// is the event's number in the backlog, from 1.
+const payloadSQL = `jsonb_build_object('n', g, 'pad', repeat('x', 200))`
 
-// backlogSQL writes n events in 10-row transactions into a table, in the
-// server (a DO block committing every 10 rows).
-func backlogSQL(table, cols, vals string, n int) string {
+// backlogSQL writes n events in transactions of size rows into a table, in
+// the server (a DO block committing every size rows); vals may use g, the
+// event's number from 1.
+func backlogSQL(table, cols, vals string, n, size int) string {
 	return fmt.Sprintf(`DO $$ BEGIN FOR i IN 0..%d LOOP
-		INSERT INTO %s (%s) SELECT %s FROM generate_series(1, 10) g;
-		COMMIT; END LOOP; END $$`, n/10-1, table, cols, vals)
+		INSERT INTO %s (%s) SELECT %s FROM generate_series(i*%d+1, (i+1)*%d) g;
+		COMMIT; END LOOP; END $$`, n/size-1, table, cols, vals, size, size)
 }
 
 // drain prepares a fresh database with the system's table and slot, writes
@@ -74,7 +76,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 		if err := e.sql(ctx, db, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
 			return d, "", err
 		}
-		backlog = backlogSQL("outbox", "aggregate_id, topic, payload", fmt.Sprintf("md5(((i*10+g) %% 1000)::text)::uuid, '%s', %s", topic, payloadSQL), e.o.events)
+		backlog = backlogSQL("outbox", "aggregate_id, topic, payload", fmt.Sprintf("md5((g %% 1000)::text)::uuid, '%s', %s", topic, payloadSQL), e.o.events, e.o.txSize)
 	case sys == "relay":
 		table = "outbox_relay"
 		// Autovacuum off on the table: count the dead tuples the relay leaves
@@ -82,7 +84,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 		if err := e.sql(ctx, db, relay.Schema, "ALTER TABLE outbox_relay SET (autovacuum_enabled = false)", "CREATE EXTENSION IF NOT EXISTS pgstattuple"); err != nil {
 			return d, "", err
 		}
-		backlog = backlogSQL("outbox_relay", "aggregate_id, topic, payload", fmt.Sprintf("md5(((i*10+g) %% 1000)::text)::uuid, '%s', %s", topic, payloadSQL), e.o.events)
+		backlog = backlogSQL("outbox_relay", "aggregate_id, topic, payload", fmt.Sprintf("md5((g %% 1000)::text)::uuid, '%s', %s", topic, payloadSQL), e.o.events, e.o.txSize)
 	case sys == "debezium" || sys == "debezium-eos":
 		if e.o.debezium == "" {
 			return d, "", errSkipped
@@ -95,7 +97,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 		if err := e.sql(ctx, db, string(schema), fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
 			return d, "", err
 		}
-		backlog = backlogSQL("outbox_debezium", "id, aggregatetype, aggregateid, type, payload", fmt.Sprintf("gen_random_uuid(), 'events', md5(((i*10+g) %% 1000)::text), 'Event', %s", payloadSQL), e.o.events)
+		backlog = backlogSQL("outbox_debezium", "id, aggregatetype, aggregateid, type, payload", fmt.Sprintf("gen_random_uuid(), 'events', md5((g %% 1000)::text), 'Event', %s", payloadSQL), e.o.events, e.o.txSize)
 	default:
 		return d, "", fmt.Errorf("unknown system %q", sys)
 	}

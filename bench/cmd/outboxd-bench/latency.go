@@ -45,7 +45,7 @@ type latencyResult struct {
 	// backends); MachineBusy is the share of all cores busy meanwhile.
 	PublisherCPUus float64 `json:"publisher_cpu_us_per_event"`
 	// PublisherWakeups is how often the publisher's threads woke up per
-	// transaction written (10 events; see procstat.Sleeps): most of the
+	// transaction written (-transaction-size events; see procstat.Sleeps): most of the
 	// steady CPU is the cost of wake-ups, not of the events.
 	PublisherWakeups float64 `json:"publisher_wakeups_per_transaction,omitempty"`
 	ServerCPUus      float64 `json:"server_cpu_us_per_event"`
@@ -138,7 +138,7 @@ func cmpFloat(a, b float64) int {
 // topic and process, warmed up.
 type steadySystem struct {
 	sys, db, topic string
-	insert         string // the 10-row statement; $1 is the topic
+	insert         string // one transaction's statement (-transaction-size rows); $1 is the topic
 	probe          cpuProbe
 	pprofAddr      string // outboxd's --metrics-addr, for profiling steady runs
 	metricsAddr    string // outboxd's --metrics-addr, for its stage histograms
@@ -236,7 +236,7 @@ func (e *env) startSteady(ctx context.Context, sys string, warmRate int) (_ *ste
 		if err := e.sql(ctx, s.db, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
 			return nil, err
 		}
-		s.insert = `INSERT INTO outbox (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
+		s.insert = fmt.Sprintf(`INSERT INTO outbox (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, %d) g RETURNING id::text`, e.o.txSize)
 		addr, err := freeAddr()
 		if err != nil {
 			return nil, err
@@ -257,7 +257,7 @@ func (e *env) startSteady(ctx context.Context, sys string, warmRate int) (_ *ste
 		if err := e.sql(ctx, s.db, relay.Schema); err != nil {
 			return nil, err
 		}
-		s.insert = `INSERT INTO outbox_relay (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
+		s.insert = fmt.Sprintf(`INSERT INTO outbox_relay (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, %d) g RETURNING id::text`, e.o.txSize)
 		cmd := exec.Command(e.o.relay, "--database-url", e.dbURL(s.db)+"&application_name="+relayAppName, "--brokers", e.kafka.Addr, "--workers", "4", "--batch", "500", "--poll-interval", "100ms")
 		if err := cmd.Start(); err != nil {
 			return nil, err
@@ -273,7 +273,7 @@ func (e *env) startSteady(ctx context.Context, sys string, warmRate int) (_ *ste
 			return nil, err
 		}
 		// $1 (the topic) goes into the type column: routing is by aggregatetype.
-		s.insert = `INSERT INTO outbox_debezium (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), 'events', md5(g::text), $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, 10) g RETURNING id::text`
+		s.insert = fmt.Sprintf(`INSERT INTO outbox_debezium (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), 'events', md5(g::text), $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, %d) g RETURNING id::text`, e.o.txSize)
 		s.topic = debeziumTopic(s.topic)
 		pid, work, stop, err := e.startDebezium(ctx, s.db, slot, strings.TrimSuffix(s.topic, ".events"), "latency", sys == "debezium-eos")
 		if err != nil {
@@ -305,7 +305,8 @@ func parseRates(s string) ([]int, error) {
 	return rates, nil
 }
 
-// steady writes rate events/s (10-row statements from 4 writers) for d
+// steady writes rate events/s (-transaction-size rows a statement, from 4
+// writers) for d
 // while a consumer notes when each id arrives.
 func (e *env) steady(ctx context.Context, s *steadySystem, rate int, d time.Duration) (latencyResult, error) {
 	db, topic, insert, metricsAddr, probe := s.db, s.topic, s.insert, s.metricsAddr, s.probe
@@ -348,7 +349,7 @@ func (e *env) steady(ctx context.Context, s *steadySystem, rate int, d time.Dura
 	time.Sleep(time.Second)
 
 	const writers = 4
-	interval := time.Duration(float64(time.Second) * 10 * writers / float64(rate))
+	interval := time.Duration(float64(time.Second) * float64(e.o.txSize) * writers / float64(rate))
 	wctx, cancelWriters := context.WithTimeout(ctx, d)
 	defer cancelWriters()
 	g, gctx := errgroup.WithContext(wctx)
@@ -430,7 +431,7 @@ func (e *env) steady(ctx context.Context, s *steadySystem, rate int, d time.Dura
 	if len(committed) > 0 {
 		pub, srv, busy := cpuUsed(cpuBefore, cpuAfter)
 		res.PublisherCPUus, res.ServerCPUus, res.MachineBusy = pub/float64(len(committed))*1e6, srv/float64(len(committed))*1e6, busy
-		res.PublisherWakeups = float64(cpuAfter.sleeps-cpuBefore.sleeps) / (float64(len(committed)) / 10)
+		res.PublisherWakeups = float64(cpuAfter.sleeps-cpuBefore.sleeps) / (float64(len(committed)) / float64(e.o.txSize))
 	}
 	res.Reached = res.WrittenRate >= 0.95*float64(rate)
 	res.Sustained = res.Delivered == res.Written && res.P99ms < 1000

@@ -28,6 +28,7 @@ func main() {
 	flag.StringVar(&o.debezium, "debezium", "bench/debezium/run.sh", "Debezium launcher script (empty: skip Debezium)")
 	flag.IntVar(&o.events, "events", 1_000_000, "backlog size for the drain")
 	flag.IntVar(&o.reps, "reps", 5, "drain repetitions per system (the median is reported)")
+	flag.IntVar(&o.txSize, "transaction-size", 10, "events per transaction, in the drain's backlog and at the steady rates (1: each event committed on its own, as where an application writes one outbox row per business transaction); -events must be a multiple of it")
 	flag.StringVar(&o.systems, "systems", "pg_recvlogical,outboxd,outboxd-eos,debezium,debezium-eos,relay", "systems to measure (outboxd-eos: outboxd with --delivery exactly-once; outboxd-linger: outboxd with --read-linger (-read-linger), its steady runs interleaved with outboxd's; outboxd-none, -gzip, -lz4, -zstd: outboxd with that --compression; debezium-eos: Debezium on a distributed Connect worker with exactly-once source support, KIP-618)")
 	flag.StringVar(&o.rates, "rates", "1000,5000,10000,20000,40000", "steady write rates, events/s, for the latency runs (empty: drains only)")
 	flag.DurationVar(&o.rateDuration, "rate-duration", 10e9, "how long each steady rate is written")
@@ -40,6 +41,10 @@ func main() {
 	floorsOnly := flag.Bool("floors", false, "only measure the wake-up floors again (no servers needed) at -rates into the output directory's results.json, noting when, and re-render")
 	flag.Parse()
 	o.args = os.Args[1:]
+	if o.txSize < 1 || o.events%o.txSize != 0 {
+		fmt.Fprintf(os.Stderr, "outboxd-bench: -transaction-size %d: must be at least 1 and divide -events (%d)\n", o.txSize, o.events)
+		os.Exit(2)
+	}
 	if strings.Contains(o.systems, "outboxd-baseline") && o.baseline == "" {
 		fmt.Fprintln(os.Stderr, "outboxd-bench: system outboxd-baseline needs -baseline BINARY")
 		os.Exit(2)

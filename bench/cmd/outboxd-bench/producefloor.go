@@ -9,8 +9,8 @@ import (
 )
 
 // produceFloor is outboxd's Kafka side alone at one steady rate
-// (bench/cmd/producecost: outboxd's producer handing over 10-record
-// transactions at the rate, GOMAXPROCS 1), over the repetitions: what
+// (bench/cmd/producecost: outboxd's producer handing over transactions of
+// -transaction-size records at the rate, GOMAXPROCS 1), over the repetitions: what
 // outboxd costs before it reads or decodes anything, and the broker's and
 // producer's share of its latency.
 type produceFloor struct {
@@ -39,7 +39,7 @@ func (e *env) measureProduceFloors(ctx context.Context, rates []int, reps int) (
 	}
 	// Unmeasured: the new topic's partitions and the broker's first
 	// requests to them (a first measured run had its p50 at 10 ms).
-	if out, err := exec.CommandContext(ctx, bin, "-brokers", e.kafka.Addr, "-topic", topic, "-rate", fmt.Sprint(rates[0]), "-duration", "3s").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, bin, "-brokers", e.kafka.Addr, "-topic", topic, "-rate", fmt.Sprint(rates[0]), "-transaction-size", fmt.Sprint(e.o.txSize), "-duration", "3s").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("warming producecost up: %w\n%s", err, out)
 	}
 	var floors []produceFloor
@@ -47,7 +47,7 @@ func (e *env) measureProduceFloors(ctx context.Context, rates []int, reps int) (
 		var cpu, p50, p99 []float64
 		for range max(1, reps) {
 			out, err := exec.CommandContext(ctx, bin, "-brokers", e.kafka.Addr, "-topic", topic, "-rate", fmt.Sprint(rate),
-				"-duration", e.o.rateDuration.String()).Output()
+				"-transaction-size", fmt.Sprint(e.o.txSize), "-duration", e.o.rateDuration.String()).Output()
 			if err != nil {
 				return floors, fmt.Errorf("producecost at %d events/s: %w", rate, err)
 			}

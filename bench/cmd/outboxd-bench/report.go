@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -112,7 +113,7 @@ func targets(r Results) map[string]string {
 		if l.TargetRate >= 1000 && l.TargetRate <= 10000 {
 			floor := ""
 			for _, w := range r.WakeFloors {
-				if w.PerSecond == l.TargetRate/10 {
+				if w.PerSecond == l.TargetRate/txSize(r) {
 					floor = fmt.Sprintf("; this machine's floor for two wake-ups per transaction: %.1f µs per event, so %.1f x the floor", w.FloorUsPerEvent(), l.PublisherCPUMedianUs/w.FloorUsPerEvent())
 				}
 			}
@@ -184,13 +185,22 @@ func remeasureFloors(ctx context.Context, dir, rates string) error {
 	if err != nil {
 		return err
 	}
-	floors, err := measureWakeFloors(ctx, rs)
+	floors, err := measureWakeFloors(ctx, rs, txSize(r))
 	if err != nil {
 		return err
 	}
 	r.WakeFloors = floors
 	r.Settings["wake_floors_measured"] = time.Now().UTC().Format(time.RFC3339)
 	return write(dir, r)
+}
+
+// txSize is the run's events per transaction (10 in results recorded
+// before -transaction-size).
+func txSize(r Results) int {
+	if n, err := strconv.Atoi(r.Settings["transaction_size"]); err == nil && n > 0 {
+		return n
+	}
+	return 10
 }
 
 func readResults(dir string) (Results, error) {
@@ -269,7 +279,7 @@ func view(r Results) map[string]any {
 		targets = append(targets, k+": "+v)
 	}
 	sort.Strings(targets)
-	return map[string]any{"R": r, "Rows": rows, "Targets": targets, "Highest": highestSustained(r.LatencySum), "CPURows": cpuRows(r.LatencySum), "ProduceRows": produceRows(r)}
+	return map[string]any{"R": r, "Rows": rows, "Targets": targets, "Highest": highestSustained(r.LatencySum), "CPURows": cpuRows(r.LatencySum), "ProduceRows": produceRows(r), "TxSize": txSize(r)}
 }
 
 type cpuRow struct {
@@ -379,7 +389,7 @@ characters), so it compresses better than most real events.
 {{end}}
 ## Steady latency: commit (as the writer saw it) to receipt by a consumer
 
-Four writers insert 10-row transactions at a fixed rate for the run's
+Four writers insert transactions of {{.TxSize}} row{{if ne .TxSize 1}}s{{end}} at a fixed rate for the run's
 duration (synchronous_commit=on); a consumer notes when each id arrives.
 Each rate was run several times after an unmeasured warm-up; the table
 shows the run with the median p99 and the p99 of the best and worst run.
@@ -403,8 +413,8 @@ same work in each. Median over the runs, range in brackets; "vs
 outboxd-baseline" divides by the baseline binary's median at the same rate
 in the same run (below 1: cheaper). "Publisher wake-ups per transaction"
 is how often the publisher's threads went to sleep and were woken (their
-voluntary context switches, from /proc, median over the runs) per 10-row
-transaction written ("-": not counted in this run): at these rates a
+voluntary context switches, from /proc, median over the runs) per
+transaction written ({{.TxSize}} event{{if ne .TxSize 1}}s{{end}}) ("-": not counted in this run): at these rates a
 wake-up costs this machine far more CPU than the events it brings (the
 wake-up floors below).
 
@@ -442,8 +452,8 @@ fraction of a millisecond later. A wake-up soon after another costs less
 than one after a long rest, so the floor is measured as such a pair: two
 messages 0.5 ms apart (about the acknowledgment's p50 below; half the
 interval where transactions come closer) once per transaction, read raw;
-with 10-event transactions such a publisher's CPU per event cannot fall
-below a tenth of it. Where transactions come close together they share
+with transactions of {{.TxSize}} event{{if ne .TxSize 1}}s{{end}} such a publisher's CPU per event cannot fall
+below {{if eq .TxSize 1}}it{{else}}1/{{.TxSize}} of it{{end}}. Where transactions come close together they share
 wake-ups (the wake-ups column above counts them), and the pair is then an
 estimate, not a floor.
 Each figure is the median of 5 runs.
@@ -454,7 +464,7 @@ Each figure is the median of 5 runs.
 {{end}}{{if .R.ProduceFloors}}
 bench/cmd/producecost, in the same session as the systems and against the
 same broker: outboxd's producer alone (package publish, outboxd's options,
-GOMAXPROCS 1) handing over a 10-record transaction at each rate's
+GOMAXPROCS 1) handing over a transaction of {{.TxSize}} record{{if ne .TxSize 1}}s{{end}} at each rate's
 transaction rate, each when a 100-byte message arrives on a TCP socket
 (read raw, as outboxd reads), with nothing to decode. Its acknowledgment
 latency (handed over to acknowledged) is the broker's and the producer's
@@ -528,7 +538,7 @@ Highest rate sustained (every event delivered, median p99 under 1 s):
   its CPU clock counts, the rest being the wake-ups' kernel and hypervisor time
   outside the process's threads. Fewer wake-ups
   and requests per event need several transactions per produce request,
-  which at 1,000-5,000 events/s means waiting for them (milliseconds to
+  which at 100-500 transactions a second means waiting for them (milliseconds to
   tens of milliseconds); outboxd's --read-linger ({{lingerDefault}} by default) waits
   only where {{lingerMin}} transactions are expected within it, from {{printf "%.0f" lingerFrom}} a second
   (outboxd-linger: another linger, where it was measured). Latency: the stage

@@ -57,3 +57,39 @@ func TestReportTakesTheLingerRuleFromCdc(t *testing.T) {
 		}
 	}
 }
+
+// -transaction-size: the report and the wake-up floor follow the run's
+// size, and results recorded before the flag read as 10-row transactions.
+func TestReportFollowsTheTransactionSize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		settings map[string]string
+		floor    wakeFloor
+		want     []string
+		perEvent float64
+	}{
+		{"recorded before the flag", nil, wakeFloor{PerSecond: 100, UsPerPairRaw: 80},
+			[]string{"transactions of 10 rows at a fixed rate", "per\ntransaction written (10 events)", "handing over a transaction of 10 records"}, 8},
+		{"single rows", map[string]string{"transaction_size": "1"}, wakeFloor{PerSecond: 1000, UsPerPairRaw: 80, TxSize: 1},
+			[]string{"transactions of 1 row at a fixed rate", "per\ntransaction written (1 event)", "handing over a transaction of 1 record "}, 80},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := Results{Date: "2026-12-04T00:00:00Z", Settings: tt.settings, WakeFloors: []wakeFloor{tt.floor}, ProduceFloors: []produceFloor{{Rate: 1000, Runs: 1}}}
+			var b strings.Builder
+			if err := readme.Execute(&b, view(r)); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(b.String(), want) {
+					t.Errorf("report does not say %q", want)
+				}
+			}
+			if got := tt.floor.FloorUsPerEvent(); got != tt.perEvent {
+				t.Errorf("floor %v µs per event, want %v", got, tt.perEvent)
+			}
+		})
+	}
+}

@@ -20,7 +20,7 @@ import (
 
 type options struct {
 	outboxd, baseline, relay, testbed, debezium string
-	events, reps, latencyReps                   int
+	events, reps, latencyReps, txSize           int
 	systems, rates                              string
 	rateDuration, readLinger                    time.Duration
 	out                                         string
@@ -133,7 +133,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		Date:    time.Now().UTC().Format(time.RFC3339),
 		Args:    o.args,
 		Machine: machine(),
-		Settings: map[string]string{"events": strconv.Itoa(o.events), "reps": strconv.Itoa(o.reps), "transaction_size": "10", "payload": "jsonb {\"n\": N, \"pad\": 200 x} (about 230 bytes with the key)", "partitions": "6",
+		Settings: map[string]string{"events": strconv.Itoa(o.events), "reps": strconv.Itoa(o.reps), "transaction_size": strconv.Itoa(o.txSize), "payload": "jsonb {\"n\": N, \"pad\": 200 x} (about 230 bytes with the key)", "partitions": "6",
 			"postgres": "15, fsync=on, full_page_writes=on, synchronous_commit=on (the backlog writer alone uses synchronous_commit=off)", "kafka": "4.1.1 single node KRaft, acks=all"},
 		Summary: map[string]summary{}, Errors: map[string]string{}, RatioToRef: map[string]float64{},
 	}
@@ -194,7 +194,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	if rates, err := parseRates(o.rates); err == nil {
 		rates = floorRates(rates)
-		floors, err := measureWakeFloors(ctx, rates)
+		floors, err := measureWakeFloors(ctx, rates, o.txSize)
 		if err != nil {
 			res.Errors["wake floor"] = err.Error()
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,6 +31,9 @@ type wakeFloor struct {
 	UsPerPairRaw float64 `json:"cpu_us_per_pair_raw,omitempty"`
 	// PairGapUs is the time between the pair's two messages.
 	PairGapUs int `json:"pair_gap_us,omitempty"`
+	// TxSize is the events per transaction of the steady rate measured
+	// for (0 in results recorded before -transaction-size: 10).
+	TxSize int `json:"events_per_transaction,omitempty"`
 }
 
 // pairGap is the gap between the two wake-ups of one transaction in the
@@ -45,16 +49,17 @@ const wakeFloorReps = 5
 
 // FloorUsPerEvent is the least CPU per event a publisher woken twice per
 // transaction (its arrival, Kafka's acknowledgment) can cost, with
-// 10-event transactions: the measured pair where there is one, else twice
-// a single wake-up (an overstatement: see UsPerPairRaw).
+// transactions of TxSize events: the measured pair where there is one,
+// else twice a single wake-up (an overstatement: see UsPerPairRaw).
 func (w wakeFloor) FloorUsPerEvent() float64 {
+	size := float64(cmp.Or(w.TxSize, 10))
 	switch {
 	case w.UsPerPairRaw > 0:
-		return w.UsPerPairRaw / 10
+		return w.UsPerPairRaw / size
 	case w.UsPerWakeupRaw > 0:
-		return 2 * w.UsPerWakeupRaw / 10
+		return 2 * w.UsPerWakeupRaw / size
 	}
-	return 2 * w.UsPerWakeup / 10
+	return 2 * w.UsPerWakeup / size
 }
 
 // minFloorRate is the lowest steady rate (events/s) whose floors are
@@ -68,8 +73,8 @@ func floorRates(rates []int) []int {
 }
 
 // measureWakeFloors runs wakecost at each steady rate's transaction rate
-// (10 events per transaction).
-func measureWakeFloors(ctx context.Context, rates []int) ([]wakeFloor, error) {
+// (size events per transaction).
+func measureWakeFloors(ctx context.Context, rates []int, size int) ([]wakeFloor, error) {
 	bin, cleanup, err := buildTool(ctx, "wakecost")
 	if err != nil {
 		return nil, err
@@ -77,10 +82,10 @@ func measureWakeFloors(ctx context.Context, rates []int) ([]wakeFloor, error) {
 	defer cleanup()
 	var floors []wakeFloor
 	for _, rate := range rates {
-		tx := max(1, rate/10)
+		tx := max(1, rate/size)
 		interval := time.Second / time.Duration(tx)
 		gap := min(pairGap, interval/2)
-		w := wakeFloor{PerSecond: tx, PairGapUs: int(gap.Microseconds())}
+		w := wakeFloor{PerSecond: tx, PairGapUs: int(gap.Microseconds()), TxSize: size}
 		for _, m := range []struct {
 			raw  bool
 			pair time.Duration

@@ -1,10 +1,11 @@
 // Command producecost measures outboxd's Kafka side alone: its producer
 // (package publish, with outboxd's options and GOMAXPROCS 1, as outboxd
-// runs) publishing 10-record transactions at a fixed rate. Like outboxd, it
-// is woken by a TCP socket: a child process writes a 100-byte message per
-// transaction, read through package rawio as outboxd reads the stream, and
-// each message is answered by handing its 10 records over at once, as
-// outboxd hands over a transaction at its commit. It prints one JSON line:
+// runs) publishing transactions of -transaction-size records (10 by
+// default) at a fixed rate. Like outboxd, it is woken by a TCP socket: a
+// child process writes a 100-byte message per transaction, read through
+// package rawio as outboxd reads the stream, and each message is answered
+// by handing its records over at once, as outboxd hands over a transaction
+// at its commit. It prints one JSON line:
 // the process's CPU per event (getrusage) and the latency from handing a
 // record over to Kafka's acknowledgment (p50, p99).
 //
@@ -40,19 +41,20 @@ func main() {
 	waker.SendIfChild()
 	brokers := flag.String("brokers", "127.0.0.1:9092", "Kafka bootstrap address")
 	topic := flag.String("topic", "", "topic (it must exist)")
-	rate := flag.Int("rate", 1000, "events per second, in transactions of 10")
+	rate := flag.Int("rate", 1000, "events per second, in transactions of -transaction-size")
+	size := flag.Int("transaction-size", 10, "records per transaction")
 	d := flag.Duration("duration", 10*time.Second, "how long to produce (the first tenth unmeasured)")
 	linger := flag.Duration("linger", 0, "the producer's linger (outboxd: 0)")
 	flag.Parse()
-	if err := run(*brokers, *topic, *rate, *d, *linger); err != nil {
+	if err := run(*brokers, *topic, *rate, *size, *d, *linger); err != nil {
 		fmt.Fprintln(os.Stderr, "producecost:", err)
 		os.Exit(1)
 	}
 }
 
-func run(brokers, topic string, rate int, d, linger time.Duration) error {
-	if topic == "" || rate < 10 {
-		return fmt.Errorf("-topic is required and -rate must be at least 10")
+func run(brokers, topic string, rate, size int, d, linger time.Duration) error {
+	if topic == "" || size < 1 || rate < size {
+		return fmt.Errorf("-topic is required, -transaction-size must be at least 1 and -rate at least -transaction-size")
 	}
 	runtime.GOMAXPROCS(1)
 	p, err := publish.New(publish.Config{Brokers: []string{brokers}, Linger: linger}, slog.New(slog.DiscardHandler))
@@ -63,7 +65,7 @@ func run(brokers, topic string, rate int, d, linger time.Duration) error {
 	if err := p.Ping(context.Background()); err != nil {
 		return err
 	}
-	nc, stop, err := waker.Start(time.Second*10/time.Duration(rate), 0)
+	nc, stop, err := waker.Start(time.Second*time.Duration(size)/time.Duration(rate), 0)
 	if err != nil {
 		return err
 	}
@@ -76,7 +78,7 @@ func run(brokers, topic string, rate int, d, linger time.Duration) error {
 		fail error
 	)
 	value := []byte(`{"pad": "` + string(slices.Repeat([]byte("x"), 200)) + `"}`)
-	txns := int(d * time.Duration(rate) / 10 / time.Second)
+	txns := int(d * time.Duration(rate) / time.Duration(size) / time.Second)
 	warm := txns / 10
 	var cpu0 time.Duration
 	msg := make([]byte, 100)
@@ -92,9 +94,10 @@ func run(brokers, topic string, rate int, d, linger time.Duration) error {
 			return err
 		}
 		now := time.Now()
-		for i := range 10 {
-			id := strconv.Itoa(t*10 + i)
-			ev := &outbox.Event{Topic: topic, Key: []byte("aggregate-" + strconv.Itoa((t*10+i)%1000)), Value: value,
+		for i := range size {
+			n := t*size + i
+			id := strconv.Itoa(n)
+			ev := &outbox.Event{Topic: topic, Key: []byte("aggregate-" + strconv.Itoa(n%1000)), Value: value,
 				Headers: []outbox.Header{{Key: "id", Value: []byte(id)}}, CommitTime: now}
 			wg.Add(1)
 			p.Publish(ev, func(err error) {
