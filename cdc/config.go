@@ -134,9 +134,8 @@ const (
 
 // LingerEngagesFrom is the commit rate, in transactions a second, from
 // which a read linger of d engages (Config.ReadLinger): where at least
-// LingerMinTransactions are expected per linger. 0 when d is not positive
-// (off).
-// For DefaultReadLinger it is 800.
+// LingerMinTransactions are expected per linger: 800 for
+// DefaultReadLinger. 0 when d is not positive (off).
 func LingerEngagesFrom(d time.Duration) float64 {
 	if d <= 0 {
 		return 0

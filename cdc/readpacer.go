@@ -122,13 +122,13 @@ const (
 	// whether to linger, is revised.
 	pacerTxRateWindow = 200 * time.Millisecond
 	// lingerMinTx is how many transactions a linger must be expected to
-	// bring (LingerEngagesFrom). Measured with a 20 ms linger (make bench's writers: four,
-	// each committing on its own schedule), where fewer came (at 100 and
-	// 1,000 events/s: 10 and 100 transactions a second) it cost latency
-	// and did not save CPU; from 5,000 events/s (500 a second, 10 per
-	// linger) it halved the CPU per event. With 5 ms (the command's
-	// default) it engages from 800 a second: at 1,000 (10,000 events/s,
-	// 5 per linger) it cut the CPU per event to 0.67 x
+	// bring (LingerEngagesFrom). Measured with a 20 ms linger (make
+	// bench's writers: four, each committing on its own schedule), where
+	// fewer came (at 100 and 1,000 events/s: 10 and 100 transactions a
+	// second) it cost latency and did not save CPU; from 5,000 events/s
+	// (500 a second, 10 per linger) it halved the CPU per event. With 5 ms
+	// (the command's default) it engages from 800 a second: at 1,000
+	// (10,000 events/s, 5 per linger) it cut the CPU per event to 0.67 x
 	// (docs/bench/steady/run-11).
 	lingerMinTx = 4
 )
