@@ -28,7 +28,7 @@ func main() {
 	flag.StringVar(&o.debezium, "debezium", "bench/debezium/run.sh", "Debezium launcher script (empty: skip Debezium)")
 	flag.IntVar(&o.events, "events", 1_000_000, "backlog size for the drain")
 	flag.IntVar(&o.reps, "reps", 5, "drain repetitions per system (the median is reported)")
-	flag.IntVar(&o.txSize, "transaction-size", 10, "events per transaction, in the drain's backlog and at the steady rates (1: each event committed on its own, as where an application writes one outbox row per business transaction); -events must be a multiple of it")
+	flag.IntVar(&o.txSize, "transaction-size", defaultTxSize, "events per transaction, in the drain's backlog and at the steady rates (1: each event committed on its own, as where an application writes one outbox row per business transaction); -events must be a multiple of it")
 	flag.StringVar(&o.systems, "systems", "pg_recvlogical,outboxd,outboxd-eos,debezium,debezium-eos,relay", "systems to measure (outboxd-eos: outboxd with --delivery exactly-once; outboxd-linger: outboxd with --read-linger (-read-linger), its steady runs interleaved with outboxd's; outboxd-none, -gzip, -lz4, -zstd: outboxd with that --compression; debezium-eos: Debezium on a distributed Connect worker with exactly-once source support, KIP-618)")
 	flag.StringVar(&o.rates, "rates", "1000,5000,10000,20000,40000", "steady write rates, events/s, for the latency runs (empty: drains only)")
 	flag.DurationVar(&o.rateDuration, "rate-duration", 10e9, "how long each steady rate is written")

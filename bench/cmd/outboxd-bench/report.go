@@ -194,13 +194,16 @@ func remeasureFloors(ctx context.Context, dir, rates string) error {
 	return write(dir, r)
 }
 
-// txSize is the run's events per transaction (10 in results recorded
-// before -transaction-size).
+// defaultTxSize is -transaction-size's default, and the size of every run
+// recorded before the flag.
+const defaultTxSize = 10
+
+// txSize is the run's events per transaction.
 func txSize(r Results) int {
 	if n, err := strconv.Atoi(r.Settings["transaction_size"]); err == nil && n > 0 {
 		return n
 	}
-	return 10
+	return defaultTxSize
 }
 
 func readResults(dir string) (Results, error) {

@@ -25,12 +25,8 @@ func TestReportNamesItsCommand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var b strings.Builder
-			if err := readme.Execute(&b, view(Results{Date: "2026-12-03T00:00:00Z", Args: tt.args})); err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(b.String(), tt.want) {
-				t.Errorf("report does not say %q:\n%.300s", tt.want, b.String())
+			if got := render(t, Results{Date: "2026-12-03T00:00:00Z", Args: tt.args}); !strings.Contains(got, tt.want) {
+				t.Errorf("report does not say %q:\n%.300s", tt.want, got)
 			}
 		})
 	}
@@ -42,17 +38,13 @@ func TestReportNamesItsCommand(t *testing.T) {
 // report saying the old figures.
 func TestReportTakesTheLingerRuleFromCdc(t *testing.T) {
 	t.Parallel()
-	var b strings.Builder
-	r := Results{Date: "2026-12-04T00:00:00Z", ProduceFloors: []produceFloor{{Rate: 1000, Runs: 1}}}
-	if err := readme.Execute(&b, view(r)); err != nil {
-		t.Fatal(err)
-	}
+	got := render(t, Results{Date: "2026-12-04T00:00:00Z", ProduceFloors: []produceFloor{{Rate: 1000, Runs: 1}}})
 	for _, want := range []string{
 		fmt.Sprintf("--read-linger (%g ms by default)", cdc.DefaultReadLinger.Seconds()*1000),
 		fmt.Sprintf("where %d transactions are expected", cdc.LingerMinTransactions),
 		fmt.Sprintf("from %.0f a second", cdc.LingerEngagesFrom(cdc.DefaultReadLinger)),
 	} {
-		if !strings.Contains(b.String(), want) {
+		if !strings.Contains(got, want) {
 			t.Errorf("report does not say %q", want)
 		}
 	}
@@ -77,13 +69,9 @@ func TestReportFollowsTheTransactionSize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := Results{Date: "2026-12-04T00:00:00Z", Settings: tt.settings, WakeFloors: []wakeFloor{tt.floor}, ProduceFloors: []produceFloor{{Rate: 1000, Runs: 1}}}
-			var b strings.Builder
-			if err := readme.Execute(&b, view(r)); err != nil {
-				t.Fatal(err)
-			}
+			got := render(t, Results{Date: "2026-12-04T00:00:00Z", Settings: tt.settings, WakeFloors: []wakeFloor{tt.floor}, ProduceFloors: []produceFloor{{Rate: 1000, Runs: 1}}})
 			for _, want := range tt.want {
-				if !strings.Contains(b.String(), want) {
+				if !strings.Contains(got, want) {
 					t.Errorf("report does not say %q", want)
 				}
 			}
@@ -92,4 +80,14 @@ func TestReportFollowsTheTransactionSize(t *testing.T) {
 			}
 		})
 	}
+}
+
+// render is the report README.md would hold for r.
+func render(t *testing.T, r Results) string {
+	t.Helper()
+	var b strings.Builder
+	if err := readme.Execute(&b, view(r)); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

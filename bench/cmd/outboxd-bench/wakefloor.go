@@ -52,7 +52,7 @@ const wakeFloorReps = 5
 // transactions of TxSize events: the measured pair where there is one,
 // else twice a single wake-up (an overstatement: see UsPerPairRaw).
 func (w wakeFloor) FloorUsPerEvent() float64 {
-	size := float64(cmp.Or(w.TxSize, 10))
+	size := float64(cmp.Or(w.TxSize, defaultTxSize))
 	switch {
 	case w.UsPerPairRaw > 0:
 		return w.UsPerPairRaw / size
