@@ -513,14 +513,14 @@ Highest rate sustained (every event delivered, median p99 under 1 s):
   100k events (its JVM start included), {{printf "%.2f" (cores .CPUSecondsPer100k .EventsPerSec)}} cores at its rate, while its walsender
   mostly waits. Its JVM is started for each drain, as after a restart:
   {{printf "%.0f" .StartupSeconds}} s to its first record, left out of its drain time.
-{{end}}{{end}}- The polling relay is bound by PostgreSQL: its SELECT ... FOR UPDATE SKIP
-  LOCKED and UPDATE run in server backends (machine {{with index .R.Summary "relay"}}{{printf "%.0f" (mul100 .MachineBusy)}}{{end}}% busy). 5 x the
+{{end}}{{end}}{{with index .R.Summary "relay"}}{{if .Reps}}- The polling relay is bound by PostgreSQL: its SELECT ... FOR UPDATE SKIP
+  LOCKED and UPDATE run in server backends (machine {{printf "%.0f" (mul100 .MachineBusy)}}% busy). 5 x the
   relay would be several times what one slot delivers to any reader on
   this machine. The relay pays on the database instead: an UPDATE per
   event (WAL while draining, a dead row version per event for pruning and
   vacuum), and its latency waits for a poll at low rates. CDC writes
   nothing.
-- Latency: read the tails beside how busy the machine was (last column of
+{{end}}{{end}}- Latency: read the tails beside how busy the machine was (last column of
   the CPU table); on 2 cores, tails of tens to hundreds of milliseconds
   appear where the machine is mostly busy. At the highest
   rates the writers reach on this machine, the 2 cores are saturated by

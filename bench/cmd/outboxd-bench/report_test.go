@@ -91,3 +91,34 @@ func render(t *testing.T, r Results) string {
 	}
 	return b.String()
 }
+
+// Regression: a run without the relay (run-8 to run-11, and every
+// outboxd-only run) said "The polling relay is bound by PostgreSQL ...
+// (machine 0% busy)", a figure nobody measured. The paragraph is there
+// only when the relay ran.
+func TestReportSpeaksOfTheRelayOnlyWhenItRan(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		summary map[string]summary
+		want    bool
+	}{
+		{"relay not run", map[string]summary{"outboxd": {Reps: 5, MachineBusy: 0.8}}, false},
+		{"relay run", map[string]summary{"outboxd": {Reps: 5}, "relay": {Reps: 5, MachineBusy: 0.96}}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := render(t, Results{Date: "2026-12-04T00:00:00Z", Summary: tt.summary})
+			if has := strings.Contains(got, "The polling relay is bound by PostgreSQL"); has != tt.want {
+				t.Errorf("relay paragraph present %v, want %v", has, tt.want)
+			}
+			if tt.want && !strings.Contains(got, "(machine 96% busy)") {
+				t.Errorf("relay paragraph without the relay's machine figure:\n%s", got)
+			}
+			if strings.Contains(got, "machine 0% busy") {
+				t.Errorf("report claims an unmeasured 0%% busy machine")
+			}
+		})
+	}
+}
