@@ -48,6 +48,13 @@ type Columns struct {
 	// TopicTemplate, its additional placement HeaderColumns, and there is
 	// no headers column. Default nil.
 	Debezium *Debezium
+	// ReservedTopics are topics no record may name: outboxd's own progress
+	// and dead-letter topics. A row or message naming one of them, or a
+	// Kafka internal topic (a name beginning with "__", always refused), is
+	// a *RowError: a record there could forge outboxd's state (a progress
+	// record skips events at the next start) or be taken for a dead letter.
+	// Default none besides the internal topics.
+	ReservedTopics []string
 }
 
 // ReservedMessagePrefix is the prefix of outboxd's own heartbeat messages,

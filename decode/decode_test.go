@@ -283,6 +283,42 @@ func TestDecode(t *testing.T) {
 			in:    outboxInsert(text("42"), text(testKey), text(""), text(testPayload), null),
 			errs:  []string{`decoding insert into public.outbox: column "topic": empty topic (outbox id 42)`},
 		},
+		// Regression (issue 37): a row could name the progress topic and
+		// forge exactly-once progress, or a Kafka internal topic.
+		{
+			name:  "a Kafka internal topic",
+			setup: inTx,
+			in:    outboxInsert(text("42"), text(testKey), text("__consumer_offsets"), text(testPayload), null),
+			errs:  []string{`decoding insert into public.outbox: column "topic": topic "__consumer_offsets" is a Kafka internal topic`, "(outbox id 42)"},
+		},
+		{
+			name:  "the progress topic",
+			cols:  Columns{ReservedTopics: []string{"outboxd.progress", "outboxd.dead"}},
+			setup: inTx,
+			in:    outboxInsert(text("42"), text(testKey), text("outboxd.progress"), text(testPayload), null),
+			errs:  []string{`column "topic": topic "outboxd.progress" is reserved for outboxd's own records`, "(outbox id 42)"},
+		},
+		{
+			name:  "the dead-letter topic",
+			cols:  Columns{ReservedTopics: []string{"outboxd.progress", "outboxd.dead"}},
+			setup: inTx,
+			in:    outboxInsert(text("42"), text(testKey), text("outboxd.dead"), text(testPayload), null),
+			errs:  []string{`column "topic": topic "outboxd.dead" is reserved`},
+		},
+		{
+			name:  "a reserved topic from a template",
+			cols:  Columns{TopicTemplate: "__{topic}"},
+			setup: inTx,
+			in:    outboxInsert(text("42"), text(testKey), text("orders"), text(testPayload), null),
+			errs:  []string{`decoding insert into public.outbox: topic "__orders" is a Kafka internal topic`, "(outbox id 42)"},
+		},
+		{
+			name:  "a topic that only starts with one underscore",
+			setup: inTx,
+			in:    outboxInsert(text("42"), text(testKey), text("_orders"), text(testPayload), null),
+			want: Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "public.outbox", Topic: "_orders", Key: []byte(testKey),
+				Value: []byte(testPayload), Headers: []outbox.Header{hdr("id", "42")}, CommitTime: testCommitTime}},
+		},
 		{
 			name:  "non-integer id",
 			setup: inTx,

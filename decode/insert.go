@@ -120,7 +120,8 @@ func (d *Decoder) appendTopic(buf []byte, rel *relation, row []value) (topic []b
 		case len(t.data) == 0:
 			return buf, rel.pos[roleTopic], errors.New("empty topic")
 		}
-		return append(buf, t.data...), -1, nil
+		buf = append(buf, t.data...)
+		return buf, rel.pos[roleTopic], d.checkTopic(buf)
 	}
 	if buf, col, err = appendTemplate(buf, "topic template", rel.tmpl, row, rel.emptyTemplateValue); err != nil {
 		return buf, col, err
@@ -128,7 +129,21 @@ func (d *Decoder) appendTopic(buf []byte, rel *relation, row []value) (topic []b
 	if len(buf) == 0 {
 		return buf, -1, errors.New("empty topic")
 	}
-	return buf, -1, nil
+	return buf, -1, d.checkTopic(buf)
+}
+
+// checkTopic refuses a topic no record may name: a Kafka internal topic
+// ("__" prefix) or one of Columns.ReservedTopics.
+func (d *Decoder) checkTopic(topic []byte) error {
+	if len(topic) >= 2 && topic[0] == '_' && topic[1] == '_' {
+		return fmt.Errorf("topic %s is a Kafka internal topic (its name begins with \"__\"): no record may be published there", quoteShort(topic))
+	}
+	for _, r := range d.cols.ReservedTopics {
+		if string(topic) == r {
+			return fmt.Errorf("topic %s is reserved for outboxd's own records (its progress or dead-letter topic): no record may be published there", quoteShort(topic))
+		}
+	}
+	return nil
 }
 
 // appendTemplate appends a template with each placeholder replaced by its

@@ -160,6 +160,9 @@ func (d *Decoder) messageEvent(lsn outbox.LSN, content []byte) (outbox.Event, er
 	if env.Topic == nil || *env.Topic == "" {
 		return outbox.Event{}, errors.New("envelope: topic missing or empty")
 	}
+	if err := d.checkTopic([]byte(*env.Topic)); err != nil {
+		return outbox.Event{}, fmt.Errorf("envelope: %w", err)
+	}
 	ev := outbox.Event{Table: messageTable(d.cols.MessagePrefix), Topic: d.intern([]byte(*env.Topic)),
 		CommitTime: d.commitTime, CommitLSN: d.commitLSN, Index: d.index}
 	buf := make([]byte, 0, 20+len(content))
@@ -210,7 +213,7 @@ func (d *Decoder) fillFromEnvelope(e *RowError, content []byte) {
 		e.Value = append([]byte(nil), content...)
 		return
 	}
-	if env.Topic != nil {
+	if env.Topic != nil && d.checkTopic([]byte(*env.Topic)) == nil {
 		e.Topic = *env.Topic
 	}
 	if env.Key != nil {

@@ -139,6 +139,13 @@ func TestDecodeMessageRowErrors(t *testing.T) {
 			content: `{"topic": "t", "headers": {"ce_type": "x"}}`, err: `header "ce_type" is set by CloudEvents`, topic: "t"},
 		{name: "a type template placeholder a message lacks", mapping: Columns{CloudEvents: &CloudEvents{Source: "/s", Type: "x.{type}"}}, transactional: true,
 			content: `{"topic": "t"}`, err: "{type} has no value in a message envelope", topic: "t"},
+		// Regression (issue 37): a table-less message could name the
+		// progress topic and forge exactly-once progress.
+		{name: "the progress topic", mapping: Columns{ReservedTopics: []string{"outboxd.progress"}}, transactional: true,
+			content: `{"topic": "outboxd.progress", "key": "s@1/1", "payload": {"commit_lsn": "FF/0"}}`, err: `envelope: topic "outboxd.progress" is reserved`,
+			value: `{"commit_lsn": "FF/0"}`},
+		{name: "a Kafka internal topic", transactional: true, content: `{"topic": "__transaction_state", "payload": 1}`,
+			err: `envelope: topic "__transaction_state" is a Kafka internal topic`, value: "1"},
 		{name: "non-transactional", content: `{"topic": "t", "payload": 3}`, err: "non-transactional message", topic: "t", value: "3", standalone: true},
 	}
 	for _, tt := range tests {

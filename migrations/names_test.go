@@ -94,6 +94,13 @@ func TestConstraintsRefuseRowsThatCouldNeverBePublished(t *testing.T) {
 		{"ok", `null`, false},
 		{"ok", `1`, false},
 		{"ok", `{"id": "42"}`, false},
+		// Regression (issue 37): a row could name the progress topic and
+		// forge an exactly-once publisher's progress, or an internal topic.
+		{"outboxd.progress", "", false},
+		{"__consumer_offsets", "", false},
+		{"__", "", false},
+		{"_one_underscore", "", true},
+		{"outboxd.progress2", "", true},
 	}
 	for _, tt := range tests {
 		var headers any
@@ -152,7 +159,46 @@ func TestConstraintsReachExistingInstalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	applied, err := migrations.Apply(ctx, conn, target, log)
-	if err != nil || !slices.Equal(applied, []int{4, 5, 6}) {
-		t.Fatalf("Apply after removing the row = %v, %v; want versions 4 to 6 (those after the failed one) applied", applied, err)
+	if err != nil || !slices.Equal(applied, []int{4, 5, 6, 7, 8, 9}) {
+		t.Fatalf("Apply after removing the row = %v, %v; want versions 4 to 9 (those after the failed one) applied", applied, err)
+	}
+}
+
+// Regression (issue 37): outboxd_emit published a table-less event to the
+// progress topic (forging an exactly-once publisher's progress) or to a
+// Kafka internal topic.
+func TestEmitRefusesReservedTopics(t *testing.T) {
+	t.Parallel()
+	url := testenv.Database(t)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `CREATE TABLE app_events (id bigint)`); err != nil {
+		t.Fatal(err)
+	}
+	// The function serves every table of the database, own tables too.
+	if _, err := migrations.Apply(ctx, conn, migrations.Target{Table: "app_events", Publication: "outboxd", OwnTable: true}, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		topic string
+		ok    bool
+	}{
+		{"orders", true},
+		{"_orders", true},
+		{"outboxd.progress", false},
+		{"__consumer_offsets", false},
+	} {
+		_, err := conn.Exec(ctx, `SELECT outboxd_emit($1, '{}')`, tt.topic)
+		var pgErr *pgconn.PgError
+		switch {
+		case tt.ok && err != nil:
+			t.Errorf("outboxd_emit to %q: %v", tt.topic, err)
+		case !tt.ok && !(errors.As(err, &pgErr) && pgErr.Code == "23514" && strings.Contains(pgErr.Message, "reserved")):
+			t.Errorf("outboxd_emit to %q: %v, want a check violation saying the topic is reserved", tt.topic, err)
+		}
 	}
 }

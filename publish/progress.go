@@ -2,8 +2,11 @@ package publish
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxd/outboxd/outbox"
 )
@@ -18,6 +21,21 @@ const DefaultProgressTopic = "outboxd.progress"
 // timeline, whose LSNs can be below a position the old one recorded.
 func progressKey(slot, systemID string, timeline int32) []byte {
 	return []byte(slot + "@" + systemID + "/" + strconv.Itoa(int(timeline)))
+}
+
+// progressHeader names, on every progress record, the transactional id
+// that wrote it. The progress reader trusts only records in committed
+// Kafka transactions that carry it with its own transactional id (see
+// readProgress).
+const progressHeader = "outboxd-transactional-id"
+
+// errProgressTopic refuses an event addressed to the progress topic.
+var errProgressTopic = errors.New("the progress topic holds outboxd's exactly-once progress: no event may be published there")
+
+// progressRecord is the record that commits pos under key.
+func progressRecord(topic string, key []byte, txnID string, pos outbox.Position) *kgo.Record {
+	return &kgo.Record{Topic: topic, Key: key, Value: encodeProgress(pos),
+		Headers: []kgo.RecordHeader{{Key: progressHeader, Value: []byte(txnID)}}}
 }
 
 // progressValue is a progress record's value: the last event a committed

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -53,15 +54,26 @@ func ensureProgressTopic(ctx context.Context, adm *kadm.Client, topic string) (c
 var errNotCompacted = errors.New("the progress topic must have cleanup.policy=compact (and not delete)")
 
 // readProgress reads the progress topic to its end with read_committed
-// isolation and returns the last position recorded under key (the zero
-// Position when there is none). Call it after the producer fenced every
-// earlier one: no transaction of this key is open then, and no later one
-// can commit.
+// isolation and returns the last position recorded under key by txnID (the
+// zero Position when there is none). Call it after the producer fenced
+// every earlier one: no transaction of this key is open then, and no later
+// one can commit.
+//
+// What it trusts: a record under key counts only when it was written in a
+// committed Kafka transaction (its batch is transactional: an idempotent
+// or plain producer, such as an at-least-once outboxd, cannot write one,
+// and read_committed drops aborted ones) and carries the progress header
+// naming txnID. A transactional record without the header counts only
+// before the first one with it (written by an outboxd from before the
+// header). Anything else is ignored, and counted in a warning. A producer
+// with its own transactional id and Write on the topic could still forge
+// a record: restrict Write on the progress topic to outboxd's principal
+// (docs/guarantees.md); outboxd itself never publishes an event there.
 //
 // It reads up to the high watermark seen first, waiting while other keys'
 // open transactions hold the last stable offset below it: a progress record
 // committed after another slot's transaction began is still read.
-func readProgress(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic string, key []byte) (outbox.Position, error) {
+func readProgress(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic string, key []byte, txnID string, log *slog.Logger) (outbox.Position, error) {
 	hwm, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = hwm.Error()
@@ -102,7 +114,12 @@ func readProgress(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic s
 		return outbox.Position{}, fmt.Errorf("reading the progress topic %s: %w", topic, err)
 	}
 	defer cl.Close()
-	var pos outbox.Position
+	var (
+		pos     outbox.Position
+		own     bool // a record with the progress header was read
+		ignored int
+		last    *kgo.Record // the last record ignored
+	)
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -119,13 +136,36 @@ func readProgress(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic s
 			if r.Attrs.IsControl() || !bytes.Equal(r.Key, key) || derr != nil {
 				return
 			}
+			writer, hasHeader := progressWriter(r)
+			switch {
+			case !r.Attrs.IsTransactional() || (hasHeader && writer != txnID) || (!hasHeader && own):
+				ignored, last = ignored+1, r
+				return
+			case hasHeader:
+				own = true
+			}
 			pos, derr = decodeProgress(r.Value)
 		})
 		if derr != nil {
 			return outbox.Position{}, fmt.Errorf("progress topic %s: %w", topic, derr)
 		}
 	}
+	if ignored > 0 {
+		log.Warn("ignored records on the progress topic under this slot's key that outboxd's transactional producer did not write; restrict Write on the topic to outboxd",
+			"topic", topic, "key", string(key), "ignored", ignored, "last_offset", last.Offset, "last_partition", last.Partition, "resume_after", pos)
+	}
 	return pos, nil
+}
+
+// progressWriter returns the transactional id a progress record names, and
+// whether it names one.
+func progressWriter(r *kgo.Record) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == progressHeader {
+			return string(h.Value), true
+		}
+	}
+	return "", false
 }
 
 // awaitStable waits until the last stable offset of every partition in

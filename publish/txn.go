@@ -54,6 +54,7 @@ type TxnProducer struct {
 
 	// Only Run's goroutine touches these.
 	cl        *kgo.Client // transactional; nil until init
+	txnID     string      // its transactional id
 	key       []byte
 	committed outbox.Position // the last position of a committed transaction
 	last      outbox.Position // the last position handed to Kafka
@@ -103,6 +104,12 @@ func NewTxn(cfg TxnConfig, kafka Config, slot string, identify func(context.Cont
 func (t *TxnProducer) Publish(ev *outbox.Event, done func(error)) {
 	if err := tooLarge(ev, t.kafka.MaxRecordBytes); err != nil {
 		done(err)
+		return
+	}
+	if ev.Topic == t.cfg.ProgressTopic {
+		// The decoder refuses this topic; a sink used without it must not
+		// write a record the progress reader could take for its own.
+		done(&Error{ID: ev.ID(), Topic: ev.Topic, Err: errProgressTopic})
 		return
 	}
 	t.mu.Lock()
@@ -296,7 +303,7 @@ func headerValue(r *kgo.Record, key string) string {
 func (t *TxnProducer) commit(ctx context.Context) error {
 	prog := t.last
 	start := time.Now()
-	t.cl.Produce(ctx, &kgo.Record{Topic: t.cfg.ProgressTopic, Key: t.key, Value: encodeProgress(prog)}, t.produced)
+	t.cl.Produce(ctx, progressRecord(t.cfg.ProgressTopic, t.key, t.txnID, prog), t.produced)
 	if err := t.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("waiting for Kafka to acknowledge the transaction's records: %w", err)
 	}
@@ -319,7 +326,7 @@ func (t *TxnProducer) commit(ctx context.Context) error {
 	if aerr := t.cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
 		return t.classify("committing a Kafka transaction ("+err.Error()+"), then aborting it", aerr)
 	}
-	pos, rerr := readProgress(ctx, t.readOpts(), kadm.NewClient(t.admin), t.cfg.ProgressTopic, t.key)
+	pos, rerr := readProgress(ctx, t.readOpts(), kadm.NewClient(t.admin), t.cfg.ProgressTopic, t.key, t.txnID, t.log)
 	if rerr != nil {
 		return fmt.Errorf("committing a Kafka transaction (%v): its outcome is unknown and %w", err, rerr)
 	}
@@ -449,12 +456,12 @@ func (t *TxnProducer) tryInit(ctx context.Context) error {
 	}
 	fenced := time.Now()
 	key := progressKey(t.slot, sys, timeline)
-	pos, err := readProgress(actx, t.readOpts(), adm, t.cfg.ProgressTopic, key)
+	pos, err := readProgress(actx, t.readOpts(), adm, t.cfg.ProgressTopic, key, id, t.log)
 	if err != nil {
 		cl.Close()
 		return err
 	}
-	t.cl, t.key, t.committed, t.last = cl, key, pos, pos
+	t.cl, t.txnID, t.key, t.committed, t.last = cl, id, key, pos, pos
 	t.log.Info("exactly-once producer ready", "transactional_id", id, "progress_topic", t.cfg.ProgressTopic, "resume_after", pos,
 		"init_producer", fenced.Sub(start).Round(time.Millisecond), "read_progress", time.Since(fenced).Round(time.Millisecond))
 	return nil

@@ -101,6 +101,15 @@ func (c *Config) Mapping() decode.Columns {
 		dz.AdditionalPlacement, _ = decode.ParsePlacements(c.DZPlacement) // validated
 		m.Debezium = &dz
 	}
+	// Whatever the delivery mode: another outboxd on the cluster may keep
+	// its exactly-once progress in the default topic.
+	m.ReservedTopics = []string{c.Txn.ProgressTopic}
+	if c.Txn.ProgressTopic != publish.DefaultProgressTopic {
+		m.ReservedTopics = append(m.ReservedTopics, publish.DefaultProgressTopic)
+	}
+	if t := c.Pump.DeadLetterTopic; t != "" {
+		m.ReservedTopics = append(m.ReservedTopics, t)
+	}
 	return m
 }
 
