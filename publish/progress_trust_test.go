@@ -1,7 +1,9 @@
 package publish_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
+	"github.com/outboxd/outboxd/pump"
 )
 
 // The default transactional id and progress key of runTxn's producer.
@@ -143,5 +146,24 @@ func TestTxnProducerRefusesAnEventForTheProgressTopic(t *testing.T) {
 	var perr *publish.Error
 	if !errors.As(err, &perr) || perr.ID != "1" || perr.Topic != "progress" {
 		t.Fatalf("event for the progress topic: %v, want a *publish.Error naming outbox id 1 and the topic", err)
+	}
+}
+
+// Regression (issue 37): pump.New took the exactly-once sink with a
+// dead-letter topic; the sink then took each dead letter for a record it
+// already held and reported it done unwritten.
+func TestTxnProducerRefusesADeadLetterTopic(t *testing.T) {
+	t.Parallel()
+	p, err := publish.NewTxn(publish.TxnConfig{}, publish.Config{Brokers: []string{"127.0.0.1:1"}}, "s",
+		func(context.Context) (string, int32, error) { return "sys", 1, nil }, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := pump.New(pump.Config{DeadLetterTopic: "dlq"}, p, quiet()); err == nil || !strings.Contains(err.Error(), "dead-letter") {
+		t.Errorf("pump.New with the exactly-once sink and a dead-letter topic = %v, want it refused", err)
+	}
+	if _, err := pump.New(pump.Config{}, p, quiet()); err != nil {
+		t.Errorf("pump.New with the exactly-once sink = %v", err)
 	}
 }

@@ -129,6 +129,12 @@ func (t *TxnProducer) Publish(ev *outbox.Event, done func(error)) {
 	}
 }
 
+// NeedsPositionOrder tells package pump that the sink takes a record at or
+// before the last one it was handed for one it already holds (how it
+// skips what a committed transaction holds after a restart): a dead letter,
+// published after the records behind it, would be reported done unwritten.
+func (t *TxnProducer) NeedsPositionOrder() bool { return true }
+
 // EndTxn does nothing: Kafka transactions end by age and size, at any
 // record boundary (the progress record's index covers a split).
 func (t *TxnProducer) EndTxn(context.Context, outbox.Commit) error { return nil }

@@ -19,7 +19,8 @@ type Config struct {
 	// key and payload) plus headers naming the original topic, outbox id,
 	// commit LSN and the error; then the stream moves on. Default "": the
 	// first such record stops the pipeline and nothing after it is
-	// confirmed. The topic must exist.
+	// confirmed. The topic must exist. New refuses it with a sink that
+	// needs records in position order (see PositionOrdered).
 	DeadLetterTopic string
 }
 
@@ -42,3 +43,8 @@ func (c Config) WithDefaults() Config {
 
 // errNoSink is New's answer without a sink.
 var errNoSink = errors.New("pump: no sink")
+
+// errDeadLetterOutOfOrder is New's answer for a dead-letter topic with a
+// sink that needs records in position order.
+var errDeadLetterOutOfOrder = errors.New("pump: a dead-letter topic needs a sink that takes records out of position order; " +
+	"this sink (exactly-once) would take a dead letter, published after the records behind it, for one it already holds and lose it")

@@ -94,11 +94,30 @@ func (p *Pump) queueDeadLetter(r *record, cause error) {
 
 func (p *Pump) queue(r *record) {
 	p.dlMu.Lock()
+	if p.dlStopped {
+		p.dlMu.Unlock()
+		p.win.release(r.size)
+		return
+	}
 	p.dlJobs = append(p.dlJobs, r)
 	p.dlMu.Unlock()
 	select {
 	case p.dlWake <- struct{}{}:
 	default:
+	}
+}
+
+// stopDeadLetters ends dead-lettering when Run returns. Each job queued
+// and not published, and each queued later, gives its room in the window
+// back: nobody will publish it, and a Drain must not wait for it (the
+// record is not acknowledged, so the watermark never passes it).
+func (p *Pump) stopDeadLetters() {
+	p.dlMu.Lock()
+	jobs := p.dlJobs
+	p.dlJobs, p.dlStopped = nil, true
+	p.dlMu.Unlock()
+	for _, r := range jobs {
+		p.win.release(r.size)
 	}
 }
 

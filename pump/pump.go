@@ -41,9 +41,10 @@ type Pump struct {
 	failErr error
 	failed  chan struct{} // closed when failErr is set
 
-	dlMu   sync.Mutex
-	dlJobs []*record
-	dlWake chan struct{}
+	dlMu      sync.Mutex
+	dlJobs    []*record
+	dlStopped bool // Run returned: a dead letter queued now is dropped (see stopDeadLetters)
+	dlWake    chan struct{}
 
 	acked, ackedBytes, deadLettered, txns atomic.Uint64
 	newestCommit                          atomic.Int64 // unix nanoseconds of the newest acknowledged commit
@@ -54,6 +55,9 @@ type Pump struct {
 func New(cfg Config, sink Sink, log *slog.Logger) (*Pump, error) {
 	if sink == nil {
 		return nil, errNoSink
+	}
+	if o, ok := sink.(PositionOrdered); ok && o.NeedsPositionOrder() && cfg.DeadLetterTopic != "" {
+		return nil, errDeadLetterOutOfOrder
 	}
 	cfg = cfg.WithDefaults()
 	p := &Pump{cfg: cfg, sink: sink, log: log, win: newWindow(cfg.MaxInFlightRecords, cfg.MaxInFlightBytes),
@@ -240,6 +244,10 @@ func (p *Pump) Err() error {
 // still buffers, so that nothing after the failed record is written (only
 // what was already in flight can be), and returns the failure.
 func (p *Pump) Run(ctx context.Context) error {
+	p.dlMu.Lock()
+	p.dlStopped = false
+	p.dlMu.Unlock()
+	defer p.stopDeadLetters()
 	for {
 		select {
 		case <-ctx.Done():

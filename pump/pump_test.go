@@ -25,6 +25,7 @@ type fakeSink struct {
 	endErr    error
 	aborts    int
 	sync      func(ev *outbox.Event) error // when set, Publish calls done at once with its result
+	lateAbort bool                         // Abort leaves pending records to be completed later
 }
 
 type sent struct {
@@ -54,6 +55,11 @@ func (s *fakeSink) EndTxn(_ context.Context, c outbox.Commit) error {
 
 func (s *fakeSink) Abort(context.Context) error {
 	s.mu.Lock()
+	if s.lateAbort {
+		s.aborts++
+		s.mu.Unlock()
+		return nil
+	}
 	pending := s.pending
 	s.pending = nil
 	s.aborts++
@@ -643,5 +649,81 @@ func TestAbortedTransactionIsNotDeadLettered(t *testing.T) {
 	}
 	if got := p.Flushed(); got != 0x10 {
 		t.Errorf("Flushed = %s, want 0/10: nothing may be confirmed past the failed record", got)
+	}
+}
+
+// orderedSink is a fakeSink that needs records in position order, as the
+// exactly-once producer does.
+type orderedSink struct{ fakeSink }
+
+func (*orderedSink) NeedsPositionOrder() bool { return true }
+
+// Regression (issue 37): with the exactly-once sink and a dead-letter
+// topic, used as a library, the dead letter was published after later
+// positions; the sink took it for a duplicate, reported it done, and the
+// watermark passed it: lost every time. Only the command refused it.
+func TestDeadLetterTopicRefusedWithAPositionOrderedSink(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		cfg     Config
+		sink    Sink
+		refused bool
+	}{
+		{"ordered sink with a dead-letter topic", Config{DeadLetterTopic: "dlq"}, &orderedSink{}, true},
+		{"ordered sink without one", Config{}, &orderedSink{}, false},
+		{"plain sink with a dead-letter topic", Config{DeadLetterTopic: "dlq"}, &fakeSink{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(tt.cfg, tt.sink, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if got := errors.Is(err, errDeadLetterOutOfOrder); got != tt.refused || (err != nil && !tt.refused) {
+				t.Errorf("New = %v, want refused %v", err, tt.refused)
+			}
+		})
+	}
+}
+
+// Regression (issue 37): Run returned on a failure leaving queued
+// dead-letter jobs holding their room in the window, so the exit's Drain
+// waited out the whole shutdown timeout for records nobody would publish;
+// so did a record refused while draining after a graceful stop.
+func TestDeadLettersNotPublishedGiveTheirRoomBack(t *testing.T) {
+	t.Parallel()
+	for _, when := range []string{"queued before the failure", "queued after Run returned"} {
+		t.Run(when, func(t *testing.T) {
+			t.Parallel()
+			s := &fakeSink{lateAbort: true}
+			p := newPump(t, Config{DeadLetterTopic: "dlq"}, s)
+			apply(t, p, begin(0x100), event(1, "a"), event(2, "b"), commit(0x200))
+			refuse := func() { s.complete(t, 1, fmt.Errorf("publishing outbox id 1: %w", outbox.ErrRecordTooLarge)) }
+			if when == "queued before the failure" {
+				refuse()
+				<-p.dlWake // Run sees only the failure, as when both are ready and it picks that one
+			}
+			if when == "queued before the failure" {
+				p.fail(errors.New("the stream broke"))
+				if err := <-runPump(t, p); err == nil {
+					t.Fatal("Run returned nil after a failure")
+				}
+			} else { // a graceful stop: Run ends with its context, then a record is refused while draining
+				ctx, cancel := context.WithCancel(t.Context())
+				cancel()
+				if err := p.Run(ctx); err != nil {
+					t.Fatalf("Run = %v after its context ended, want nil", err)
+				}
+				refuse()
+			}
+			s.complete(t, 2, errors.New("aborted")) // the sink's late callback for the other record
+			if n, _ := p.win.inFlight(); n != 0 {
+				t.Fatalf("%d records hold the window after Run returned, want 0: Drain would wait for a dead letter nobody publishes", n)
+			}
+			if got := p.Flushed(); got != 0x10 {
+				t.Errorf("Flushed = %s, want nothing confirmed past the record never dead-lettered", got)
+			}
+			if err := p.Drain(t.Context()); err != nil {
+				t.Errorf("Drain = %v", err)
+			}
+		})
 	}
 }

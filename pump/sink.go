@@ -28,6 +28,16 @@ type Sink interface {
 	Abort(ctx context.Context) error
 }
 
+// PositionOrdered is implemented by a Sink that needs every record in
+// position order: it takes a record at or before the last one it was
+// handed for one it already holds and reports it done without writing it
+// (the exactly-once producer resumes that way). A dead letter is published
+// after the records behind it, so New refuses a dead-letter topic with
+// such a sink.
+type PositionOrdered interface {
+	NeedsPositionOrder() bool
+}
+
 // Observer learns about transactions read and records acknowledged or
 // dead-lettered (metrics). It must be quick: Received is called on the
 // reader's goroutine, the others on the sink's callback goroutines.
