@@ -47,7 +47,7 @@ func (s *Streamer) backfill(ctx context.Context, tx pgx.Tx, where string, cp out
 	s.log.Info("backfilling", "slot", s.cfg.Slot, "tables", len(tables), "rows_total", total)
 
 	s.pump.Start(0)
-	snap, begin, err := decode.NewSnapshot(s.cfg.Columns, cp, cp, snapshotTime)
+	snap, begin, err := decode.NewSnapshot(s.cfg.Columns, cp, snapshotTime)
 	if err != nil {
 		return 0, err
 	}

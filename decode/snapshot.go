@@ -2,6 +2,7 @@ package decode
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,8 +17,13 @@ import (
 // it with a Decoder of its own. So a backfilled row and a streamed row
 // follow one record contract, byte for byte, by construction.
 //
-// The rows form one transaction that commits at commitLSN at commitTime
-// and ends at endLSN: the position of the slot the backfill precedes.
+// The rows form one transaction at commitTime that ends at the slot's
+// consistent point, the position of the slot the backfill precedes: its
+// Commit's end LSN, which may be confirmed once every row is acknowledged.
+// Its events take positions (consistent point - 1, i): strictly before
+// every position the stream gives, whose commits start at the consistent
+// point or later. A streamed event is never at a backfilled one's
+// position, so the exactly-once sink never skips it as one it holds.
 type Snapshot struct {
 	d          *Decoder
 	tables     uint32 // relation ids handed out so far
@@ -27,14 +33,18 @@ type Snapshot struct {
 	buf        []byte
 }
 
-// NewSnapshot returns a Snapshot decoding with the outbox column names,
-// and the Begin message of its transaction. Describe each table with
-// Table before its rows.
-func NewSnapshot(names Columns, commitLSN, endLSN outbox.LSN, commitTime time.Time) (*Snapshot, Message, error) {
-	s := &Snapshot{d: NewDecoder(names), commitLSN: commitLSN, endLSN: endLSN, commitTime: commitTime}
+// NewSnapshot returns a Snapshot decoding with the outbox column names
+// whose transaction ends at the slot's consistent point (not zero), and
+// the Begin message of its transaction. Describe each table with Table
+// before its rows.
+func NewSnapshot(names Columns, consistentPoint outbox.LSN, commitTime time.Time) (*Snapshot, Message, error) {
+	if consistentPoint == 0 {
+		return nil, Message{}, errors.New("backfill snapshot: the consistent point is 0/0")
+	}
+	s := &Snapshot{d: NewDecoder(names), commitLSN: consistentPoint - 1, endLSN: consistentPoint, commitTime: commitTime}
 	// Begin: final LSN, commit time, xid (none: the snapshot is no transaction).
 	b := append(s.buf[:0], 'B')
-	b = binary.BigEndian.AppendUint64(b, uint64(commitLSN))
+	b = binary.BigEndian.AppendUint64(b, uint64(s.commitLSN))
 	b = binary.BigEndian.AppendUint64(b, uint64(pgMicros(commitTime)))
 	b = binary.BigEndian.AppendUint32(b, 0)
 	s.buf = b

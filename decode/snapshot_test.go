@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // A backfilled row must become the very record a streamed insert of the
@@ -29,7 +31,7 @@ func TestSnapshotRowsDecodeAsStreamedInserts(t *testing.T) {
 			mustDecode(t, streamed, encBegin(0x5000, commit, 1))
 			want := mustDecode(t, streamed, encInsert(99, tt.row...))
 
-			s, begin, err := NewSnapshot(Columns{}, 0x5000, 0x5030, commit)
+			s, begin, err := NewSnapshot(Columns{}, 0x5001, commit) // events at 0x5000
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +51,7 @@ func TestSnapshotRowsDecodeAsStreamedInserts(t *testing.T) {
 				t.Fatalf("snapshot row:\n got %+v\nwant %+v", got, want)
 			}
 			end, err := s.Commit()
-			if err != nil || end.Kind != KindCommit || end.EndLSN != 0x5030 {
+			if err != nil || end.Kind != KindCommit || end.EndLSN != 0x5001 {
 				t.Fatalf("commit = %+v, %v", end, err)
 			}
 		})
@@ -57,7 +59,7 @@ func TestSnapshotRowsDecodeAsStreamedInserts(t *testing.T) {
 }
 
 func TestSnapshotCountsRowsAndRefusesMalformedOnes(t *testing.T) {
-	s, _, err := NewSnapshot(Columns{}, 0x10, 0x20, time.Unix(0, 0))
+	s, _, err := NewSnapshot(Columns{}, 0x10, time.Unix(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestSnapshotCountsRowsAndRefusesMalformedOnes(t *testing.T) {
 	ok := []tv{text("1"), null, text("t"), text("{}"), null, null}
 	for i := range 3 {
 		m, err := s.Row(rel, rowValues(ok))
-		if err != nil || m.Event.Index != i || m.Event.CommitLSN != 0x10 || m.Event.Table != "public.outbox" {
+		if err != nil || m.Event.Index != i || m.Event.CommitLSN != 0x0F || m.Event.Table != "public.outbox" {
 			t.Fatalf("row %d: %+v, %v", i, m.Event, err)
 		}
 	}
@@ -87,6 +89,39 @@ func TestSnapshotCountsRowsAndRefusesMalformedOnes(t *testing.T) {
 	}
 	if m, err := s.Row(other, rowValues(ok)); err != nil || m.Event.Index != 4 || m.Event.Table != "public.outbox2" {
 		t.Fatalf("first row of a second table: %+v, %v; want index 4 of public.outbox2", m.Event, err)
+	}
+}
+
+// Regression (issue 37): backfilled events took positions (consistent
+// point, i); a streamed transaction whose commit starts exactly at the
+// consistent point has positions (consistent point, i) too, and the
+// exactly-once sink skipped its events as ones it already held: lost.
+func TestSnapshotPositionsPrecedeTheStream(t *testing.T) {
+	const cp = 0x7000
+	s, _, err := NewSnapshot(Columns{}, cp, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := s.Table("public", "outbox", outboxColumns())
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstStreamed := outbox.Position{CommitLSN: cp, Index: 0}
+	for i := range 3 {
+		m, err := s.Row(rel, rowValues([]tv{text("1"), null, text("t"), text("{}"), null, null}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !m.Event.Position().Before(firstStreamed) {
+			t.Errorf("backfilled event %d at %s, not before the first position the stream can give, %s", i, m.Event.Position(), firstStreamed)
+		}
+	}
+	end, err := s.Commit()
+	if err != nil || end.EndLSN != cp {
+		t.Fatalf("commit = %+v, %v; want it to end at the consistent point %s", end, err, outbox.LSN(cp))
+	}
+	if _, _, err := NewSnapshot(Columns{}, 0, time.Unix(0, 0)); err == nil {
+		t.Error("a snapshot at consistent point 0/0 was accepted")
 	}
 }
 
