@@ -89,6 +89,7 @@ func (r *reader) run(ctx, stop context.Context) error {
 		socketRead = r.act.bytesRead
 	}
 	pacer := newReadPacer(r.conn.Conn(), socketRead, r.readLinger)
+	defer pacer.stop()
 	r.lastReceived = time.Now()
 	for {
 		if ctx.Err() != nil {

@@ -80,6 +80,12 @@ func fakeServer(t *testing.T, script func(be *pgproto3.Backend, c net.Conn) erro
 	t.Helper()
 	client, server := net.Pipe()
 	t.Cleanup(func() { client.Close(); server.Close() })
+	return fakeServerOver(t, client, server, script)
+}
+
+// fakeServerOver is fakeServer on a connection pair of the test's.
+func fakeServerOver(t *testing.T, client, server net.Conn, script func(be *pgproto3.Backend, c net.Conn) error) *pgconn.PgConn {
+	t.Helper()
 	go func() {
 		be := pgproto3.NewBackend(server, server)
 		if _, err := be.ReceiveStartupMessage(); err != nil {

@@ -289,6 +289,14 @@ func (p *readPacer) timedOut() {
 	p.apply()
 }
 
+// stop lowers the mark to one byte when the reader returns: the session
+// then reads small replies (the final status's, the end of the copy) that
+// a raised mark would hold back until their deadline.
+func (p *readPacer) stop() {
+	p.lingering = false
+	p.set(1)
+}
+
 // apply sets the mark the state calls for.
 func (p *readPacer) apply() {
 	want := p.rateLowat

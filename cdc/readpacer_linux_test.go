@@ -1,10 +1,17 @@
 package cdc
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/outboxd/outboxd/decode"
 )
 
 // lowatSetter must reach the TCP socket, also through a wrapper with
@@ -105,3 +112,81 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 type wrapped struct{ net.Conn }
 
 func (w wrapped) NetConn() net.Conn { return w.Conn }
+
+// Regression (issue 37): the reader returned with SO_RCVLOWAT raised (in
+// the middle of a transaction, or lingering after one), so the small
+// reply to the final status waited out its whole deadline and shutdown
+// stalled for up to 10 s. After run the mark is one byte again, and a
+// small message is read as soon as it arrives.
+func TestReaderLowersTheMarkWhenItStops(t *testing.T) {
+	t.Parallel()
+	client, server := tcpPair(t)
+	begun, commit, reply := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	conn := fakeServerOver(t, client, server, func(_ *pgproto3.Backend, c net.Conn) error {
+		if _, err := c.Write(xlogData(pgoutputBegin())); err != nil {
+			return err
+		}
+		close(begun)
+		<-commit
+		if _, err := c.Write(xlogData(pgoutputCommit())); err != nil {
+			return err
+		}
+		<-reply
+		_, err := c.Write([]byte{'n', 0, 0, 0, 4}) // NoData: 5 bytes
+		return err
+	})
+	r := sleepyReader(conn, failAtCommit{}, fixedWatermark(0x100))
+	done := runReader(t.Context(), r, t.Context())
+	awaitClosed(t, begun, "the server did not send the Begin")
+	// The Begin raised the mark for the rest of its transaction; the
+	// consumer then fails at the Commit and the reader returns at once.
+	waitForMark(t, client, func(n int) bool { return n > 1 })
+	close(commit)
+	if err := <-done; err == nil {
+		t.Fatal("run returned nil after the consumer failed")
+	}
+	if n := mark(t, client); n != 1 {
+		t.Errorf("SO_RCVLOWAT = %d after the reader returned, want 1: a small reply waits for its deadline", n)
+	}
+	close(reply)
+	rctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // only against a hang: the reply is due at once
+	defer cancel()
+	if _, err := conn.ReceiveMessage(rctx); err != nil {
+		t.Fatalf("the small message after the reader stopped was not read: %v", err)
+	}
+}
+
+// failAtCommit is a consumer that fails for good at a transaction's end.
+type failAtCommit struct{ nopConsumer }
+
+func (failAtCommit) Apply(_ context.Context, m decode.Message) error {
+	if m.Kind == decode.KindCommit {
+		return &PermanentError{Err: errors.New("refused")}
+	}
+	return nil
+}
+
+// mark returns c's SO_RCVLOWAT.
+func mark(t *testing.T, c net.Conn) int {
+	t.Helper()
+	rc, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { n, gerr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT) }); err != nil || gerr != nil {
+		t.Fatal(err, gerr)
+	}
+	return n
+}
+
+// waitForMark waits until c's SO_RCVLOWAT satisfies ok.
+func waitForMark(t *testing.T, c net.Conn, ok func(int) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !ok(mark(t, c)); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("SO_RCVLOWAT stayed %d", mark(t, c))
+		}
+	}
+}
