@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -55,9 +57,66 @@ func connectReplicationWatched(ctx context.Context, url string, act *activity) (
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("opening the replication connection: %w", err)
+		return nil, fmt.Errorf("opening the replication connection: %w", authFailure(err))
 	}
 	return conn, nil
+}
+
+// AuthError is a connection PostgreSQL refused for who was connecting: a
+// wrong password (SQLSTATE 28P01 invalid_password), or a role or a
+// pg_hba.conf rule that does not let the user in (28000
+// invalid_authorization_specification). Retrying with the same database
+// URL does not help until someone changes the server's side. It names the
+// user and the host(s), never the password.
+type AuthError struct {
+	User string
+	Host string // host:port, several comma-separated
+	Err  *pgconn.PgError
+}
+
+func (e *AuthError) Error() string {
+	return fmt.Sprintf("authentication failed for user %q at %s: %s (SQLSTATE %s); check the user name and password of the database URL, and the server's pg_hba.conf",
+		e.User, e.Host, e.Err.Message, e.Err.Code)
+}
+
+func (e *AuthError) Unwrap() error { return e.Err }
+
+// authFailure returns a failed connection's error as an *AuthError when
+// PostgreSQL refused the credentials, and err itself otherwise.
+//
+// pgconn joins the errors of every attempt: with sslmode=prefer (the
+// default) a TLS attempt ("server refused TLS connection") precedes the
+// plain one, so the joined text leads with an unrelated TLS line. The
+// attempts are searched in turn and the last refusal is kept (an attempt
+// whose pg_hba.conf rule did not match is followed by the one that did);
+// the AuthError's text is only that refusal's.
+func authFailure(err error) error {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	attempts := []error{err}
+	if joined, ok := ce.Unwrap().(interface{ Unwrap() []error }); ok {
+		attempts = joined.Unwrap()
+	}
+	var refused *pgconn.PgError
+	for _, a := range attempts {
+		var pgErr *pgconn.PgError
+		if errors.As(a, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "28000") {
+			refused = pgErr
+		}
+	}
+	if refused == nil {
+		return err
+	}
+	hosts := []string{net.JoinHostPort(ce.Config.Host, strconv.Itoa(int(ce.Config.Port)))}
+	for _, fb := range ce.Config.Fallbacks {
+		// Fallbacks repeat each host for its TLS and plain attempts.
+		if h := net.JoinHostPort(fb.Host, strconv.Itoa(int(fb.Port))); !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return &AuthError{User: ce.Config.User, Host: strings.Join(hosts, ","), Err: refused}
 }
 
 // IdentifyServer returns the server's system identifier and timeline

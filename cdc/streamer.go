@@ -36,8 +36,13 @@ type Streamer struct {
 	warnedTimeout bool
 	// server is the system identifier and timeline of the server seen
 	// last: confirmed is trusted only on the same one.
-	server   serverID
-	counters counters
+	server serverID
+	// authenticated: PostgreSQL let this process in on a session's
+	// replication connection (and so on the regular ones before it).
+	// Until then an authentication failure stops Run; after, it is
+	// retried (see Run).
+	authenticated bool
+	counters      counters
 }
 
 // New returns a Streamer feeding p. cfg's zero fields take their defaults.
@@ -56,6 +61,16 @@ func New(cfg Config, p *pump.Pump, log *slog.Logger) (*Streamer, error) {
 // confirms and returns nil) or a permanent error occurs (returned). Lost
 // connections and a slot held by another process are retried. The pump's
 // Run runs alongside for as long.
+//
+// PostgreSQL refusing the credentials (an *AuthError: a wrong password,
+// no pg_hba.conf entry) is permanent until the process has been let in
+// once, up to the first session's replication connection: at start the
+// database URL is simply wrong and retrying cannot help. Once in, a
+// refusal is retried with a Warn saying "authentication failed": the
+// password was rotated or pg_hba.conf changed under a running process,
+// which whoever did it can undo or complete (a process that stopped
+// would have to be restarted by hand, and a standby would give up its
+// place), and the retry warnings say what to fix.
 func (s *Streamer) Run(ctx context.Context) error {
 	defer s.counters.state.Store(int32(StateStopped))
 	// The pump outlives the sessions' drains (it sends dead letters while
@@ -139,13 +154,22 @@ func (s *Streamer) loop(ctx context.Context) error {
 			wait = s.cfg.SlotRetryInterval
 			s.counters.state.Store(int32(StateStandby))
 		default:
+			var auth *AuthError
+			if errors.As(err, &auth) && !s.authenticated {
+				s.counters.permanentErrors.Add(1)
+				return permanent(err) // the first connections: see Run
+			}
 			s.counters.reconnects.Add(1)
 			s.counters.state.Store(int32(StateReconnecting))
 			if streamed {
 				bo.Reset()
 			}
 			wait = bo.NextBackOff()
-			s.log.Warn("replication interrupted; reconnecting", "slot", s.cfg.Slot, "err", err, "retry_in", wait)
+			if auth != nil {
+				s.log.Warn("authentication failed (was the password rotated, or pg_hba.conf changed?); reconnecting", "slot", s.cfg.Slot, "err", err, "retry_in", wait)
+			} else {
+				s.log.Warn("replication interrupted; reconnecting", "slot", s.cfg.Slot, "err", err, "retry_in", wait)
+			}
 		}
 		if streamed {
 			waitingForSlot = false
@@ -162,16 +186,33 @@ func (s *Streamer) loop(ctx context.Context) error {
 }
 
 // setUp runs setUpSlot, retrying with backoff while PostgreSQL cannot be
-// reached; any other failure is returned (a backfill that failed is run
+// reached, or refuses the credentials after it once accepted them (see
+// Run); any other failure is returned (a backfill that failed is run
 // again by the next start, from a new slot).
 func (s *Streamer) setUp(ctx context.Context) error {
 	return backoff.RetryNotify(func() error {
 		err := s.setUpSlot(ctx)
-		if err != nil && (!unreachable(err) || ctx.Err() != nil) {
+		var auth *AuthError
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
 			return backoff.Permanent(err)
+		case errors.As(err, &auth):
+			if !s.authenticated {
+				return backoff.Permanent(err)
+			}
+			return err
+		case unreachable(err):
+			return err
 		}
-		return err
+		return backoff.Permanent(err)
 	}, backoff.WithContext(s.reconnectBackOff(), ctx), func(err error, wait time.Duration) {
+		var auth *AuthError
+		if errors.As(err, &auth) {
+			s.log.Warn("authentication failed (was the password rotated, or pg_hba.conf changed?); reconnecting to set the slot up", "slot", s.cfg.Slot, "err", err, "retry_in", wait)
+			return
+		}
 		s.log.Warn("cannot reach PostgreSQL to set the slot up; reconnecting", "slot", s.cfg.Slot, "err", err, "retry_in", wait)
 	})
 }
@@ -199,6 +240,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	if err != nil {
 		return false, setupError(setup, err)
 	}
+	s.authenticated = true
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -256,7 +298,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 func prepare(ctx context.Context, cfg Config, log *slog.Logger) (slot.Status, error) {
 	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
-		return slot.Status{}, fmt.Errorf("connecting to PostgreSQL: %w", err)
+		return slot.Status{}, fmt.Errorf("connecting to PostgreSQL: %w", authFailure(err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := checkPublication(ctx, conn, cfg, log); err != nil {

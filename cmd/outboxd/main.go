@@ -20,7 +20,7 @@ import (
 const (
 	exitOK    = 0
 	exitError = 1 // the command ran and failed (permanent error, unreachable database, ...)
-	exitUsage = 2 // bad flags or configuration
+	exitUsage = 2 // bad flags or configuration (run: PostgreSQL refuses the database URL's credentials at start)
 )
 
 var version = "dev" // set with -ldflags "-X main.version=..."
@@ -52,7 +52,7 @@ the command line wins. Run "outboxd COMMAND --help" for a command's flags and
 their defaults.
 
 Exit codes: 0 clean stop, 1 failure (the reason is logged), 2 bad usage or
-configuration.
+configuration (also: PostgreSQL refuses run's credentials at start).
 `
 
 func main() {

@@ -124,6 +124,60 @@ func TestPasswordsNeverShown(t *testing.T) {
 	}
 }
 
+// TestDatabaseURLWithUnencodedAtRefused pins bug 15 of issue 37: with an
+// unencoded '@' in the password (postgres://app:topsecret@SECONDHALF@host),
+// pgconn reads "SECONDHALF@host" as the host, and run printed it in its
+// start-up log and in every retry warning, for ever, and status in its
+// error. Every command that takes a database URL now refuses it at
+// validation (exit 2), saying to percent-encode @ as %40, and prints no
+// part of it, whether given as a flag or in the environment.
+func TestDatabaseURLWithUnencodedAtRefused(t *testing.T) {
+	t.Parallel()
+	closed := freeAddr(t) // nothing listens there
+	tests := []struct{ name, url string }{
+		{"@ in the password", "postgres://app:topsecret@SECONDHALF@" + closed + "/app?sslmode=disable"},
+		{"@ in the user", "postgres://app@SECONDHALF@" + closed + "/app?sslmode=disable"},
+		{"many @", "postgres://app:top@secret@SECOND@HALF@" + closed + "/app?sslmode=disable"},
+		{"@ in the password, no path", "postgres://app:topsecret@SECONDHALF@" + closed + "?sslmode=disable"},
+	}
+	commands := [][]string{
+		{"run", "--brokers", "127.0.0.1:1", "--reconnect-max-interval", "200ms", "--log-level", "debug"},
+		{"status"},
+		{"status", "--json"},
+		{"migrate"},
+		{"prune", "--older-than", "7d"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			for _, args := range commands {
+				for _, viaEnv := range []bool{false, true} {
+					a := append([]string{}, args...)
+					ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+					c := exec.CommandContext(ctx, builtBinary, a...)
+					if viaEnv {
+						c.Env = append(os.Environ(), "OUTBOXD_DATABASE_URL="+tt.url)
+					} else {
+						c.Args = append(c.Args, "--database-url", tt.url)
+					}
+					o, _ := c.CombinedOutput()
+					cancel()
+					out, code := string(o), c.ProcessState.ExitCode()
+					what := fmt.Sprintf("outboxd %s (env %v)", strings.Join(a, " "), viaEnv)
+					if code != exitUsage || !strings.Contains(out, "@ as %40") {
+						t.Errorf("%s: exit %d, want %d and a message saying to percent-encode @ as %%40:\n%s", what, code, exitUsage, out)
+					}
+					for _, secret := range []string{"topsecret", "secret", "SECOND", "HALF"} {
+						if strings.Contains(out, secret) {
+							t.Errorf("%s shows %q of the URL:\n%s", what, secret, out)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
 // syncBuffer is a bytes.Buffer safe to read while a child writes to it.
 type syncBuffer struct {
 	mu sync.Mutex

@@ -35,6 +35,68 @@ func TestDescribeDatabase(t *testing.T) {
 	}
 }
 
+// TestDatabaseURLWithUnencodedAt pins bug 15 of issue 37: pgconn ends a
+// URL's user-info at the first '@', so postgres://app:topsecret@SECONDHALF@host
+// passed validation with host "SECONDHALF@host", which the start-up dump,
+// every retry warning and status showed. Such a URL is refused, and neither
+// the refusal nor DescribeDatabase nor the dump shows any part of it; the
+// same strings percent-encoded, and '@' where it is unambiguous, still pass.
+func TestDatabaseURLWithUnencodedAt(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, url string
+		ok        bool   // valid; then described as describe
+		describe  string // when ok
+	}{
+		{name: "@ in the password", url: "postgres://app:topsecret@SECONDHALF@db.example:5432/app?sslmode=disable"},
+		{name: "@ in the password, postgresql scheme, no user", url: "postgresql://:topsecret@SECONDHALF@db/app"},
+		{name: "@ in the password, several hosts", url: "postgres://app:topsecret@SECONDHALF@db1,db2:5433/app"},
+		{name: "@ in the password, no path", url: "postgres://app:topsecret@SECONDHALF@db?sslmode=disable"},
+		{name: "@ in the user", url: "postgres://app@SECONDHALF@db/app"},
+		{name: "@ in the user and the password", url: "postgres://app@SECONDHALF:topsecret@db/app"},
+		{name: "many @", url: "postgres://app:top@secret@SECOND@HALF@db/app"},
+		{name: "@ in a query password before any path", url: "postgres://db?password=topsecret@SECONDHALF"},
+		{name: "@ in a query host", url: "postgres://app:topsecret@/app?host=SECONDHALF@db"},
+		{name: "@ in a keyword/value host", url: "host=SECONDHALF@db user=app password=topsecret dbname=app"},
+		{name: "percent-encoded @", url: "postgres://app:topsecret%40SECONDHALF@db/app", ok: true, describe: "host=db:5432 database=app user=app"},
+		{name: "percent-encoded @ in the user", url: "postgres://app%40corp:topsecret@db/app", ok: true, describe: "host=db:5432 database=app user=app@corp"},
+		{name: "@ in the database name", url: "postgres://app:topsecret@db/app@x", ok: true, describe: "host=db:5432 database=app@x user=app"},
+		{name: "@ in a keyword/value password", url: "host=db user=app password=topsecret@SECONDHALF dbname=app", ok: true, describe: "host=db:5432 database=app user=app"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, fs := parsed(t, []string{"--database-url", tt.url}, nil, GroupDatabase)
+			err := c.Validate(fs)
+			var dump bytes.Buffer
+			slog.New(slog.NewTextHandler(&dump, nil)).Info("starting", "config", Dump(fs))
+			described := DescribeDatabase(tt.url)
+			if tt.ok {
+				if err != nil {
+					t.Errorf("Validate = %v, want nil", err)
+				}
+				if described != tt.describe {
+					t.Errorf("DescribeDatabase = %q, want %q", described, tt.describe)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate = nil, want the URL refused (DescribeDatabase says %q)", described)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "--database-url") || !strings.Contains(msg, "@ as %40") {
+				t.Errorf("Validate = %v, want it to name --database-url and say to percent-encode @ as %%40", err)
+			}
+			for what, out := range map[string]string{"Validate": err.Error(), "DescribeDatabase": described, "the start-up dump": dump.String()} {
+				for _, secret := range []string{"topsecret", "top@", "secret", "SECOND", "HALF"} {
+					if strings.Contains(out, secret) {
+						t.Errorf("%s shows %q of the URL: %s", what, secret, out)
+					}
+				}
+			}
+		})
+	}
+}
+
 // parsed is the defaults with groups' flags registered and args parsed,
 // env standing in for the environment; a parse error fails the test.
 func parsed(t *testing.T, args []string, env map[string]string, groups ...Group) (*Config, *flag.FlagSet) {

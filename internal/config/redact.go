@@ -17,18 +17,71 @@ const redacted = "xxxxx"
 const errDatabaseURLSyntax = "does not parse as a PostgreSQL URL or keyword/value connection string (not shown: it may hold a password); " +
 	"in a URL, percent-encode special characters of the password: # as %23, % as %25, @ as %40, / as %2F, space as %20"
 
+// errDatabaseURLAmbiguous explains a URL that parses, but not as meant:
+// pgconn (like libpq) ends the user-info at the first '@', so an unencoded
+// '@' in the password (postgres://app:top@SECRET@host/db) makes the rest of
+// the password the host, which every log line, retry warning and error
+// would then show. Nothing of the string is quoted.
+const errDatabaseURLAmbiguous = "is ambiguous: the user name and password end at the first '@', and another '@' follows before the path (or a '?' precedes it, or a host has one), " +
+	"so part of the password would be read as the host (not shown: it may hold a password); " +
+	"in a URL, percent-encode special characters of the user name and password: @ as %40, ? as %3F, # as %23, % as %25, / as %2F, space as %20"
+
+// parseDatabase parses conn with the parser that connects
+// (pgconn.ParseConfig) and refuses what it would misread: the message
+// (errDatabaseURLSyntax or errDatabaseURLAmbiguous) quotes nothing of conn.
+func parseDatabase(conn string) (*pgconn.Config, string) {
+	cfg, err := pgconn.ParseConfig(conn)
+	if err != nil {
+		return nil, errDatabaseURLSyntax
+	}
+	if urlUserInfoAmbiguous(conn) {
+		return nil, errDatabaseURLAmbiguous
+	}
+	bad := strings.Contains(cfg.Host, "@")
+	for _, fb := range cfg.Fallbacks {
+		bad = bad || strings.Contains(fb.Host, "@")
+	}
+	if bad {
+		return nil, errDatabaseURLAmbiguous
+	}
+	return cfg, ""
+}
+
+// urlUserInfoAmbiguous reports whether conn is a URL whose user-info pgconn
+// may not end where its author meant. pgconn takes everything up to the
+// first '@' before the first '/' as the user-info, so before that '/' there
+// must be at most one '@', and no '?' before it (the '@' would then be a
+// query value's, or the password holds a '?': either way unclear). A URL
+// without a path whose query holds an '@' is refused too: it cannot be
+// told from a password holding '@' and '?'.
+func urlUserInfoAmbiguous(conn string) bool {
+	rest, ok := strings.CutPrefix(conn, "postgresql://")
+	if !ok {
+		if rest, ok = strings.CutPrefix(conn, "postgres://"); !ok {
+			return false // keyword/value: quoting delimits every value
+		}
+	}
+	authority, _, _ := strings.Cut(rest, "/")
+	at := strings.IndexByte(authority, '@')
+	return at >= 0 && (strings.Count(authority, "@") > 1 || strings.IndexByte(authority[:at], '?') >= 0)
+}
+
 // DescribeDatabase tells which database a connection string points at
 // without showing any secret: host(s), port, database and user, read with
 // the same parser that connects (pgconn.ParseConfig). A string that does
-// not parse is described by a constant. Nothing else of the string (its
-// password, sslpassword, or anything the parser did not understand) is
-// ever shown.
+// not parse, or that parses ambiguously (parseDatabase: an unencoded '@'
+// in the password would show its tail as the host), is described by a
+// constant. Nothing else of the string (its password, sslpassword, or
+// anything the parser did not understand) is ever shown.
 func DescribeDatabase(conn string) string {
 	if conn == "" {
 		return ""
 	}
-	cfg, err := pgconn.ParseConfig(conn)
-	if err != nil {
+	cfg, msg := parseDatabase(conn)
+	if msg == errDatabaseURLAmbiguous {
+		return "(connection string not shown: it is ambiguous)"
+	}
+	if msg != "" {
 		return "(connection string not shown: it does not parse)"
 	}
 	hosts := []string{cfg.Host + ":" + strconv.Itoa(int(cfg.Port))}
