@@ -40,6 +40,12 @@ type Config struct {
 	// Publication is the publication over the outbox table(s). Default
 	// DefaultPublication.
 	Publication string
+	// Table is an outbox table (SQL syntax: app.outbox, "App"."Outbox")
+	// that the publication must publish: Run refuses to start, with a
+	// permanent error wrapping slot.ErrTableMissing or
+	// slot.ErrTableNotPublished, while it does not. Default "": not
+	// checked, the publication's tables are streamed as they are.
+	Table string
 	// Columns names the outbox columns. Default decode.DefaultColumns().
 	Columns decode.Columns
 	// TolerateUnusableTables starts even when a table in the publication

@@ -24,7 +24,7 @@ import (
 func (s *Streamer) setUpSlot(ctx context.Context) error {
 	conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
 	if err != nil {
-		return fmt.Errorf("connecting to PostgreSQL: %w", err)
+		return fmt.Errorf("connecting to PostgreSQL: %w", authFailure(err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	unlock, err := slot.Lock(ctx, conn, s.cfg.Slot)
@@ -37,6 +37,13 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 	if err := checkPublication(ctx, conn, s.cfg, s.log); err != nil {
 		return err
 	}
+	// A publication that does not publish the configured table would
+	// stream without ever publishing its rows.
+	if s.cfg.Table != "" {
+		if err := slot.CheckCovers(ctx, conn, s.cfg.Publication, s.cfg.Table); err != nil {
+			return err
+		}
+	}
 	systemID, timeline, err := IdentifyServer(ctx, s.cfg.DatabaseURL)
 	if err != nil {
 		return err
@@ -47,6 +54,11 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 	}
 	if st.InRecovery {
 		return permanent(slot.StandbyError(s.cfg.Slot))
+	}
+	// Slot names are per server: another database's slot is never
+	// adopted, recorded, dropped for a backfill or streamed from here.
+	if st.OtherDatabase {
+		return permanent(slot.OtherDatabaseError(st))
 	}
 	// An old primary that came back (a newer primary among the URL's
 	// hosts) must not get a slot created or a backfill run on it either.

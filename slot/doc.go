@@ -10,5 +10,6 @@
 //     with a typed error (ErrMissing, ErrInvalidated, ErrUnusable) that says
 //     what to do, and never dropped or recreated here.
 //   - The catalog is read only through the queries in this package; each
-//     fact (does the publication exist, who holds the slot) has one query.
+//     fact (does the publication exist, does it publish the outbox table,
+//     who holds the slot, is it this database's) has one query.
 package slot

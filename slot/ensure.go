@@ -26,15 +26,11 @@ func Ensure(ctx context.Context, conn *pgx.Conn, slot string) (Status, error) {
 	if !info.Exists {
 		return Status{}, fmt.Errorf("%w: %s", ErrMissing, slot)
 	}
-	var db string
-	if err := conn.QueryRow(ctx, `SELECT pg_catalog.current_database()`).Scan(&db); err != nil {
-		return Status{}, fmt.Errorf("reading the current database: %w", err)
-	}
 	switch {
 	case info.Plugin != "pgoutput":
 		return info, fmt.Errorf("%w: %s uses plugin %q, not pgoutput: drop it or choose another --slot", ErrUnusable, slot, info.Plugin)
-	case info.Database != db:
-		return info, fmt.Errorf("%w: %s belongs to database %q, not %q: choose another --slot", ErrUnusable, slot, info.Database, db)
+	case info.OtherDatabase:
+		return info, OtherDatabaseError(info)
 	case info.Lost():
 		return info, invalidatedError(info)
 	}
@@ -57,6 +53,26 @@ func Create(ctx context.Context, conn *pgx.Conn, slot string, failover bool) (ou
 		return 0, fmt.Errorf("creating replication slot %s: %w", slot, err)
 	}
 	return outbox.ParseLSN(lsn)
+}
+
+// CheckCovers checks that table (SQL syntax, as --table) exists and that
+// publication publishes its rows (ReadCoverage). Its errors wrap
+// ErrTableMissing or ErrTableNotPublished and say what to do: outboxd
+// never changes what an existing publication publishes on its own.
+func CheckCovers(ctx context.Context, q Querier, publication, table string) error {
+	c, err := ReadCoverage(ctx, q, publication, table)
+	switch {
+	case err != nil:
+		return err
+	case !c.Exists:
+		return fmt.Errorf("checking publication %s covers %s: %w: create it, or give --table the name of the existing outbox table", publication, table, ErrTableMissing)
+	case !c.Published:
+		return fmt.Errorf("checking publication %s covers %s: %w, so its rows would never be published: "+
+			"add it with `ALTER PUBLICATION %s ADD TABLE %s` (every table of the publication is streamed, so each must fit the column flags), "+
+			"or give it a publication and slot of its own (--publication and --slot, on migrate and run)",
+			publication, table, ErrTableNotPublished, c.Publication, c.Table)
+	}
+	return nil
 }
 
 // CheckPublication checks that the publication exists and that every table

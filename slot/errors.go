@@ -16,17 +16,27 @@ var (
 	ErrUnusable           = errors.New("replication slot cannot be used")
 	ErrPublicationMissing = errors.New("publication does not exist")
 	ErrTableUnusable      = errors.New("table in the publication has no usable outbox columns")
+	ErrTableMissing       = errors.New("outbox table does not exist")
+	ErrTableNotPublished  = errors.New("publication does not publish the outbox table")
 )
 
 // Permanent reports whether err is one of the errors above: retrying the
 // same operation cannot succeed until an operator acts.
 func Permanent(err error) bool {
-	for _, e := range []error{ErrMissing, ErrInvalidated, ErrUnusable, ErrPublicationMissing, ErrTableUnusable} {
+	for _, e := range []error{ErrMissing, ErrInvalidated, ErrUnusable, ErrPublicationMissing, ErrTableUnusable, ErrTableMissing, ErrTableNotPublished} {
 		if errors.Is(err, e) {
 			return true
 		}
 	}
 	return false
+}
+
+// OtherDatabaseError is the error for a slot of another database of the
+// server (st.OtherDatabase): slot names are per server, so the name was
+// taken there first. It wraps ErrUnusable.
+func OtherDatabaseError(st Status) error {
+	return fmt.Errorf("%w: %s belongs to database %q, not to this one (%q): slot names are per server, so two databases on one server need two slot names; "+
+		"choose another --slot for this database (and leave %s to %q)", ErrUnusable, st.Slot, st.Database, st.CurrentDatabase, st.Slot, st.Database)
 }
 
 func invalidatedError(st Status) error {

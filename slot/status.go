@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -13,10 +14,16 @@ import (
 // publication (outboxd status, the WAL monitor, run's checks). Its JSON
 // form is `outboxd status --json`.
 type Status struct {
-	Slot              string     `json:"slot"`
-	Exists            bool       `json:"exists"`
-	Plugin            string     `json:"plugin,omitempty"`
-	Database          string     `json:"database,omitempty"`
+	Slot     string `json:"slot"`
+	Exists   bool   `json:"exists"`
+	Plugin   string `json:"plugin,omitempty"`
+	Database string `json:"database,omitempty"`
+	// CurrentDatabase is the database of the connection. Slot names are
+	// per server: OtherDatabase says the slot exists but belongs to
+	// another database of the server (Database), and cannot be used from
+	// this one (OtherDatabaseError).
+	CurrentDatabase   string     `json:"current_database"`
+	OtherDatabase     bool       `json:"other_database,omitempty"`
 	Active            bool       `json:"active"`
 	ActivePID         int        `json:"active_pid,omitempty"`
 	ConfirmedFlushLSN outbox.LSN `json:"-"`
@@ -101,9 +108,9 @@ func Read(ctx context.Context, conn *pgx.Conn, slot string) (Status, error) {
 	// conflicting, 17 invalidation_reason, failover and synced), and a
 	// column a version lacks is simply absent.
 	var row *slotRow
-	err := conn.QueryRow(ctx, `SELECT pg_catalog.current_setting('server_version_num')::int,
+	err := conn.QueryRow(ctx, `SELECT pg_catalog.current_setting('server_version_num')::int, pg_catalog.current_database(),
 			(SELECT pg_catalog.to_jsonb(s) FROM pg_catalog.pg_replication_slots s WHERE slot_name = $1)`, slot).
-		Scan(&st.ServerVersion, &row)
+		Scan(&st.ServerVersion, &st.CurrentDatabase, &row)
 	switch {
 	case err != nil:
 		return st, fmt.Errorf("reading replication slot %s: %w", slot, err)
@@ -114,6 +121,7 @@ func Read(ctx context.Context, conn *pgx.Conn, slot string) (Status, error) {
 	st.Plugin, st.Database, st.WALStatus = deref(row.Plugin), deref(row.Database), deref(row.WALStatus)
 	st.SafeWALSize, st.Conflicting, st.Failover, st.Synced = row.SafeWALSize, row.Conflicting, row.Failover, row.Synced
 	st.InvalidationReason = deref(row.InvalidationReason)
+	st.OtherDatabase = st.Database != "" && st.Database != st.CurrentDatabase // "": a physical slot (no database)
 	if row.ActivePID != nil {
 		st.Active, st.ActivePID = true, *row.ActivePID
 	}
@@ -154,6 +162,52 @@ func publicationExists(ctx context.Context, conn *pgx.Conn, publication string) 
 		return false, fmt.Errorf("reading publication %s: %w", publication, err)
 	}
 	return exists, nil
+}
+
+// Coverage is what the catalog says of an outbox table and a publication.
+type Coverage struct {
+	// Exists says the table exists; Table is then its name as PostgreSQL
+	// writes it (schema-qualified, quoted where needed), Publication the
+	// publication's.
+	Exists      bool
+	Table       string
+	Publication string
+	// Published says the publication publishes the table's rows: it lists
+	// the table (FOR TABLE, FOR TABLES IN SCHEMA, FOR ALL TABLES), or, for
+	// a partitioned table in a publication without
+	// publish_via_partition_root, every one of its partitions.
+	Published bool
+}
+
+// ReadCoverage is the one query for whether publication publishes table
+// (SQL syntax, as --table: app.outbox, or "App"."Outbox"; an unqualified
+// name is looked up on the search_path). A publication that does not
+// exist publishes nothing.
+func ReadCoverage(ctx context.Context, q Querier, publication, table string) (Coverage, error) {
+	name, err := sqlquote.ParseQualified(table)
+	if err != nil {
+		return Coverage{}, fmt.Errorf("checking publication %s covers %s: %w", publication, table, err)
+	}
+	var c Coverage
+	err = q.QueryRow(ctx, `WITH t AS (
+			SELECT c.oid, c.relkind, pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname) AS name
+			FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.oid = pg_catalog.to_regclass($2)),
+		published AS (
+			SELECT c.oid FROM pg_catalog.pg_publication_tables pt
+			JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname
+			JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+			WHERE pt.pubname = $1),
+		leaves AS (
+			SELECT p.relid FROM t, pg_catalog.pg_partition_tree(t.oid) p WHERE t.relkind = 'p' AND p.isleaf)
+		SELECT EXISTS (SELECT FROM t), coalesce((SELECT name FROM t), ''), pg_catalog.quote_ident($1),
+			EXISTS (SELECT FROM t WHERE t.oid IN (SELECT oid FROM published))
+				OR (EXISTS (SELECT FROM leaves) AND NOT EXISTS (SELECT FROM leaves WHERE relid NOT IN (SELECT oid FROM published)))`,
+		publication, name.Sanitize()).Scan(&c.Exists, &c.Table, &c.Publication, &c.Published)
+	if err != nil {
+		return Coverage{}, fmt.Errorf("checking publication %s covers %s: %w", publication, table, err)
+	}
+	return c, nil
 }
 
 func deref(s *string) string {

@@ -24,7 +24,7 @@ var migrateGroups = []config.Group{config.GroupDatabase, config.GroupTable, conf
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
 	cfg.Stream.CreateSlot = true // on a fresh install only: see migrateSlot
-	fs := newFlagSet("migrate", "Creates the outbox table and the insert-only publication over it (idempotently,\nrecording versions in outboxd_migrations), then, on a fresh install, the pgoutput\nreplication slot (recorded in outboxd_slots), so that every outbox row committed from\nnow on is published even if `run` starts later. It refuses to create a slot that\noutboxd_slots says was lost, or one over a table that already holds rows: see\n--create-slot. With --own-table it leaves an existing table of another shape as it is\nand checks that the column flags fit it. Note: a slot nobody reads retains WAL on the\nserver until outboxd runs.", stderr)
+	fs := newFlagSet("migrate", "Creates the outbox table and the insert-only publication over it (idempotently,\nrecording versions in outboxd_migrations), then, on a fresh install, the pgoutput\nreplication slot (recorded in outboxd_slots), so that every outbox row committed from\nnow on is published even if `run` starts later. It refuses to create a slot that\noutboxd_slots says was lost, or one over a table that already holds rows: see\n--create-slot. With --own-table it leaves an existing table of another shape as it is\nand checks that the column flags fit it. It never changes an existing publication:\none that does not publish --table is refused, naming the ALTER PUBLICATION that adds\nit. A slot of that name in another database of the server is refused too (slot names\nare per server: each database needs its own --slot). Note: a slot nobody reads\nretains WAL on the server until outboxd runs.", stderr)
 	cfg.Register(fs, migrateGroups...)
 	printSQL := fs.Bool("print-sql", false, "print the SQL migrate would run (for a DBA to apply by hand) and exit; needs no database")
 	if code, ok := parseFlags("migrate", fs, args, stderr, getenv); !ok {
@@ -59,6 +59,18 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if cfg.OwnTable {
+		// Nothing is applied, nor recorded as applied, for a table that
+		// is not there (the default table is created by migration 0001).
+		cov, err := slot.ReadCoverage(ctx, conn, cfg.Stream.Publication, cfg.Table)
+		if err != nil {
+			return err
+		}
+		if !cov.Exists {
+			return fmt.Errorf("checking publication %s covers %s: %w: --own-table publishes the application's existing outbox table: "+
+				"give its name with --table (default public.outbox), or leave out --own-table to have migrate create the default table", cfg.Stream.Publication, cfg.Table, slot.ErrTableMissing)
+		}
+	}
 	applied, err := migrations.Apply(ctx, conn, migrationTarget(cfg), log)
 	if err != nil {
 		return err
@@ -67,6 +79,14 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		if err := retention.EnsurePartitioned(ctx, conn, cfg.Table, retention.Config{}.WithDefaults().AheadDays, time.Now(), log); err != nil {
 			return err
 		}
+	}
+	// The publication may have existed before (migration 0002 leaves an
+	// existing one as it is): the table must be in it, or its rows are
+	// never published. migrate does not add it: that would change what
+	// every run streaming the publication publishes; the error names the
+	// ALTER PUBLICATION that does.
+	if err := slot.CheckCovers(ctx, conn, cfg.Stream.Publication, cfg.Table); err != nil {
+		return err
 	}
 	// What run checks at start, checked now: the column mapping fits
 	// every table of the publication.
@@ -111,6 +131,8 @@ func migrateSlot(ctx context.Context, conn *pgx.Conn, cfg config.Config, log *sl
 		return err
 	}
 	switch {
+	case st.OtherDatabase: // never adopted, nor recorded here: it is another database's
+		return slot.OtherDatabaseError(st)
 	case st.Exists:
 		if err := slot.Adopt(ctx, conn, st, rec, found, systemID, timeline, log); err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/internal/config"
 	"github.com/outboxd/outboxd/internal/ops"
+	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/slot"
@@ -28,15 +29,30 @@ var runGroups = []config.Group{
 	config.GroupPump, config.GroupKafka, config.GroupDelivery, config.GroupStream, config.GroupOps, config.GroupLog,
 }
 
+// registerRunFlags registers run's flags: runGroups, and --table, which
+// run checks only when given (its default is empty, not migrate's
+// public.outbox: run streams the publication's tables, whichever they are).
+func registerRunFlags(cfg *config.Config, fs *flag.FlagSet) {
+	cfg.Register(fs, runGroups...)
+	fs.StringVar(&cfg.Stream.Table, "table", "", "outbox table the publication must publish, in SQL syntax as migrate's --table (app.outbox, or \"App\".\"Outbox\"): "+
+		"run refuses to start while the publication does not publish it. Empty: not checked, the publication's tables are streamed as they are")
+}
+
 func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
 	fs := newFlagSet("run", "Streams committed inserts of the publication's tables from the slot to Kafka until\nSIGTERM or SIGINT, then finishes the open transaction, waits for Kafka and confirms.\nSIGHUP is ignored.", stderr)
-	cfg.Register(fs, runGroups...)
+	registerRunFlags(&cfg, fs)
 	if code, ok := parseFlags("run", fs, args, stderr, getenv); !ok {
 		return code
 	}
 	cfg.ApplyLayout(fs)
-	if code, ok := validate("run", &cfg, fs, stderr); !ok {
+	var tableErr error
+	if cfg.Stream.Table != "" {
+		if _, err := sqlquote.ParseQualified(cfg.Stream.Table); err != nil {
+			tableErr = fmt.Errorf("--table (%s): %w", envName("table"), err)
+		}
+	}
+	if code, ok := validate("run", &cfg, fs, stderr, tableErr); !ok {
 		return code
 	}
 	cfg.Stream.Columns = cfg.Mapping()
@@ -48,6 +64,12 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	if err := runPublisher(ctx, cfg, log); err != nil {
 		log.Error("outboxd run stopped", "err", err)
 		printRecovery(stderr, err)
+		var auth *cdc.AuthError
+		if errors.As(err, &auth) {
+			// Refused at start: the database URL's credentials are
+			// configuration, and no retry fixes them (cdc.Streamer.Run).
+			return exitUsage
+		}
 		return exitError
 	}
 	return exitOK

@@ -15,7 +15,7 @@ import (
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
-	fs := newFlagSet("status", "Shows the replication slot and the publication: whether the slot is active and by\nwhich pid, its confirmed position, the lag and the WAL it retains, wal_status and\nsafe_wal_size, on PostgreSQL 16+ conflicting, on 17+ invalidation_reason, failover\n(the slot is synchronized to standbys) and synced (a standby's copy of a primary's\nfailover slot), and the publication's tables. Works on a standby too (positions\nare then its replay position). Exits 1 when the slot is missing or was invalidated.", stderr)
+	fs := newFlagSet("status", "Shows the replication slot and the publication: whether the slot is active and by\nwhich pid, its confirmed position, the lag and the WAL it retains, wal_status and\nsafe_wal_size, on PostgreSQL 16+ conflicting, on 17+ invalidation_reason, failover\n(the slot is synchronized to standbys) and synced (a standby's copy of a primary's\nfailover slot), and the publication's tables. Works on a standby too (positions\nare then its replay position). Exits 1 when the slot is missing, was invalidated or\nbelongs to another database of the server (slot names are per server).", stderr)
 	cfg.Register(fs, config.GroupDatabase, config.GroupSlot, config.GroupPublication)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if code, ok := parseFlags("status", fs, args, stderr, getenv); !ok {
@@ -49,6 +49,9 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	case !st.Exists:
 		fmt.Fprintf(stderr, "outboxd status: replication slot %s does not exist (run `outboxd migrate`)\n", cfg.Stream.Slot)
 		return exitError
+	case st.OtherDatabase:
+		fmt.Fprintf(stderr, "outboxd status: %v\n", slot.OtherDatabaseError(st))
+		return exitError
 	case st.Lost():
 		fmt.Fprintf(stderr, "outboxd status: replication slot %s was invalidated (%s): outbox rows may be missing from Kafka\n", cfg.Stream.Slot, st.Why())
 		return exitError
@@ -67,7 +70,11 @@ func printStatus(w io.Writer, st slot.Status) {
 		if st.Active {
 			active = fmt.Sprintf("yes, pid %d", st.ActivePID)
 		}
-		fmt.Fprintf(tw, "plugin\t%s\ndatabase\t%s\nactive\t%s\n", st.Plugin, st.Database, active)
+		database := st.Database
+		if st.OtherDatabase {
+			database = fmt.Sprintf("%s (another database: not this database's slot; this is %s)", st.Database, st.CurrentDatabase)
+		}
+		fmt.Fprintf(tw, "plugin\t%s\ndatabase\t%s\nactive\t%s\n", st.Plugin, database, active)
 		fmt.Fprintf(tw, "confirmed_flush_lsn\t%s\ncurrent_wal_lsn\t%s\n", st.Confirmed, st.Current)
 		fmt.Fprintf(tw, "lag\t%s\nretained WAL\t%s\n", bytesText(st.LagBytes), bytesText(st.RetainedWALBytes))
 		fmt.Fprintf(tw, "wal_status\t%s\n", st.WALStatus)

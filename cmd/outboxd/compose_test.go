@@ -39,7 +39,7 @@ var outboxdCommands = map[string]func() (*config.Config, *flag.FlagSet){
 	"run": func() (*config.Config, *flag.FlagSet) {
 		cfg := config.Default()
 		fs := newFlagSet("run", "", io.Discard)
-		cfg.Register(fs, runGroups...)
+		registerRunFlags(&cfg, fs)
 		return &cfg, fs
 	},
 	"migrate": func() (*config.Config, *flag.FlagSet) {
@@ -674,7 +674,7 @@ func TestComposeCheckCatchesMistakes(t *testing.T) {
 		want           string // a problem containing this
 	}{
 		{"unknown variable", brokers, brokers + "      OUTBOXD_FOO: bar\n", "OUTBOXD_FOO is not the variable of any flag of `outboxd run`"},
-		{"flag of another command", brokers, brokers + "      OUTBOXD_TABLE: public.outbox\n", "outboxd: OUTBOXD_TABLE is not the variable of any flag of `outboxd run`"},
+		{"flag of another command", brokers, brokers + "      OUTBOXD_OWN_TABLE: \"true\"\n", "outboxd: OUTBOXD_OWN_TABLE is not the variable of any flag of `outboxd run`"},
 		{"run-only flag on migrate", migrateEnv, migrateEnv + brokers, "outboxd-migrate: OUTBOXD_BROKERS is not the variable of any flag of `outboxd migrate`"},
 		{"invalid value", "OUTBOXD_ALLOW_AUTO_TOPIC_CREATION: \"true\"", "OUTBOXD_ALLOW_AUTO_TOPIC_CREATION: \"yes\"", "OUTBOXD_ALLOW_AUTO_TOPIC_CREATION"},
 		{"value the command rejects", brokers + "      OUTBOXD_ALLOW", brokers + "      OUTBOXD_SLOT: Outboxd\n      OUTBOXD_ALLOW", "--slot (OUTBOXD_SLOT)"},

@@ -24,7 +24,7 @@ func TestHelpDocumentsEveryFlagWithDefaultAndEnv(t *testing.T) {
 			help := stderr.String()
 			runFS := flag.NewFlagSet("run", flag.ContinueOnError)
 			runCfg := config.Default()
-			runCfg.Register(runFS, runGroups...)
+			registerRunFlags(&runCfg, runFS)
 			flags := map[string][]string{"run": registered(runFS), "migrate": {"database-url", "table", "slot"}, "demo": {"writers", "events"}}[cmd]
 			for _, f := range flags {
 				if !strings.Contains(help, "--"+f+"  (env "+config.EnvName(f)+", default ") {

@@ -109,7 +109,9 @@ func Prune(ctx context.Context, conn *pgx.Conn, cfg Config, now time.Time, log *
 			return res, err
 		}
 	}
-	res.Cutoff, res.Reason, err = Cutoff(now, cfg.OlderThan, cfg.RecoveryMargin, rec, found, st.Exists)
+	// Another database's slot of that name is not this database's (slot
+	// names are per server): this one's is missing.
+	res.Cutoff, res.Reason, err = Cutoff(now, cfg.OlderThan, cfg.RecoveryMargin, rec, found, st.Exists && !st.OtherDatabase)
 	if err != nil {
 		return res, fmt.Errorf("pruning %s: nothing removed: slot %s: %w", cfg.Table, cfg.Slot, err)
 	}
