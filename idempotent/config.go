@@ -15,8 +15,19 @@ import (
 // Handler processes one record inside tx, the transaction that also
 // records the record's key. It runs at most once per key and consumer
 // (among committed transactions): do every write the record causes
-// through tx. An error (or a panic) rolls tx back, key included; the
-// record is retried.
+// through tx. tx is READ COMMITTED, whatever the database's default (see
+// Store for why). An error (or a panic) rolls tx back, key included; the
+// record is retried. ctx does not end with Run's context, so the batch in
+// hand is finished, except on a retry after a transient failure.
+//
+// A transient error (a serialization failure or deadlock of tx's own
+// statements, tx's connection lost, a network error; see Config.MaxAttempts)
+// is retried for as long as Run's context lasts and never dead-letters the
+// record; any other error is a refusal, retried up to MaxAttempts times.
+// To have a transient failure counted as a refusal, return an error that
+// does not wrap it. Check deferred constraints before returning (SET
+// CONSTRAINTS ALL IMMEDIATE): a commit the database refuses is not the
+// handler's error, and stops Run.
 type Handler func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error
 
 // KeyFunc returns the key a record is deduplicated by. An error means the
@@ -59,16 +70,28 @@ type Config struct {
 	// Larger batches commit less often (throughput) and hold their keys'
 	// locks longer. Default DefaultBatchSize.
 	BatchSize int
-	// MaxAttempts is how often a failing record is tried (alone, with
-	// exponential backoff from RetryInitial to RetryMax) before it is
-	// dead-lettered or, without a dead-letter topic, Run stops with its
-	// error. Default DefaultMaxAttempts.
+	// MaxAttempts is how often the handler may refuse a record (return
+	// an error that is not transient, or panic) before the record is
+	// dead-lettered or, without a dead-letter topic, Run stops with the
+	// error. The tries are alone, with exponential backoff from
+	// RetryInitial to RetryMax. Default DefaultMaxAttempts.
+	//
+	// Transient failures do not count, whoever returned them: the
+	// database unreachable or restarting (connection errors, SQLSTATE
+	// class 08, 53300, 57P01, 57P02, 57P03), a serialization failure
+	// (40001) or deadlock (40P01), Kafka unreachable, a network error or
+	// a timeout. They are retried with the same backoff, each retry
+	// logged at Warn, until Run's context ends: a healthy record is never
+	// dead-lettered for an outage, however long.
 	MaxAttempts  int
 	RetryInitial time.Duration // default 100ms
 	RetryMax     time.Duration // default 5s
-	// DeadLetterTopic receives a record that failed MaxAttempts times (or
-	// has no key), with headers saying why; its key is then recorded as
-	// processed. Default "": stop instead, skipping nothing.
+	// DeadLetterTopic receives a record the handler refused MaxAttempts
+	// times (or without a key), with headers saying why; its key is then
+	// recorded as processed. A permanent failure outside the handler
+	// (processed_keys missing, a permission denied) is never
+	// dead-lettered: Run stops with it. Default "": stop instead, skipping
+	// nothing.
 	DeadLetterTopic string
 	// KafkaOpts are added to the client's options: TLS, SASL, and for
 	// outboxd's exactly-once mode kgo.FetchIsolationLevel(kgo.ReadCommitted()).

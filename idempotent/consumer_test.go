@@ -28,7 +28,13 @@ type bed struct {
 
 func newBed(t *testing.T, partitions int32) *bed {
 	t.Helper()
-	pool, err := pgxpool.New(t.Context(), testenv.Database(t))
+	return newBedOn(t, testenv.Database(t), partitions)
+}
+
+// newBedOn is newBed on a database of the caller's (on a private cluster).
+func newBedOn(t *testing.T, dbURL string, partitions int32) *bed {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +131,19 @@ func (r *running) wait(t *testing.T) error {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("Run did not return")
 		return nil
+	}
+}
+
+// returned reports whether Run returned by itself, and its error.
+func (r *running) returned() (bool, error) {
+	select {
+	case err, ok := <-r.done:
+		if ok {
+			close(r.done)
+		}
+		return true, err
+	default:
+		return false, nil
 	}
 }
 

@@ -20,8 +20,10 @@ const (
 
 // deadLetter produces r to the dead-letter topic with headers saying why,
 // then records its key (when it has one) so that a replay does not
-// dead-letter it again. A crash between the two dead-letters it twice.
-func (c *Consumer) deadLetter(ctx context.Context, r *kgo.Record, cause error) error {
+// dead-letter it again. Both steps retry transient failures (Kafka or the
+// database unreachable) until ctx ends, never giving the record up for
+// them. A crash, or ctx ending, between the two dead-letters it twice.
+func (c *Consumer) deadLetter(ctx, wctx context.Context, r *kgo.Record, cause error) error {
 	dl := &kgo.Record{Topic: c.cfg.DeadLetterTopic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
 		Headers: append(append([]kgo.RecordHeader(nil), r.Headers...),
 			kgo.RecordHeader{Key: HeaderError, Value: []byte(cause.Error())},
@@ -29,7 +31,16 @@ func (c *Consumer) deadLetter(ctx context.Context, r *kgo.Record, cause error) e
 			kgo.RecordHeader{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
 			kgo.RecordHeader{Key: HeaderOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))},
 			kgo.RecordHeader{Key: HeaderConsumer, Value: []byte(c.cfg.Name)})}
-	if err := c.cl.ProduceSync(ctx, dl).FirstErr(); err != nil {
+	recs := []*kgo.Record{r}
+	bo := c.newBackOff()
+	// The produce always runs under ctx: franz-go retries an unreachable
+	// broker by itself for as long as the context lasts, and Run must be
+	// able to stop meanwhile. So once ctx ended nothing is dead-lettered:
+	// the record is left for the next Run.
+	err := c.retryTransient(ctx, wctx, "dead-lettering", recs, bo, func(context.Context) error {
+		return c.cl.ProduceSync(ctx, dl).FirstErr()
+	})
+	if err != nil {
 		return fmt.Errorf("dead-lettering %s[%d] offset %d to %s (after: %v): %w", r.Topic, r.Partition, r.Offset, c.cfg.DeadLetterTopic, cause, err)
 	}
 	c.metrics.deadLettered.Inc()
@@ -40,13 +51,27 @@ func (c *Consumer) deadLetter(ctx context.Context, r *kgo.Record, cause error) e
 		return nil
 	}
 	key, _ := c.cfg.Key(r)
-	tx, err := c.pool.Begin(ctx)
+	err = c.retryTransient(ctx, wctx, "recording the dead-lettered key", recs, bo, func(octx context.Context) error {
+		return c.record(octx, key)
+	})
 	if err != nil {
 		return fmt.Errorf("recording the dead-lettered key %q: %w", key, err)
 	}
+	return nil
+}
+
+// record records key as processed in a transaction of its own.
+func (c *Consumer) record(ctx context.Context, key string) error {
+	tx, err := c.begin(ctx)
+	if err != nil {
+		return fmt.Errorf("beginning the transaction: %w", err)
+	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit, a no-op
 	if _, err := c.store.claim(ctx, tx, c.cfg.Name, []string{key}); err != nil {
-		return err
+		return lostOn(tx, err)
 	}
-	return tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return lostOn(tx, fmt.Errorf("committing: %w", err))
+	}
+	return nil
 }

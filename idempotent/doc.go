@@ -13,19 +13,33 @@
 //     handed the same key at once serialize on a transaction-scoped
 //     advisory lock on it, so exactly one of them inserts the key (see
 //     Store for why a lock: processed_keys is partitioned by day, and a
-//     unique constraint cannot span partitions).
+//     unique constraint cannot span partitions). The transaction is READ
+//     COMMITTED whatever default_transaction_isolation says, so the
+//     insert, a statement after the lock, sees the key the lock's previous
+//     holder committed (under REPEATABLE READ the snapshot would predate
+//     the lock, and both would run the handler).
 //   - Offsets are committed to Kafka only after the database transaction
 //     committed, and rebalances are held off (kgo.BlockRebalanceOnPoll)
 //     while a polled batch is processed, so a revoked partition never has
 //     work in flight and an offset never passes unprocessed work. A crash
 //     between the database commit and the offset commit redelivers records
 //     whose keys are already recorded: they are skipped.
-//   - A record without a key, or whose handler keeps failing, is never
-//     skipped silently: after MaxAttempts the consumer stops (Run returns
-//     the error; the default) or, with a dead-letter topic, produces it
-//     there with headers saying why and records its key. A handler panic
-//     is an error like any other: its transaction, key included, is rolled
-//     back.
+//   - A record without a key, or that its handler keeps refusing, is
+//     never skipped silently: after MaxAttempts refusals the consumer
+//     stops (Run returns the error; the default) or, with a dead-letter
+//     topic, produces it there with headers saying why and records its
+//     key. A handler panic is a refusal like any other: its transaction,
+//     key included, is rolled back.
+//   - An outage never dead-letters a healthy record: transient failures
+//     (the database restarting or unreachable, a connection lost, a
+//     serialization failure or deadlock, Kafka unreachable, a network
+//     error or timeout) are retried with backoff, each retry logged at
+//     Warn, until Run's context ends, and never count toward MaxAttempts,
+//     also when the handler returned them. When the context ends during
+//     such retries, Run returns nil with the record uncommitted: the next
+//     Run starts with it. A permanent failure outside the handler (say,
+//     a permission denied on processed_keys) is not the record's fault
+//     either: Run stops with it, dead-letter topic or not.
 //   - processed_keys never needs a DELETE: it is partitioned by day on
 //     processed_at, and Maintain (run by Consumer.Run every hour, and by
 //     `outboxd processed-keys`) creates the coming days' partitions and

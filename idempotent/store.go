@@ -28,6 +28,14 @@ import (
 // key waits at the lock until the first commits or rolls back, and its
 // insert, a later statement, sees the outcome: the keys the insert returns
 // are the duplicate test, with no window between check and insert.
+//
+// That holds in a READ COMMITTED transaction only, where each statement
+// takes its own snapshot. Under REPEATABLE READ or SERIALIZABLE the
+// transaction's snapshot is taken by its first statement, the lock's,
+// before the lock is granted: the insert would not see the key the other
+// transaction committed, nor conflict with its row (another processed_at).
+// So the Consumer begins its transactions READ COMMITTED explicitly,
+// whatever default_transaction_isolation says.
 type Store struct {
 	table pgx.Identifier
 }
@@ -108,7 +116,8 @@ func (s Store) Maintain(ctx context.Context, db DB, now time.Time, ttl time.Dura
 // in keys) has, and returns them. It takes the transaction-scoped advisory
 // locks of the keys first, in ascending order; the insert is a later
 // statement, so its snapshot sees every transaction that held one of those
-// locks before. Both statements go in one round trip.
+// locks before. tx must be READ COMMITTED (see Store) and claim its first
+// statement. Both statements go in one round trip.
 func (s Store) claim(ctx context.Context, tx pgx.Tx, consumer string, keys []string) (map[string]bool, error) {
 	ids := make([]int64, len(keys))
 	for i, k := range keys {
