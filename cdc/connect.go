@@ -160,14 +160,35 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info sl
 	if err != nil {
 		return permanent(err)
 	}
-	if changed {
+	walEnd := outbox.LSN(sys.XLogPos)
+	switch {
+	case changed:
 		s.log.Warn("the server changed (failover, restore or another cluster): starting from the slot's own confirmed position, not from what this process confirmed before",
 			"slot", s.cfg.Slot, "system_id", now.systemID, "timeline", now.timeline,
 			"previous_system_id", s.server.systemID, "previous_timeline", s.server.timeline, "previous_confirmed_lsn", s.confirmed)
 		s.confirmed = 0
+	case !carriedFits(s.confirmed, walEnd):
+		s.log.Warn("the server's WAL ends before the position this process confirmed, on the same system and timeline: its storage was rolled back (a restore or a snapshot without a new timeline); "+
+			"starting from the slot's own confirmed position, not from what this process confirmed before (records after it are sent again)",
+			"slot", s.cfg.Slot, "wal_end", walEnd, "previous_confirmed_lsn", s.confirmed, "slot_confirmed_lsn", info.ConfirmedFlushLSN)
+		s.confirmed = 0
 	}
 	s.server = now
+	s.ident.set(now)
 	return nil
+}
+
+// carriedFits reports whether the position a process carried over from an
+// earlier session of the same server and timeline still fits the server:
+// it cannot be past the server's WAL end. A position past it points into
+// a history the server no longer has (its storage was rolled back without
+// a new timeline), and starting there would skip the commits it writes
+// anew below that position. (A position at or below the WAL end cannot be
+// told from a rollback followed by new writes past it: the system and
+// timeline are the same; the slot's own position is then trusted as
+// before.)
+func carriedFits(carried, walEnd outbox.LSN) bool {
+	return carried <= walEnd
 }
 
 // serverChange decides what a session on server now may do after one on

@@ -186,10 +186,11 @@ func (s *Streamer) createSlotWithBackfill(ctx context.Context, conn *pgx.Conn, r
 	if err := slot.SaveRecord(ctx, conn, rec); err != nil {
 		return fmt.Errorf("a backfill needs outboxd_slots to survive a crash: %w", err)
 	}
-	cp, tx, err := createWithSnapshot(ctx, s.cfg.DatabaseURL, s.cfg.Slot, conn, failover)
+	cp, tx, server, err := createWithSnapshot(ctx, s.cfg.DatabaseURL, s.cfg.Slot, conn, failover)
 	if err != nil {
 		return err
 	}
+	s.ident.set(server) // the backfill's records come from the slot's server
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only; committed below when all went well
 	// The reading waits on Kafka (the pump's window): a statement_timeout
 	// meant for the application's queries must not cut it.
@@ -256,7 +257,7 @@ func CreateSlotIfEmpty(ctx context.Context, url, slotName string, table pgx.Iden
 	if err != nil {
 		return 0, false, err
 	}
-	lsn, tx, err := createWithSnapshot(ctx, url, slotName, conn, failover)
+	lsn, tx, _, err := createWithSnapshot(ctx, url, slotName, conn, failover)
 	if err != nil {
 		return 0, false, err
 	}
@@ -281,12 +282,18 @@ func CreateSlotIfEmpty(ctx context.Context, url, slotName string, table pgx.Iden
 // It returns the slot's consistent point and the transaction; the
 // replication connection is closed. failover (17+ only) makes it a
 // failover slot.
-func createWithSnapshot(ctx context.Context, url, slotName string, conn *pgx.Conn, failover bool) (outbox.LSN, pgx.Tx, error) {
+func createWithSnapshot(ctx context.Context, url, slotName string, conn *pgx.Conn, failover bool) (outbox.LSN, pgx.Tx, serverID, error) {
 	repl, err := connectReplication(ctx, url)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, serverID{}, err
 	}
 	defer repl.Close(context.WithoutCancel(ctx))
+	// The server the slot is created on, identified on the same connection.
+	sys, err := pglogrepl.IdentifySystem(ctx, repl)
+	if err != nil {
+		return 0, nil, serverID{}, fmt.Errorf("identifying the server: %w", err)
+	}
+	server := serverID{systemID: sys.SystemID, timeline: sys.Timeline}
 	// The option list (PostgreSQL 15+; the legacy EXPORT_SNAPSHOT keyword
 	// cannot be combined with FAILOVER, which 17 added).
 	options := "(SNAPSHOT 'export')"
@@ -296,19 +303,19 @@ func createWithSnapshot(ctx context.Context, url, slotName string, conn *pgx.Con
 	created, err := pglogrepl.CreateReplicationSlot(ctx, repl, slotName, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: options})
 	if err != nil {
-		return 0, nil, fmt.Errorf("creating replication slot %s with an exported snapshot: %w", slotName, err)
+		return 0, nil, serverID{}, fmt.Errorf("creating replication slot %s with an exported snapshot: %w", slotName, err)
 	}
 	cp, err := outbox.ParseLSN(created.ConsistentPoint)
 	if err != nil {
-		return 0, nil, fmt.Errorf("creating replication slot %s: consistent point %q: %w", slotName, created.ConsistentPoint, err)
+		return 0, nil, serverID{}, fmt.Errorf("creating replication slot %s: consistent point %q: %w", slotName, created.ConsistentPoint, err)
 	}
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return 0, nil, fmt.Errorf("starting a transaction for the snapshot of slot %s: %w", slotName, err)
+		return 0, nil, serverID{}, fmt.Errorf("starting a transaction for the snapshot of slot %s: %w", slotName, err)
 	}
 	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+created.SnapshotName+"'"); err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return 0, nil, fmt.Errorf("importing the snapshot of slot %s: %w", slotName, err)
+		return 0, nil, serverID{}, fmt.Errorf("importing the snapshot of slot %s: %w", slotName, err)
 	}
-	return cp, tx, nil
+	return cp, tx, server, nil
 }

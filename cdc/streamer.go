@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,59 @@ type Streamer struct {
 	// retried (see Run).
 	authenticated bool
 	counters      counters
+	// ident is the server the records handed to the pump come from, as the
+	// replication connection that reads them (or created the slot for a
+	// backfill) identified it; see Server.
+	ident identity
+}
+
+// identity is a server identity set by the streamer's goroutine and read
+// by others.
+type identity struct {
+	mu    sync.Mutex
+	id    serverID
+	known chan struct{} // closed once id is set
+}
+
+func (i *identity) set(id serverID) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.known == nil {
+		i.known = make(chan struct{})
+	}
+	if i.id == (serverID{}) {
+		close(i.known)
+	}
+	i.id = id
+}
+
+func (i *identity) wait(ctx context.Context) (serverID, error) {
+	i.mu.Lock()
+	if i.known == nil {
+		i.known = make(chan struct{})
+	}
+	known := i.known
+	i.mu.Unlock()
+	select {
+	case <-known:
+	case <-ctx.Done():
+		return serverID{}, fmt.Errorf("waiting for the replication stream to identify the server: %w", ctx.Err())
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.id, nil
+}
+
+// Server returns the system identifier and timeline of the server whose
+// records the streamer hands to the pump, as identified on the
+// replication connection that reads them (IDENTIFY_SYSTEM), or on the one
+// that created the slot for a backfill; it waits until the first is
+// known. A separate connection could reach another server than the
+// stream (a failover in between) and name the wrong history: the
+// exactly-once sink keys its progress with this.
+func (s *Streamer) Server(ctx context.Context) (systemID string, timeline int32, err error) {
+	id, err := s.ident.wait(ctx)
+	return id.systemID, id.timeline, err
 }
 
 // New returns a Streamer feeding p. cfg's zero fields take their defaults.

@@ -88,10 +88,13 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 	var (
 		txn *publish.TxnProducer
 		snk sink
+		st  *cdc.Streamer // set below, before anything is published
 	)
 	if cfg.Delivery == config.DeliveryExactlyOnce {
-		url := cfg.Stream.DatabaseURL
-		txn, err = publish.NewTxn(cfg.Txn, kafka, cfg.Stream.Slot, func(ctx context.Context) (string, int32, error) { return cdc.IdentifyServer(ctx, url) }, log)
+		// The progress key names the server the records come from, as
+		// their own replication connection identified it.
+		identify := func(ctx context.Context) (string, int32, error) { return st.Server(ctx) }
+		txn, err = publish.NewTxn(cfg.Txn, kafka, cfg.Stream.Slot, identify, log)
 		snk = txn
 		cfg.Stream.StopOnServerChange = true
 	} else {
@@ -117,7 +120,7 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	st, err := cdc.New(cfg.Stream, p, log)
+	st, err = cdc.New(cfg.Stream, p, log)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,54 @@
+package cdc
+
+import (
+	"context"
+	"testing"
+
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// Regression (issue 37): the exactly-once progress key was identified on a
+// connection of its own, apart from the stream: a failover in between put
+// another timeline in the key than the records' own. Server answers what
+// the stream's replication connection identified, and never connects: here
+// the database URL reaches nothing.
+func TestServerIsTheStreamsOwnIdentity(t *testing.T) {
+	t.Parallel()
+	s := &Streamer{cfg: Config{DatabaseURL: "postgres://u@127.0.0.1:1/db?sslmode=disable&connect_timeout=1"}}
+	early, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, _, err := s.Server(early); err == nil {
+		t.Fatal("Server answered before a replication connection identified the server")
+	}
+	s.ident.set(serverID{systemID: "7001", timeline: 3})
+	sys, tl, err := s.Server(t.Context())
+	if err != nil || sys != "7001" || tl != 3 {
+		t.Fatalf("Server = %s, %d, %v; want the stream's 7001, timeline 3", sys, tl, err)
+	}
+	s.ident.set(serverID{systemID: "7001", timeline: 4}) // the next session's
+	if _, tl, _ := s.Server(t.Context()); tl != 4 {
+		t.Errorf("Server's timeline %d after the next session identified timeline 4", tl)
+	}
+}
+
+// Regression (issue 37): a position carried over from an earlier session
+// was trusted after the server's storage was rolled back without a new
+// timeline: replication started past the server's WAL end, and the
+// commits the server then wrote below that position were skipped.
+func TestCarriedPositionMustFitTheServersWAL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name            string
+		carried, walEnd outbox.LSN
+		fits            bool
+	}{
+		{"nothing carried", 0, 0x100, true},
+		{"behind the WAL end", 0x80, 0x100, true},
+		{"at the WAL end", 0x100, 0x100, true},
+		{"past the WAL end: storage rolled back", 0x180, 0x100, false},
+	} {
+		if got := carriedFits(tc.carried, tc.walEnd); got != tc.fits {
+			t.Errorf("%s: carriedFits(%s, %s) = %v, want %v", tc.name, tc.carried, tc.walEnd, got, tc.fits)
+		}
+	}
+}
