@@ -14,6 +14,10 @@
 // reported by Idle while nothing at all was in flight. It never moves
 // backwards.
 //
+// Bounded: transactions without records that commit behind an incomplete
+// one are folded into the one before them, so the queue grows with the
+// records in flight, not with the transactions read while Kafka stalls.
+//
 // The package is pure: no I/O, no goroutines. A Tracker is safe for
 // concurrent use, because acknowledgments arrive on the producer's callback
 // goroutines while the replication goroutine adds transactions.

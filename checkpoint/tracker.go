@@ -104,8 +104,30 @@ func (t *Tracker) Commit(x Txn, end LSN, at time.Time) error {
 	}
 	tx.committed = true
 	tx.end, tx.at = end, at
+	t.coalesce(x)
 	t.advance()
 	return nil
+}
+
+// coalesce folds x, just committed, into the transaction before it when
+// both are committed and have nothing in flight: the watermark passes both
+// at once anyway. So transactions without events (other tables'
+// changes, updates, deletes) that commit behind a record Kafka has not
+// acknowledged cost no memory while Kafka stalls. x is the newest Txn (one
+// is open at a time) and nothing refers to it any more (it has no
+// records): the next Begin returns it again.
+func (t *Tracker) coalesce(x Txn) {
+	n := len(t.queue)
+	if n-t.off < 2 || x != t.next-1 {
+		return
+	}
+	last, prev := &t.queue[n-1], &t.queue[n-2]
+	if last.pending != 0 || !prev.committed || prev.pending != 0 {
+		return
+	}
+	prev.end, prev.at = last.end, last.at
+	t.queue = t.queue[:n-1]
+	t.next--
 }
 
 // Idle moves the watermark to the server's WAL end when nothing is in

@@ -126,12 +126,11 @@ func TestTrackerOutOfOrderAcks(t *testing.T) {
 		nTx := 1 + rng.IntN(30)
 		sizes := make([]int, nTx)
 		acked := make([]int, nTx)
+		ids := make([]Txn, nTx) // an empty transaction's Txn may be handed out again (coalesce)
 		var unacked []rec
 		for i := range sizes {
 			x := tr.Begin()
-			if int(x) != i+1 {
-				t.Fatalf("seed %d: Begin = %d", seed, x)
-			}
+			ids[i] = x
 			sizes[i] = rng.IntN(5)
 			for j := 0; j < sizes[i]; j++ {
 				if err := tr.Add(x); err != nil {
@@ -158,7 +157,7 @@ func TestTrackerOutOfOrderAcks(t *testing.T) {
 		}
 		rng.Shuffle(len(unacked), func(i, j int) { unacked[i], unacked[j] = unacked[j], unacked[i] })
 		for _, r := range unacked {
-			if err := tr.Ack(Txn(r.txn + 1)); err != nil {
+			if err := tr.Ack(ids[r.txn]); err != nil {
 				t.Fatal(err)
 			}
 			acked[r.txn]++
@@ -210,5 +209,61 @@ func TestFlushedCommitTimeFollowsTheWatermark(t *testing.T) {
 	tr.Idle(40)
 	if got := tr.FlushedCommitTime(); !got.Equal(t2) {
 		t.Fatalf("after Idle: %v, want %v kept", got, t2)
+	}
+}
+
+// Regression (issue 37): transactions without events that committed behind
+// a record Kafka had not acknowledged each took a queue entry: while Kafka
+// stalled, a busy database grew the queue without bound. They are folded
+// into the one before them, and the watermark still stops at the
+// unacknowledged record and lands on the newest end once it is acked.
+func TestEmptyTransactionsBehindAnUnackedOneCoalesce(t *testing.T) {
+	tr := New(0x10)
+	base := time.Unix(1700000000, 0)
+	a := tr.Begin()
+	if err := tr.Add(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Commit(a, 0x100, base); err != nil {
+		t.Fatal(err)
+	}
+	end := LSN(0x100)
+	for i := range 100000 {
+		x := tr.Begin()
+		end += 0x10
+		if err := tr.Commit(x, end, base.Add(time.Duration(i+1)*time.Millisecond)); err != nil {
+			t.Fatalf("empty transaction %d: %v", i, err)
+		}
+		if i == 50000 { // one with a record in the middle, acknowledged at once
+			y := tr.Begin()
+			if err := tr.Add(y); err != nil {
+				t.Fatal(err)
+			}
+			end += 0x10
+			if err := tr.Commit(y, end, base.Add(time.Duration(i+1)*time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.Ack(y); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, txns := tr.InFlight(); txns > 3 {
+		t.Errorf("%d transactions queued behind one unacknowledged record, want them coalesced", txns)
+	}
+	if got := tr.Flushed(); got != 0x10 {
+		t.Fatalf("Flushed = %s while the first record is unacknowledged, want 0/10", got)
+	}
+	if err := tr.Ack(a); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Flushed(); got != end {
+		t.Errorf("Flushed = %s after the first record was acknowledged, want the newest end %s", got, end)
+	}
+	if got, want := tr.FlushedCommitTime(), base.Add(100000*time.Millisecond); !got.Equal(want) {
+		t.Errorf("FlushedCommitTime = %v, want the newest commit's %v", got, want)
+	}
+	if _, txns := tr.InFlight(); txns != 0 {
+		t.Errorf("%d transactions still queued", txns)
 	}
 }
