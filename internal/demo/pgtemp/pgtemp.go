@@ -1,6 +1,8 @@
 // Package pgtemp runs a throwaway PostgreSQL cluster for `outboxd demo`:
-// initdb into a temporary directory, wal_level=logical, trust auth on
-// loopback, a free port. It owns finding the server binaries for it: the
+// initdb into a temporary directory, wal_level=logical, reachable only
+// through a Unix socket in that directory (mode 0700: only this OS user,
+// the cluster's and root can connect; no TCP port, so no other local user
+// gets the trusted superuser). It owns finding the server binaries for it: the
 // local ones (Debian's /usr/lib/postgresql/<version>/bin) when present,
 // otherwise the zonky embedded-postgres binaries from Maven Central,
 // downloaded once into a cache (fetch.go). initdb and postgres refuse to run
@@ -13,7 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -150,7 +152,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 }
 
 func (c *Cluster) setup(ctx context.Context) error {
-	if err := os.Chmod(c.dir, 0o755); err != nil {
+	// The directory holds the socket: private to the cluster's OS user
+	// (root passes anyway).
+	if err := os.Chmod(c.dir, 0o700); err != nil {
 		return err
 	}
 	if c.cred != nil {
@@ -162,18 +166,19 @@ func (c *Cluster) setup(ctx context.Context) error {
 	if out, err := c.command(ctx, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
 		return fmt.Errorf("initdb: %w\n%s", err, out)
 	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=%s -c wal_level=logical -c max_replication_slots=10 -c max_wal_senders=10 -c fsync=off", port, c.dir)
+	// No TCP: initdb's trust rules would let every local user in as the
+	// superuser over loopback. The socket's directory is private.
+	opts := fmt.Sprintf("-c listen_addresses='' -c port=%d -c unix_socket_directories=%s -c unix_socket_permissions=0700 -c wal_level=logical -c max_replication_slots=10 -c max_wal_senders=10 -c fsync=off", socketPort, c.dir)
 	if out, err := c.command(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(c.dir, "server.log"), "-o", opts, "-w", "start").CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(c.dir, "server.log"))
 		return fmt.Errorf("starting PostgreSQL: %w\n%s%s", err, out, log)
 	}
-	c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	c.URL = fmt.Sprintf("postgres://postgres@/postgres?host=%s&port=%d&sslmode=disable", url.QueryEscape(c.dir), socketPort)
 	return nil
 }
+
+// socketPort names the socket file (.s.PGSQL.5432); no port is opened.
+const socketPort = 5432
 
 // Stop shuts the cluster down and removes its directory.
 func (c *Cluster) Stop(ctx context.Context) error {
@@ -191,13 +196,4 @@ func (c *Cluster) command(ctx context.Context, name string, args ...string) *exe
 	// server before the demo has stopped it cleanly.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.cred}
 	return cmd
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -125,7 +125,17 @@ func startAndCheck(t *testing.T, o Options) *Cluster {
 	if _, err := conn.Exec(ctx, "SELECT pg_create_logical_replication_slot('t', 'pgoutput')"); err != nil {
 		t.Errorf("creating a pgoutput slot: %v", err)
 	}
+	// Regression (issue 37): the cluster listened on 127.0.0.1 with
+	// initdb's trust rules, so every local user could connect as its
+	// superuser. It has no TCP port; its socket's directory is private.
+	var listen string
+	if err := conn.QueryRow(ctx, "SHOW listen_addresses").Scan(&listen); err != nil || listen != "" {
+		t.Errorf("listen_addresses = %q (%v), want none: no TCP port", listen, err)
+	}
 	_ = conn.Close(ctx)
+	if fi, err := os.Stat(c.dir); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Errorf("the socket's directory %s: %v, mode %v; want it private (0700)", c.dir, err, fi.Mode().Perm())
+	}
 	stopped = true
 	if err := c.Stop(ctx); err != nil {
 		t.Fatal(err)
