@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/internal/rawio"
@@ -236,27 +237,63 @@ func ping(ctx context.Context, cl *kgo.Client) error {
 	return nil
 }
 
-// CheckTopic checks that topic exists, for a topic outboxd must not create
-// (the dead-letter topic): ErrTopicMissing when the cluster says it does
-// not; an error reaching Kafka is returned as such (the caller decides
-// whether to wait).
+// CheckTopic checks that topic exists, without creating it: ErrTopicMissing
+// when the cluster says it does not; an error reaching Kafka is returned as
+// such (the caller decides whether to wait).
 func (p *Producer) CheckTopic(ctx context.Context, topic string) error {
 	return checkTopic(ctx, p.cl, topic)
 }
 
+// checkTopic issues its own metadata request, with AllowAutoTopicCreation
+// false: the client's metadata requests, kadm's included, carry the
+// client's kgo.AllowAutoTopicCreation, and under it a broker with
+// auto.create.topics.enable creates the topic it is asked about (and may
+// still answer UNKNOWN_TOPIC_OR_PARTITION while it does).
 func checkTopic(ctx context.Context, cl *kgo.Client, topic string) error {
-	md, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		return fmt.Errorf("reading Kafka's metadata for topic %s: %w", topic, err)
 	}
-	t, ok := md[topic]
-	switch {
-	case !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition):
-		return fmt.Errorf("%w: %s: create it first (outboxd never creates topics)", ErrTopicMissing, topic)
-	case t.Err != nil:
-		return fmt.Errorf("reading Kafka's metadata for topic %s: %w", topic, t.Err)
+	for _, t := range resp.Topics {
+		if t.Topic == nil || *t.Topic != topic {
+			continue
+		}
+		switch err := kerr.ErrorForCode(t.ErrorCode); {
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			return fmt.Errorf("%w: %s", ErrTopicMissing, topic)
+		case err != nil:
+			return fmt.Errorf("reading Kafka's metadata for topic %s: %w", topic, err)
+		}
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%w: %s", ErrTopicMissing, topic)
+}
+
+// CreateTopic creates topic with the broker's defaults (num.partitions,
+// default.replication.factor; Kafka 2.4+) through a CreateTopics request,
+// which needs the CREATE ACL, not auto.create.topics.enable. It reports
+// whether it created it: false, nil when the topic exists already.
+func (p *Producer) CreateTopic(ctx context.Context, topic string) (bool, error) {
+	return createTopic(ctx, p.cl, topic)
+}
+
+func createTopic(ctx context.Context, cl *kgo.Client, topic string) (bool, error) {
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, -1, -1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	switch {
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("creating Kafka topic %s: %w", topic, err)
+	}
+	return true, nil
 }
 
 // ErrTopicMissing is CheckTopic's answer for a topic that does not exist.

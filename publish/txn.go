@@ -521,6 +521,11 @@ func (t *TxnProducer) CheckTopic(ctx context.Context, topic string) error {
 	return checkTopic(ctx, t.admin, topic)
 }
 
+// CreateTopic is Producer.CreateTopic.
+func (t *TxnProducer) CreateTopic(ctx context.Context, topic string) (bool, error) {
+	return createTopic(ctx, t.admin, topic)
+}
+
 // TxnStats counts the sink's transactions.
 type TxnStats struct {
 	Committed uint64 // Kafka transactions committed

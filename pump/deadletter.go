@@ -129,11 +129,19 @@ func (p *Pump) takeDeadLetterJobs() []*record {
 	return jobs
 }
 
+// logDeadLetter says at Error that a record or row goes to the dead-letter
+// topic instead of its own, once for each; dl is its dead-letter record.
+func (p *Pump) logDeadLetter(msg string, dl *outbox.Event) {
+	p.log.Error(msg, "outbox_id", header(dl, hdrOutboxID), "commit_lsn", dl.CommitLSN.String(), "index", dl.Index,
+		"table", dl.Table, "topic", header(dl, hdrTopic), "dead_letter_topic", dl.Topic, "reason", header(dl, hdrError))
+}
+
 // deadLetter publishes a dead-letter record in the place of the refused
 // one, whose room in the window it keeps.
 func (p *Pump) deadLetter(r *record) {
-	p.log.Error("record refused for good; sending it to the dead-letter topic",
-		"outbox_id", r.ev.ID(), "topic", header(&r.ev, hdrTopic), "dead_letter_topic", r.ev.Topic, "err", header(&r.ev, hdrError))
+	if !r.reference { // a reference was logged as the record it stands for
+		p.logDeadLetter("record refused for good; sending it to the dead-letter topic", &r.ev)
+	}
 	r.sent = time.Now()
 	p.sink.Publish(&r.ev, func(err error) {
 		if err == nil {

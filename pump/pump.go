@@ -130,8 +130,12 @@ func (p *Pump) Reject(ctx context.Context, re *decode.RowError) error {
 		p.txn, p.standalone = tr.Begin(), true
 	}
 	r := &record{p: p, txn: p.txn, ev: rejectedRecord(re, p.cfg.DeadLetterTopic), deadLetter: true}
-	if err := p.publish(ctx, tr, r); err != nil || !re.Standalone {
+	if err := p.publish(ctx, tr, r); err != nil {
 		return err
+	}
+	p.logDeadLetter("row cannot become a record; sending it to the dead-letter topic", &r.ev)
+	if !re.Standalone {
+		return nil
 	}
 	p.standalone = false
 	return p.Apply(ctx, decode.Message{Kind: decode.KindCommit, CommitLSN: re.MessageLSN, EndLSN: re.MessageLSN + 1, CommitTime: re.CommitTime})

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -105,14 +104,8 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 	}
 	defer snk.Close()
 	if t := cfg.Pump.DeadLetterTopic; t != "" {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := snk.CheckTopic(cctx, t)
-		cancel()
-		switch {
-		case errors.Is(err, publish.ErrTopicMissing):
-			return fmt.Errorf("--dead-letter-topic: %w", err)
-		case err != nil: // Kafka unreachable now: its records wait like any other
-			log.Warn("could not check the dead-letter topic; going on", "dead_letter_topic", t, "err", err)
+		if err := checkDeadLetterTopic(ctx, snk, t, kafka.AllowAutoTopicCreation, log); err != nil {
+			return err
 		}
 		cfg.Stream.TolerateUnusableTables = true // their rows go to the dead-letter topic
 	}
@@ -183,7 +176,7 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 type sink interface {
 	pump.Sink
 	Ping(ctx context.Context) error
-	CheckTopic(ctx context.Context, topic string) error
+	topicAdmin
 	DataLossEvents() uint64
 	Close()
 }

@@ -1,7 +1,10 @@
 package ops
 
 import (
+	"strconv"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -43,7 +46,22 @@ type Metrics struct {
 	commitToAck    prometheus.Histogram
 	commitToRecv   prometheus.Histogram
 	commitToSend   prometheus.Histogram
+
+	dlMu     sync.Mutex
+	dlTopics map[string]bool // the topic label values of deadLettered, at most maxDeadLetterTopics
 }
+
+// The topic label of outboxd_dead_lettered_total: a topic template can
+// name any number of topics, and a label value per topic would grow the
+// series without bound. The first maxDeadLetterTopics distinct topics get
+// their own; the dead letters of any other count under otherTopics, and
+// those of rows whose topic could not be read under unknownTopic
+// (parentheses are never in a Kafka topic name).
+const (
+	maxDeadLetterTopics = 100
+	unknownTopic        = "(unknown)"
+	otherTopics         = "(other)"
+)
 
 // NewMetrics registers every metric on a new registry.
 func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
@@ -58,8 +76,10 @@ func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
 			Name: "outboxd_bytes_published_total", Help: "Key, value and header bytes of the records Kafka acknowledged, by topic.",
 		}, []string{"topic"}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "outboxd_dead_lettered_total", Help: "Records and rows sent to the dead-letter topic instead of their own, by the topic they were meant for.",
+			Name: "outboxd_dead_lettered_total", Help: "Records and rows sent to the dead-letter topic instead of their own, by the topic they were meant for: " +
+				"(unknown) for a row whose topic could not be read; (other) for any topic after the first " + strconv.Itoa(maxDeadLetterTopics) + " distinct ones, which keep their own label (bounded cardinality).",
 		}, []string{"topic"}),
+		dlTopics: make(map[string]bool),
 		produceLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "outboxd_produce_latency_seconds", Help: "From handing a record to the producer to Kafka's acknowledgment.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
@@ -124,7 +144,28 @@ func (m *Metrics) Received(commitTime, sentTime time.Time) {
 }
 
 // DeadLettered implements pump.Observer.
-func (m *Metrics) DeadLettered(topic string) { m.deadLettered.WithLabelValues(topic).Inc() }
+func (m *Metrics) DeadLettered(topic string) {
+	m.deadLettered.WithLabelValues(m.deadLetterLabel(topic)).Inc()
+}
+
+// deadLetterLabel is the topic label value for a dead letter meant for topic.
+func (m *Metrics) deadLetterLabel(topic string) string {
+	// A label value must be valid UTF-8 (the client panics otherwise): a
+	// topic column of a SQL_ASCII database can hold any bytes, and Kafka
+	// refuses such a topic, so its record comes here.
+	if topic == "" || !utf8.ValidString(topic) {
+		return unknownTopic
+	}
+	m.dlMu.Lock()
+	defer m.dlMu.Unlock()
+	if !m.dlTopics[topic] {
+		if len(m.dlTopics) >= maxDeadLetterTopics {
+			return otherTopics
+		}
+		m.dlTopics[topic] = true
+	}
+	return topic
+}
 
 // Acknowledged implements pump.Observer.
 func (m *Metrics) Acknowledged(topic string, bytes int, produceLatency time.Duration, commitTime time.Time) {

@@ -1,0 +1,95 @@
+package ops
+
+import (
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+
+	"github.com/outboxd/outboxd/cdc"
+)
+
+type noStats struct{}
+
+func (noStats) Stats() cdc.Stats { return cdc.Stats{} }
+func (noStats) Retained() int64  { return -1 }
+
+// deadLettered returns outboxd_dead_lettered_total by topic label.
+func deadLettered(t *testing.T, m *Metrics) map[string]float64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "outboxd_dead_lettered_total" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "topic" {
+					got[l.GetValue()] += s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return got
+}
+
+// Issue 37 items 12 and 18: outboxd_dead_lettered_total had an empty topic
+// label for a row whose topic could not be read, and a label value per
+// topic, unbounded under a topic template. The label is never empty, and
+// has at most maxDeadLetterTopics values besides (unknown) and (other).
+func TestDeadLetteredTopicLabel(t *testing.T) {
+	t.Parallel()
+	many := make([]string, 10*maxDeadLetterTopics)
+	for i := range many {
+		many[i] = fmt.Sprintf("orders.%d", i)
+	}
+	tests := []struct {
+		name   string
+		topics []string           // one dead letter each, reported concurrently
+		want   map[string]float64 // nil: check the bound instead
+	}{
+		{name: "a row whose topic could not be read", topics: []string{""}, want: map[string]float64{unknownTopic: 1}},
+		{name: "a few topics", topics: []string{"a", "b", "a", ""}, want: map[string]float64{"a": 2, "b": 1, unknownTopic: 1}},
+		// Regression (issue 37): a topic of invalid UTF-8 (a SQL_ASCII
+		// database's topic column) made the metrics client panic.
+		{name: "a topic of invalid UTF-8", topics: []string{"\xff\xfeorders"}, want: map[string]float64{unknownTopic: 1}},
+		{name: "a topic template naming many topics", topics: append(many, "")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := NewMetrics(noStats{}, noStats{}, Counts{})
+			var wg sync.WaitGroup
+			for _, topic := range tt.topics {
+				wg.Go(func() { m.DeadLettered(topic) })
+			}
+			wg.Wait()
+			got := deadLettered(t, m)
+			if _, ok := got[""]; ok {
+				t.Errorf("an empty topic label, on %v dead letters", got[""])
+			}
+			if tt.want != nil {
+				if !maps.Equal(got, tt.want) {
+					t.Errorf("outboxd_dead_lettered_total = %v, want %v", got, tt.want)
+				}
+				return
+			}
+			var own, total float64
+			for label, n := range got {
+				total += n
+				if label != unknownTopic && label != otherTopics {
+					own++
+				}
+			}
+			if own != maxDeadLetterTopics || got[otherTopics] != float64(len(many)-maxDeadLetterTopics) ||
+				got[unknownTopic] != 1 || total != float64(len(tt.topics)) {
+				t.Errorf("%v topics with a label of their own, (other) %v, (unknown) %v, total %v; want %d, %d, 1, %d",
+					own, got[otherTopics], got[unknownTopic], total, maxDeadLetterTopics, len(many)-maxDeadLetterTopics, len(tt.topics))
+			}
+		})
+	}
+}
