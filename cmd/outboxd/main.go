@@ -116,15 +116,25 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 
 // parseFlags parses a command's flags (and their environment variables);
 // when ok is false the command exits with code (--help is not a failure).
+//
+// A mistake gets its one line and a pointer to --help, not the whole help
+// (the flag package prints the help on every parse error, burying the
+// line above it); --help prints the help.
 func parseFlags(name string, fs *flag.FlagSet, args []string, stderr io.Writer, getenv func(string) string) (code int, ok bool) {
+	help, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
 	err := config.Parse(fs, args, getenv)
+	fs.Usage = help
+	fs.SetOutput(out)
 	switch {
 	case err == nil:
 		return exitOK, true
 	case errors.Is(err, flag.ErrHelp):
+		help()
 		return exitOK, false
 	}
-	fmt.Fprintf(stderr, "outboxd %s: %v\n", name, err)
+	fmt.Fprintf(stderr, "outboxd %s: %v\nRun \"outboxd %s --help\" for its flags.\n", name, err, name)
 	return exitUsage, false
 }
 
