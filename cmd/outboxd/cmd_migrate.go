@@ -70,6 +70,11 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			return fmt.Errorf("checking publication %s covers %s: %w: --own-table publishes the application's existing outbox table: "+
 				"give its name with --table (default public.outbox), or leave out --own-table to have migrate create the default table", cfg.Stream.Publication, cfg.Table, slot.ErrTableMissing)
 		}
+		// Nor for a table whose columns do not fit the mapping: checked
+		// before the publication, outboxd_slots and outboxd_emit exist.
+		if err := slot.CheckTable(ctx, conn, cfg.Table, cfg.Mapping()); err != nil {
+			return err
+		}
 	}
 	applied, err := migrations.Apply(ctx, conn, migrationTarget(cfg), log)
 	if err != nil {
