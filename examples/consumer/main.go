@@ -91,14 +91,17 @@ func run(getenv func(string) string, stdout, stderr io.Writer) int {
 }
 
 // schema is the business table: one row per order, written in the same
-// transaction that records the record's key.
+// transaction that records the record's key. The outbox id is text: an
+// outbox table's id may be an integer, a uuid or text (a table created by
+// an earlier version with a bigint column is converted).
 const schema = `CREATE TABLE IF NOT EXISTS example_orders (
-    outbox_id    bigint      NOT NULL,
+    outbox_id    text        NOT NULL,
     topic        text        NOT NULL,
     aggregate_id text        NOT NULL,
     payload      jsonb       NOT NULL,
     received_at  timestamptz NOT NULL DEFAULT now()
-)`
+);
+ALTER TABLE example_orders ALTER COLUMN outbox_id TYPE text`
 
 // handle is the business logic: store the order, print it.
 func handle(ctx context.Context, tx pgx.Tx, r *kgo.Record, out io.Writer) error {

@@ -6,7 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/internal/testkit/testenv"
 )
 
 func TestFormat(t *testing.T) {
@@ -45,6 +49,34 @@ func TestMissingConfigurationIsUsageError(t *testing.T) {
 			if !strings.Contains(stderr.String(), v) {
 				t.Errorf("stderr does not name %s: %s", v, stderr.String())
 			}
+		}
+	}
+}
+
+// Regression (issue 37): the example stored the outbox id as bigint and
+// failed on every record of an outbox table with uuid ids.
+func TestHandleStoresAnyOutboxID(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, testenv.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// An install of the earlier example, with its bigint column.
+	if _, err := pool.Exec(ctx, `CREATE TABLE example_orders (outbox_id bigint NOT NULL, topic text NOT NULL, aggregate_id text NOT NULL,
+		payload jsonb NOT NULL, received_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, schema); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"42", "3f1e2d4c-0000-4000-8000-00000000002a", "evt-7"} {
+		r := &kgo.Record{Topic: "orders.created", Key: []byte("k"), Value: []byte(`{"n": 1}`),
+			Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(id)}}}
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return handle(ctx, tx, r, io.Discard) })
+		if err != nil {
+			t.Errorf("handling a record with outbox id %q: %v", id, err)
 		}
 	}
 }
