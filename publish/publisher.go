@@ -211,8 +211,17 @@ func (p *Producer) Publish(ev *outbox.Event, done func(error)) {
 			})
 			return
 		}
-		done(&Error{ID: id, Topic: r.Topic, Err: err})
+		done(&Error{ID: id, Topic: r.Topic, Err: explainUnknownTopic(err)})
 	})
+}
+
+// explainUnknownTopic adds to an unknown-topic error what to do about it:
+// outboxd creates no topic unless allowed to.
+func explainUnknownTopic(err error) error {
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("%w (outboxd creates no topics: create it, or let the broker create unknown topics with --allow-auto-topic-creation)", err)
+	}
+	return err
 }
 
 // EndTxn is a no-op: this producer acknowledges record by record.

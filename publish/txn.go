@@ -281,7 +281,7 @@ func (t *TxnProducer) produced(r *kgo.Record, err error) {
 	case r.Topic == t.cfg.ProgressTopic:
 		t.recErr = fmt.Errorf("writing the progress record to topic %s: %w", r.Topic, err)
 	default:
-		t.recErr = &Error{ID: headerValue(r, "id"), Topic: r.Topic, Err: err}
+		t.recErr = &Error{ID: headerValue(r, "id"), Topic: r.Topic, Err: explainUnknownTopic(err)}
 	}
 }
 
