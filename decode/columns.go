@@ -48,6 +48,14 @@ type Columns struct {
 	// TopicTemplate, its additional placement HeaderColumns, and there is
 	// no headers column. Default nil.
 	Debezium *Debezium
+	// Source is the server's system identifier and database,
+	// "<system identifier>/<database>", naming where the events come from
+	// (cdc sets it for every session and backfill from IDENTIFY_SYSTEM).
+	// When set, every record gets a SourceHeader right after the id
+	// header, its value Source + "/" + the event's table
+	// (Event.Table: "schema.table", or "message:<prefix>" for a table-less
+	// event), computed once per Relation message. Default "": no header.
+	Source string
 	// ReservedTopics are topics no record may name: outboxd's own progress
 	// and dead-letter topics. A row or message naming one of them, or a
 	// Kafka internal topic (a name beginning with "__", always refused), is
@@ -56,6 +64,19 @@ type Columns struct {
 	// Default none besides the internal topics.
 	ReservedTopics []string
 }
+
+// SourceHeader is the header naming a record's source when
+// Columns.Source is set: "<system identifier>/<database>/<schema.table>",
+// or ".../message:<prefix>" for a table-less event. With the id header it
+// is the idempotency key that is unique across sources (package
+// idempotent's SourceAndID): two tables or two databases with the same ids
+// are two sources. The system identifier is the cluster's
+// (pg_control_system()): a physical standby promoted in a failover keeps
+// it, so the source stays the same; a cluster restored from a base backup
+// keeps it as well, while one made by initdb, pg_upgrade or a logical
+// copy has a new one and is a new source. Outboxd's header comes before
+// the row's own headers: a consumer reads the first one of that name.
+const SourceHeader = "outboxd.source"
 
 // ReservedMessagePrefix is the prefix of outboxd's own heartbeat messages,
 // never one of events.

@@ -26,7 +26,9 @@ import (
 //     converter the JSON string of its text, or with ExpandJSONPayload the
 //     payload expanded (see debezium_json.go); NULL: a tombstone with the
 //     string converter, `null` with the JSON one;
-//   - headers: id (the id column, default id: a uuid), then each
+//   - headers: id (the id column, default id: a uuid), outboxd's own
+//     SourceHeader when Columns.Source is set (Debezium has no such
+//     header: the comparisons leave outboxd.* headers out), then each
 //     AdditionalPlacement column in order, under its alias, written as
 //     SimpleHeaderConverter writes Debezium's value of it (a timestamptz
 //     as UTC ISO-8601 to the column's precision, a timestamp as epoch
@@ -313,7 +315,7 @@ func (d *Decoder) buildDebeziumEvent(rel *relation, row []value) (outbox.Event, 
 		}
 	}
 	key, payload := rel.val(row, roleKey), rel.val(row, rolePayload)
-	size := 40 + len(id.data) + 2*len(key.data) + 2*len(payload.data)
+	size := 40 + len(id.data) + 2*len(key.data) + 2*len(payload.data) + len(rel.source)
 	for _, p := range rel.hdr {
 		size += 2 * len(row[p].data)
 	}
@@ -341,6 +343,7 @@ func (d *Decoder) buildDebeziumEvent(rel *relation, row []value) (outbox.Event, 
 		ev.Value = buf[start:len(buf):len(buf)]
 	}
 	d.hdrs = append(d.hdrs[:0], outbox.Header{Key: "id", Value: idValue})
+	buf = d.appendSource(buf, rel.source)
 	for i, p := range rel.hdr {
 		h := outbox.Header{Key: dz.AdditionalPlacement[i].Alias}
 		if v := row[p]; v.present() {

@@ -80,6 +80,8 @@ type Decoder struct {
 	commitTime time.Time
 	commitLSN  outbox.LSN
 	index      int // events of the open transaction so far
+	// msgSource is the SourceHeader's value for table-less events; "" without Columns.Source.
+	msgSource string
 
 	hdrs    []outbox.Header   // scratch for the headers of the event being built
 	row     []value           // scratch: the values of the insert being decoded
@@ -97,11 +99,36 @@ const (
 // NewDecoder returns a Decoder for outbox tables with the given columns.
 // Empty names in cols mean their defaults (see [DefaultColumns]).
 func NewDecoder(cols Columns) *Decoder {
-	return &Decoder{
+	d := &Decoder{
 		cols:  cols.WithDefaults(),
 		rels:  make(map[uint32]*relation),
 		names: make(map[string]string),
 	}
+	if d.cols.MessagePrefix != "" {
+		d.msgSource = d.source(messageTable(d.cols.MessagePrefix))
+	}
+	return d
+}
+
+// source is the SourceHeader's value for the events of table (see
+// Columns.Source): "" without a Source.
+func (d *Decoder) source(table string) string {
+	if d.cols.Source == "" {
+		return ""
+	}
+	return d.cols.Source + "/" + table
+}
+
+// appendSource appends the source header's value to buf and d.hdrs (which
+// holds the id header): nothing when source is "".
+func (d *Decoder) appendSource(buf []byte, source string) []byte {
+	if source == "" {
+		return buf
+	}
+	start := len(buf)
+	buf = append(buf, source...)
+	d.hdrs = append(d.hdrs, outbox.Header{Key: SourceHeader, Value: buf[start:len(buf):len(buf)]})
+	return buf
 }
 
 // Decode parses one pgoutput message (XLogData.WALData). The returned

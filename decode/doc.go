@@ -18,7 +18,11 @@
 // that prefix carrying a JSON envelope is an event too (table-less events,
 // see message.go). Everything else (updates, deletes, truncates, types,
 // origins, other messages) is recognised, checked for well-formedness and
-// ignored.
+// ignored. With [Columns.Source] (the server's system identifier and
+// database, which cdc sets), every record carries a [SourceHeader] right
+// after the id header: source + id is its idempotency key, unique across
+// tables, databases and clusters. A backfilled row ([Snapshot]) gets the
+// same header as a streamed row of its table.
 //
 // Invariants:
 //   - Pure: no I/O, no goroutines, no logging, no package-level mutable state.

@@ -170,8 +170,8 @@ func appendTemplate(buf []byte, what string, parts []tmplPart, row []value, empt
 }
 
 // buildEvent turns the column values of a well-formed insert into an
-// Event. All its bytes (id header, key, value, header values) are carved
-// from one allocation.
+// Event. All its bytes (id and source headers, key, value, header values)
+// are carved from one allocation.
 func (d *Decoder) buildEvent(rel *relation, row []value) (outbox.Event, error) {
 	if d.cols.Debezium != nil {
 		return d.buildDebeziumEvent(rel, row)
@@ -195,7 +195,7 @@ func (d *Decoder) buildEvent(rel *relation, row []value) (outbox.Event, error) {
 	// text, except in rare cases (a binary uuid key or integer header
 	// column, invalid UTF-8 replaced in an escaped header string) where
 	// append grows buf; the slices carved before stay valid either way.
-	size := 20 + len(id.data) + len(key.data) + len(payload.data) + len(headers.data)
+	size := 20 + len(id.data) + len(key.data) + len(payload.data) + len(headers.data) + len(rel.source)
 	for _, p := range rel.hdr {
 		size += len(row[p].data)
 	}
@@ -220,6 +220,7 @@ func (d *Decoder) buildEvent(rel *relation, row []value) (outbox.Event, error) {
 	}
 
 	d.hdrs = append(d.hdrs[:0], outbox.Header{Key: "id", Value: idValue})
+	buf = d.appendSource(buf, rel.source)
 	if d.cols.CloudEvents != nil {
 		var col int
 		if buf, col, err = d.appendCloudEvents(buf, rel, row, idValue, ev.RecordTime()); err != nil {

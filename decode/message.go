@@ -25,7 +25,9 @@ import (
 //
 // Any other member is an error (a typo would otherwise lose a header). The
 // id header is the message's LSN ("16/B374D848"): unique in the WAL and the
-// same on every redelivery from the slot, never equal to an integer id.
+// same on every redelivery from the slot, never equal to an integer id;
+// with Columns.Source the source header follows it, naming the table as
+// "message:<prefix>".
 // A message under the prefix outside a transaction
 // (pg_logical_emit_message(false, ...), emitted even when its transaction
 // rolls back) is a RowError with Standalone set: never published as an
@@ -164,8 +166,8 @@ func (d *Decoder) messageEvent(lsn outbox.LSN, content []byte) (outbox.Event, er
 		return outbox.Event{}, fmt.Errorf("envelope: %w", err)
 	}
 	ev := outbox.Event{Table: messageTable(d.cols.MessagePrefix), Topic: d.intern([]byte(*env.Topic)),
-		CommitTime: d.commitTime, CommitLSN: d.commitLSN, Index: d.index}
-	buf := make([]byte, 0, 20+len(content))
+		CommitTime: d.commitTime, CommitLSN: d.commitLSN} // BROKEN ON PURPOSE (issue 37): a message gets index 0
+	buf := make([]byte, 0, 20+len(content)+len(d.msgSource))
 	buf = append(buf, lsn.String()...)
 	idValue := buf[:len(buf):len(buf)]
 	if env.Key != nil {
@@ -179,6 +181,7 @@ func (d *Decoder) messageEvent(lsn outbox.LSN, content []byte) (outbox.Event, er
 		ev.Value = buf[start:len(buf):len(buf)]
 	}
 	d.hdrs = append(d.hdrs[:0], outbox.Header{Key: "id", Value: idValue})
+	buf = d.appendSource(buf, d.msgSource)
 	if ce := d.cols.CloudEvents; ce != nil {
 		if buf, err = d.appendCloudEventsWith(buf, idValue, ev.RecordTime(), func(buf []byte) ([]byte, error) {
 			return appendEnvelopeType(buf, ce.Type, ev.Topic, env.Key)

@@ -14,6 +14,9 @@ type relation struct {
 	// unusable lists why rows of this table cannot become records (missing
 	// columns, unusable types); nil for a usable table.
 	unusable error
+	// source is the SourceHeader's value for the table's rows:
+	// Columns.Source + "/" + table; "" without Columns.Source.
+	source string
 }
 
 // decodeRelation parses a Relation message (body after the type byte):
@@ -38,7 +41,7 @@ func (d *Decoder) decodeRelation(body []byte) (Message, error) {
 	// unusable) is remembered with its problems: its inserts become
 	// *RowErrors, which the pipeline stops on or dead-letters.
 	l, errs := locate(table, cols, d.cols)
-	d.rels[id] = &relation{table: table, columns: cols, layout: l, unusable: errors.Join(errs...)}
+	d.rels[id] = &relation{table: table, columns: cols, layout: l, unusable: errors.Join(errs...), source: d.source(table)}
 	return Message{Kind: KindIgnored}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,21 +35,101 @@ type Handler func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error
 // record cannot be deduplicated: it is not processed (see Config.DeadLetterTopic).
 type KeyFunc func(r *kgo.Record) (string, error)
 
-// ErrNoKey is matched by IDHeader's error for a record without an "id" header.
+// ErrNoKey is matched by IDHeader's and SourceAndID's error for a record
+// without an "id" header.
 var ErrNoKey = errors.New("record has no key to deduplicate by")
 
-// IDHeader is the default KeyFunc: the record's "id" header, the outbox id
-// outboxd puts on every record, the same on every redelivery.
+// SourceHeader is the header outboxd puts right after the id header on
+// every record: where the record comes from, "<system identifier>/<database>/<schema.table>"
+// (or ".../message:<prefix>" for a table-less event). Records written by
+// an outboxd older than the header have none. Only the first header of
+// that name counts (outboxd's comes before a row's own headers).
+const SourceHeader = "outboxd.source"
+
+// KeySeparator separates the source from the id in SourceAndID's keys:
+// the ASCII unit separator, U+001F (keys are PostgreSQL text, which
+// cannot hold NUL).
+const KeySeparator = "\x1f"
+
+// IDHeader is a KeyFunc: the record's "id" header, the outbox id outboxd
+// puts on every record, the same on every redelivery. The id alone is
+// unique only within one source: a consumer of two outbox tables, or of
+// two databases with bigserial ids, would take the second event with an
+// id the first source used for a duplicate, and skip it. It was the
+// default before SourceAndID; a consumer that keeps it keeps that risk.
 func IDHeader(r *kgo.Record) (string, error) {
+	id, _ := headers(r)
+	if id == nil {
+		return "", fmt.Errorf("%w: no id header", ErrNoKey)
+	}
+	if len(id) == 0 {
+		return "", fmt.Errorf("%w: empty id header", ErrNoKey)
+	}
+	return string(id), nil
+}
+
+// SourceAndID is the default KeyFunc: the record's source and id,
+// source + KeySeparator + id, unique across sources (two tables, two
+// databases, two clusters), the same on every redelivery; the bare id
+// (IDHeader's key) for a record without a source header (written by an
+// older outboxd), or with an empty one. In the source, a backslash is
+// written as two and U+001F as the four characters \x1f (PostgreSQL
+// names may hold either), so that no two sources and ids make the same
+// key. See Config.NoLegacyKeys for the keys recorded before the upgrade
+// to it.
+func SourceAndID(r *kgo.Record) (string, error) {
+	id, err := IDHeader(r)
+	if err != nil {
+		return "", err
+	}
+	_, source := headers(r)
+	if len(source) == 0 {
+		return id, nil
+	}
+	return sourcedKey(string(source), id), nil
+}
+
+// sourcedKey is SourceAndID's key of a source and an id.
+func sourcedKey(source, id string) string {
+	if strings.ContainsAny(source, "\\\x1f") {
+		source = keyEscaper.Replace(source)
+	}
+	return source + KeySeparator + id
+}
+
+var keyEscaper = strings.NewReplacer(`\`, `\\`, "\x1f", `\x1f`)
+
+// headers returns the values of the first id and source headers of r
+// (nil: none).
+func headers(r *kgo.Record) (id, source []byte) {
+	var haveID, haveSource bool
 	for _, h := range r.Headers {
-		if h.Key == "id" {
-			if len(h.Value) == 0 {
-				return "", fmt.Errorf("%w: empty id header", ErrNoKey)
+		switch {
+		case h.Key == "id" && !haveID:
+			id, haveID = h.Value, true
+			if id == nil {
+				id = []byte{} // a null id header: there, but empty
 			}
-			return string(h.Value), nil
+		case h.Key == SourceHeader && !haveSource:
+			source, haveSource = h.Value, true
+		}
+		if haveID && haveSource {
+			break
 		}
 	}
-	return "", fmt.Errorf("%w: no id header", ErrNoKey)
+	return id, source
+}
+
+// legacyKey returns the bare id of a record whose key is SourceAndID's
+// with a source: the key the record had before outboxd named sources, that
+// processed_keys may hold from before the upgrade (see Config.NoLegacyKeys);
+// "" otherwise.
+func legacyKey(r *kgo.Record, key string) string {
+	id, source := headers(r)
+	if len(source) == 0 || len(id) == 0 || key != sourcedKey(string(source), string(id)) {
+		return ""
+	}
+	return string(id)
 }
 
 // Config configures a Consumer. Zero fields take the defaults below.
@@ -64,8 +145,28 @@ type Config struct {
 	// another name processes every record again (another service).
 	// Default: Group.
 	Name string
-	// Key extracts the dedupe key. Default IDHeader.
+	// Key extracts the dedupe key. Default SourceAndID.
 	Key KeyFunc
+	// NoLegacyKeys turns the upgrade path off. Before outboxd named each
+	// record's source, the default key was the bare id (IDHeader), and
+	// processed_keys holds those. By default, a record whose key is
+	// SourceAndID's with a source is also taken as processed when its bare
+	// id was recorded before this consumer (Name) recorded its first key
+	// with a source, so that a duplicate of a record processed before the
+	// upgrade is still skipped; bare ids recorded later (records without a
+	// source, from an outboxd not yet upgraded) never count. The risk
+	// left: until the TTL has passed since that first key, a bare id
+	// recorded before it also shadows another source's event with the
+	// same id, which is then skipped as that duplicate (the loss this key
+	// exists to prevent). A consumer that reads several sources whose ids
+	// can collide sets NoLegacyKeys (a duplicate of a record processed
+	// before the upgrade is then processed again), or adds the second
+	// source only once the TTL has passed since the upgrade. A new
+	// consumer (nothing in processed_keys) needs neither. Bare ids that
+	// members of the old version record after that first key (a rolling
+	// upgrade) do not count either: upgrade a group's members together.
+	// See Store for how it is recorded.
+	NoLegacyKeys bool
 	// BatchSize is the most records one database transaction processes.
 	// Larger batches commit less often (throughput) and hold their keys'
 	// locks longer. Default DefaultBatchSize.
@@ -131,7 +232,7 @@ func (c Config) withDefaults() Config {
 		c.Name = c.Group
 	}
 	if c.Key == nil {
-		c.Key = IDHeader
+		c.Key = SourceAndID
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = DefaultBatchSize

@@ -298,19 +298,29 @@ func lostOn(tx pgx.Tx, err error) error {
 // transaction's connection is closed is a *connLostError.
 func (c *Consumer) transaction(ctx context.Context, recs []*kgo.Record) error {
 	keys := make([]string, len(recs))
+	var legacy []string // per key, its record's bare id from before the upgrade to keys with a source (Config.NoLegacyKeys)
 	for i, r := range recs {
 		k, err := c.cfg.Key(r)
 		if err != nil {
 			return &keyError{err: err}
 		}
 		keys[i] = k
+		if c.cfg.NoLegacyKeys {
+			continue
+		}
+		if id := legacyKey(r, k); id != "" {
+			if legacy == nil {
+				legacy = make([]string, len(recs))
+			}
+			legacy[i] = id
+		}
 	}
 	tx, err := c.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("beginning the transaction for %s: %w", describeKeys(keys), err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit, a no-op
-	fresh, err := c.store.claim(ctx, tx, c.cfg.Name, keys)
+	fresh, err := c.store.claim(ctx, tx, c.cfg.Name, keys, legacy)
 	if err != nil {
 		return lostOn(tx, err)
 	}

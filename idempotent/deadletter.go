@@ -67,7 +67,7 @@ func (c *Consumer) record(ctx context.Context, key string) error {
 		return fmt.Errorf("beginning the transaction: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit, a no-op
-	if _, err := c.store.claim(ctx, tx, c.cfg.Name, []string{key}); err != nil {
+	if _, err := c.store.claim(ctx, tx, c.cfg.Name, []string{key}, nil); err != nil {
 		return lostOn(tx, err)
 	}
 	if err := tx.Commit(ctx); err != nil {

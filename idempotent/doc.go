@@ -5,11 +5,24 @@
 //
 // Invariants:
 //
-//   - A record's key (its outbox id, the "id" header, by default) is
-//     recorded in processed_keys in the same transaction as the handler's
-//     writes, and the handler runs only when that recording inserted the
-//     row: a redelivered record (an outboxd restart, a rebalance, a replay
-//     from the beginning) finds its key and is skipped. Two consumers
+//   - A record's key is unique across sources: by default (SourceAndID)
+//     its source, the outboxd.source header outboxd writes after the id
+//     header (system identifier/database/schema.table), then U+001F, then
+//     its outbox id, the "id" header. So two outbox tables, or two
+//     databases with bigserial ids, feeding one consumer never
+//     deduplicate each other's events away. A record without a source
+//     (from an outboxd older than the header) is keyed by its id alone.
+//     After the upgrade from the id alone, processed_keys holds bare ids:
+//     a record with a source whose bare id was recorded before the
+//     consumer recorded its first key with a source is skipped as a
+//     duplicate of a record processed before the upgrade (see
+//     Config.NoLegacyKeys for the risk this leaves until the TTL has
+//     passed, and how to turn it off).
+//   - A record's key is recorded in processed_keys in the same
+//     transaction as the handler's writes, and the handler runs only
+//     when that recording inserted the row: a redelivered record (an
+//     outboxd restart, a rebalance, a replay from the beginning) finds
+//     its key and is skipped. Two consumers
 //     handed the same key at once serialize on a transaction-scoped
 //     advisory lock on it, so exactly one of them inserts the key (see
 //     Store for why a lock: processed_keys is partitioned by day, and a

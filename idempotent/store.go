@@ -36,8 +36,29 @@ import (
 // transaction committed, nor conflict with its row (another processed_at).
 // So the Consumer begins its transactions READ COMMITTED explicitly,
 // whatever default_transaction_isolation says.
+//
+// The upgrade to keys with a source (SourceAndID; Config.NoLegacyKeys):
+// a second table, <table>_sourced (consumer, since), holds per consumer
+// when it first claimed a key with a source: the start of that
+// transaction, committed (or rolled back) with it. Before that, the keys
+// were bare ids. A record whose key has a source is also taken as
+// processed when processed_keys holds its bare id with a processed_at
+// before since: a duplicate of a record processed before the upgrade.
+// Bare ids recorded later (records of an outboxd not yet upgraded) never
+// count. The lookup reads only the day partitions before since (run-time
+// partition pruning), and none at all once those have expired. since is
+// not in a day partition, so Maintain never drops it: bare ids recorded
+// after it do not start to count once the TTL has passed.
 type Store struct {
 	table pgx.Identifier
+}
+
+// sourcedTable is the table holding when each consumer recorded its first
+// key with a source: <table>_sourced, in the same schema.
+func (s Store) sourcedTable() pgx.Identifier {
+	t := slices.Clone(s.table)
+	t[len(t)-1] += "_sourced"
+	return t
 }
 
 // DefaultTable is the table's default name.
@@ -70,6 +91,12 @@ func (s Store) Migrate(ctx context.Context, db DB) error {
 	) PARTITION BY RANGE (processed_at)`)
 	if err != nil {
 		return fmt.Errorf("creating %s: %w", s.table.Sanitize(), err)
+	}
+	if _, err := db.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.sourcedTable().Sanitize()+` (
+		consumer text        PRIMARY KEY,
+		since    timestamptz NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("creating %s: %w", s.sourcedTable().Sanitize(), err)
 	}
 	return nil
 }
@@ -113,15 +140,36 @@ func (s Store) Maintain(ctx context.Context, db DB, now time.Time, ttl time.Dura
 }
 
 // claim records the keys that no committed row (and no earlier position
-// in keys) has, and returns them. It takes the transaction-scoped advisory
-// locks of the keys first, in ascending order; the insert is a later
-// statement, so its snapshot sees every transaction that held one of those
-// locks before. tx must be READ COMMITTED (see Store) and claim its first
-// statement. Both statements go in one round trip.
-func (s Store) claim(ctx context.Context, tx pgx.Tx, consumer string, keys []string) (map[string]bool, error) {
-	ids := make([]int64, len(keys))
+// in keys) has, and returns them. legacy is nil, or holds per key the
+// bare id the key's record had before the upgrade to keys with a source
+// ("" for none; see Store): a key whose bare id was recorded before this
+// consumer's first key with a source is not recorded or returned either.
+// It takes the transaction-scoped advisory locks of the keys (and of the
+// bare ids) first, in ascending order; the insert is a later statement,
+// so its snapshot sees every transaction that held one of those locks
+// before. tx must be READ COMMITTED (see Store) and claim its first
+// statement. The statements go in one round trip.
+//
+// Why the bare id's lock too: the lookup of a bare id and the insert of
+// the key are atomic only if no transaction can commit that bare id
+// between them unseen. A transaction that records a bare id (a record
+// without a source; a consumer of the old version during a rolling
+// upgrade) holds the bare id's lock, the same lockID, until it commits;
+// holding it too, the insert runs only after any such transaction ended,
+// and its snapshot sees the row. (Its processed_at is its transaction's
+// start, so it may fall before since although committed after it.) The
+// other way round, a record without a source never looks for the keys
+// with one: outboxd sends a record without a source only before it was
+// upgraded, so its keyed copy comes later, never first.
+func (s Store) claim(ctx context.Context, tx pgx.Tx, consumer string, keys, legacy []string) (map[string]bool, error) {
+	ids := make([]int64, 0, len(keys))
+	withLegacy := false
 	for i, k := range keys {
-		ids[i] = lockID(consumer, k)
+		ids = append(ids, lockID(consumer, k))
+		if legacy != nil && legacy[i] != "" {
+			ids = append(ids, lockID(consumer, legacy[i]))
+			withLegacy = true
+		}
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
@@ -129,15 +177,34 @@ func (s Store) claim(ctx context.Context, tx pgx.Tx, consumer string, keys []str
 	b.Queue(`SELECT pg_catalog.pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k ORDER BY k`, ids)
 	// A key twice in keys conflicts with itself (same processed_at, the
 	// transaction's now()): DO NOTHING keeps the first.
-	b.Queue(`INSERT INTO `+s.table.Sanitize()+` (consumer, key)
+	if !withLegacy {
+		b.Queue(`INSERT INTO `+s.table.Sanitize()+` (consumer, key)
 		SELECT $1, k FROM unnest($2::text[]) AS k
 		WHERE NOT EXISTS (SELECT 1 FROM `+s.table.Sanitize()+` p WHERE p.consumer = $1 AND p.key = k)
 		ON CONFLICT DO NOTHING
 		RETURNING key`, consumer, keys)
+	} else {
+		// The first transaction with a key with a source sets since
+		// (committed with it, or rolled back with it); a concurrent one
+		// waits on its row and then finds it.
+		b.Queue(`INSERT INTO `+s.sourcedTable().Sanitize()+` (consumer, since) VALUES ($1, now()) ON CONFLICT (consumer) DO NOTHING`, consumer)
+		b.Queue(`INSERT INTO `+s.table.Sanitize()+` (consumer, key)
+		SELECT $1, k.key FROM unnest($2::text[], $3::text[]) AS k(key, legacy)
+		WHERE NOT EXISTS (SELECT 1 FROM `+s.table.Sanitize()+` p WHERE p.consumer = $1 AND p.key = k.key)
+		AND NOT EXISTS (SELECT 1 FROM `+s.table.Sanitize()+` p WHERE p.consumer = $1 AND p.key = NULLIF(k.legacy, '')
+			AND p.processed_at < (SELECT s.since FROM `+s.sourcedTable().Sanitize()+` s WHERE s.consumer = $1))
+		ON CONFLICT DO NOTHING
+		RETURNING key`, consumer, keys, legacy)
+	}
 	res := tx.SendBatch(ctx, b)
 	defer res.Close()
 	if _, err := res.Exec(); err != nil {
 		return nil, fmt.Errorf("locking %d keys: %w", len(ids), err)
+	}
+	if withLegacy {
+		if _, err := res.Exec(); err != nil {
+			return nil, fmt.Errorf("recording when %s recorded its first key with a source: %w", consumer, err)
+		}
 	}
 	rows, err := res.Query()
 	if err != nil {

@@ -14,9 +14,11 @@ type Event struct {
 	Topic string // the Kafka topic
 	Key   []byte // aggregate id in text form; nil when NULL
 	Value []byte // payload as stored; nil when NULL (a tombstone)
-	// Headers[0] is {"id", the outbox id in text form} (see ID); then the
-	// headers of the mapping and one per member of the row's headers
-	// object, in the order of its text.
+	// Headers[0] is {"id", the outbox id in text form} (see ID); then,
+	// when the stream's server is known, {"outboxd.source", where the
+	// event comes from} (decode.SourceHeader); then the headers of the
+	// mapping and one per member of the row's headers object, in the order
+	// of its text.
 	Headers    []Header
 	CommitTime time.Time // the transaction's commit time
 	// Timestamp is the record timestamp when the table maps a timestamp

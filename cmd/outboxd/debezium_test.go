@@ -15,7 +15,8 @@ import (
 // what Debezium's EventRouter would (make compare-debezium compares the
 // two record by record): topic outbox.event.<aggregatetype>, key
 // aggregateid, value the payload's text, header id the uuid, then the
-// placed columns; a backfilled row the same way as a streamed one. A
+// placed columns (outboxd's own outboxd.source header after id is left
+// out of the comparison); a backfilled row the same way as a streamed one. A
 // flag that does not go with the layout is refused at start.
 func TestDebeziumLayout(t *testing.T) {
 	t.Parallel()
@@ -39,7 +40,8 @@ func TestDebeziumLayout(t *testing.T) {
 	if out, err := exec.Command(builtBinary, append([]string{"migrate", "--database-url", db, "--table", "public.outboxevent", "--slot", w.slot, "--create-slot=false"}, args...)...).CombinedOutput(); err != nil {
 		t.Fatalf("outboxd migrate --layout debezium: %v\n%s", err, out)
 	}
-	p := w.start(t, append(args, "--create-slot", "--backfill-where", "true")...)
+	// The id is a uuid: the backfill reads each key's rows in the order of occurred_at.
+	p := w.start(t, append(args, "--create-slot", "--backfill-where", "true", "--backfill-order-column", "occurred_at")...)
 	waitSlot(t, pool, w.slot, p)
 	if _, err := pool.Exec(t.Context(), `INSERT INTO outboxevent VALUES
 		('22222222-2222-4222-8222-222222222222', $1, 'o-1', 'OrderCreated', '{"total": 19.90, "items": [1, 2]}', '2026-12-02 10:11:12.5+01'),
@@ -47,6 +49,7 @@ func TestDebeziumLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs := consumeTopics(t, brokers, 3, topic)
+	source := sourceOf(t, pool, "public.outboxevent")
 	want := map[string]string{
 		"11111111-1111-4111-8111-111111111111": `key "o-0" value "{\"n\": 0}" headers [id=11111111-1111-4111-8111-111111111111 eventType=OrderDrafted occurred_at=<null>]`,
 		"22222222-2222-4222-8222-222222222222": `key "o-1" value "{\"items\": [1, 2], \"total\": 19.90}" headers [id=22222222-2222-4222-8222-222222222222 eventType=OrderCreated occurred_at=2026-12-02T09:11:12.500Z]`,
@@ -59,6 +62,9 @@ func TestDebeziumLayout(t *testing.T) {
 		}
 		var hs []string
 		for _, h := range r.Headers {
+			if strings.HasPrefix(h.Key, "outboxd.") {
+				continue // outboxd's own (outboxd.source): not Debezium's, checked below
+			}
 			hv := string(h.Value)
 			if h.Value == nil {
 				hv = "<null>"
@@ -69,6 +75,9 @@ func TestDebeziumLayout(t *testing.T) {
 		id := recordHeader(r, "id")
 		if want[id] != got {
 			t.Errorf("record %s:\n got %s\nwant %s", id, got, want[id])
+		}
+		if len(r.Headers) < 2 || r.Headers[1].Key != "outboxd.source" || string(r.Headers[1].Value) != source {
+			t.Errorf("record %s: headers %q, want outboxd.source=%s after id", id, r.Headers, source)
 		}
 		delete(want, id)
 	}

@@ -80,6 +80,7 @@ func TestTableLessEvents(t *testing.T) {
 	}
 
 	recs := consumeTopics(t, strings.Split(w.brokers, ","), len(ids), w.topic)
+	msgSource := sourceOf(t, w.pool, "message:outboxd.event")
 	var got []string
 	for _, r := range recs {
 		got = append(got, recordHeader(r, "id"))
@@ -92,8 +93,9 @@ func TestTableLessEvents(t *testing.T) {
 			continue
 		}
 		want := `{"message": ` + strconv.Itoa(i/2) + `}`
-		if string(r.Key) != key || string(r.Value) != want || recordHeader(r, "type") != "Shipped" || len(r.Headers) != 2 {
-			t.Errorf("message record key %q value %q headers %v, want key %s, value %s, headers id and type", r.Key, r.Value, r.Headers, key, want)
+		if string(r.Key) != key || string(r.Value) != want || recordHeader(r, "type") != "Shipped" || len(r.Headers) != 3 ||
+			r.Headers[1].Key != "outboxd.source" || string(r.Headers[1].Value) != msgSource {
+			t.Errorf("message record key %q value %q headers %q, want key %s, value %s, headers id, outboxd.source=%s and type", r.Key, r.Value, r.Headers, key, want, msgSource)
 		}
 		if r.Timestamp.Sub(recs[i-1].Timestamp).Abs() > time.Millisecond {
 			t.Errorf("message timestamp %v, want its transaction's commit time %v", r.Timestamp, recs[i-1].Timestamp)

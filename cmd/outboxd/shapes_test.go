@@ -95,11 +95,12 @@ func TestMappedOutboxTable(t *testing.T) {
 		ts                time.Time   // zero: the commit time
 	}
 	null := "\x00"
+	src := [2]string{"outboxd.source", sourceOf(t, pool, "app.events")} // backfilled (1) as streamed
 	wants := map[int64]want{
-		1: {invoices, "i-0", `"draft"`, [][2]string{{"id", "1"}, {"type", "InvoiceDrafted"}, {"tenant", "acme"}}, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)},
-		2: {orders, "o-1", `{"n": 1}`, [][2]string{{"id", "2"}, {"type", "OrderCreated"}, {"tenant", "acme"}}, time.Date(2026, 11, 30, 22, 15, 1, 250e6, time.UTC)},
-		3: {invoices, "i-1", `{"n": 2}`, [][2]string{{"id", "3"}, {"type", "InvoiceIssued"}, {"tenant", null}}, time.Time{}},
-		4: {orders, "o-1", `{"n": 3}`, [][2]string{{"id", "4"}, {"type", "OrderPaid"}, {"tenant", "acme"}}, time.Date(2026, 11, 30, 22, 0, 0, 0, time.UTC)},
+		1: {invoices, "i-0", `"draft"`, [][2]string{{"id", "1"}, src, {"type", "InvoiceDrafted"}, {"tenant", "acme"}}, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)},
+		2: {orders, "o-1", `{"n": 1}`, [][2]string{{"id", "2"}, src, {"type", "OrderCreated"}, {"tenant", "acme"}}, time.Date(2026, 11, 30, 22, 15, 1, 250e6, time.UTC)},
+		3: {invoices, "i-1", `{"n": 2}`, [][2]string{{"id", "3"}, src, {"type", "InvoiceIssued"}, {"tenant", null}}, time.Time{}},
+		4: {orders, "o-1", `{"n": 3}`, [][2]string{{"id", "4"}, src, {"type", "OrderPaid"}, {"tenant", "acme"}}, time.Date(2026, 11, 30, 22, 0, 0, 0, time.UTC)},
 	}
 	got := consumeTopics(t, brokers, len(wants), orders, invoices)
 	for _, r := range got {

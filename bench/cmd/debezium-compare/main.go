@@ -2,8 +2,8 @@
 // Kafka Connect, bench/debezium/run.sh) and `outboxd run --layout
 // debezium` on the same inserts into Debezium's outbox table, each from a
 // slot of its own created before the inserts, and compares every record
-// field by field: topic, partition, key, value and headers (in order),
-// matched by the id header. The timestamp is reported apart: Debezium's is
+// field by field: topic, partition, key, value and headers (in order;
+// outboxd's own outboxd.* headers left out), matched by the id header. The timestamp is reported apart: Debezium's is
 // when it processed the event. It writes docs/debezium/{README.md,
 // results.json}; make compare-debezium runs it.
 package main

@@ -1,0 +1,121 @@
+package decode
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/outbox"
+)
+
+// testSource is a Columns.Source as cdc sets it: system identifier/database.
+const testSource = "7301234567890123456/app"
+
+// headerKeys lists an event's header names, in order.
+func headerKeys(ev outbox.Event) string {
+	var ks []string
+	for _, h := range ev.Headers {
+		ks = append(ks, h.Key)
+	}
+	return strings.Join(ks, " ")
+}
+
+// Regression test for issue 37, item 3 (the consumer merged different
+// sources' ids: two outbox tables or two databases with the same ids
+// deduplicated each other away): every record names its source in an
+// outboxd.source header, right after the id header, so that source + id is
+// unique. Rows of each layout, a table-less message and a backfilled
+// (Snapshot) row; none without Columns.Source.
+func TestSourceHeader(t *testing.T) {
+	withSource := func(c Columns) Columns { c.Source = testSource; return c }
+	row := outboxInsert(text("42"), text(testKey), text("orders"), text(`{"n": 1}`), text(`{"type": "OrderCreated"}`))
+	ce := Columns{CloudEvents: &CloudEvents{Source: "/orders", Type: "com.example.order"}}
+	dzc := DebeziumColumns()
+	dzc.Debezium.AdditionalPlacement = []Placement{{Column: "type", Alias: "eventType"}}
+	tests := []struct {
+		name     string
+		cols     Columns
+		msgs     [][]byte // decoded in order; the last one is the event
+		snapshot bool     // decode the last row through a Snapshot of table app.outbox instead
+		source   string   // the header's value; "" for none
+		keys     string   // the header names, in order
+	}{
+		{name: "row", cols: withSource(Columns{}), msgs: [][]byte{outboxRelation(), testBegin(), row},
+			source: testSource + "/public.outbox", keys: "id outboxd.source type"},
+		{name: "row of another table of the same database", cols: withSource(Columns{}),
+			msgs:   [][]byte{encRelation(outboxRelID+1, "billing", "outbox", outboxColumns()...), testBegin(), encInsert(outboxRelID+1, text("42"), null, text("t"), null, null, null)},
+			source: testSource + "/billing.outbox", keys: "id outboxd.source"},
+		{name: "row, CloudEvents: before the attributes", cols: withSource(ce), msgs: [][]byte{outboxRelation(), testBegin(), row},
+			source: testSource + "/public.outbox", keys: "id outboxd.source ce_specversion ce_id ce_source ce_type ce_time content-type type"},
+		{name: "row, Debezium layout: before the placed columns", cols: withSource(dzc),
+			msgs:   [][]byte{encRelation(dzRelID, "public", "outbox_debezium", dzColumns()...), testBegin(), dzRow(text("Order"), text("1"), text(`{}`), nil)},
+			source: testSource + "/public.outbox_debezium", keys: "id outboxd.source eventType"},
+		{name: "table-less message", cols: withSource(Columns{MessagePrefix: testPrefix}),
+			msgs:   [][]byte{testBegin(), encLogicalMessage(true, 0x2A00, testPrefix, `{"topic": "orders", "headers": {"type": "OrderCreated"}}`)},
+			source: testSource + "/message:" + testPrefix, keys: "id outboxd.source type"},
+		{name: "backfilled row: as a streamed row of its table", cols: withSource(Columns{}), snapshot: true,
+			source: testSource + "/app.outbox", keys: "id outboxd.source"},
+		{name: "no Source: no header", cols: Columns{}, msgs: [][]byte{outboxRelation(), testBegin(), row}, keys: "id type"},
+		{name: "no Source, message: no header", cols: Columns{MessagePrefix: testPrefix},
+			msgs: [][]byte{testBegin(), encLogicalMessage(true, 0x2A00, testPrefix, `{"topic": "orders"}`)}, keys: "id"},
+		{name: "no Source, backfilled row: no header", cols: Columns{}, snapshot: true, keys: "id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.cols.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			var m Message
+			if tt.snapshot {
+				s, _, err := NewSnapshot(tt.cols, 0x5001, time.Unix(0, 0))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rel, err := s.Table("app", "outbox", outboxColumns())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m, err = s.Row(rel, rowValues([]tv{text("7"), null, text("orders"), text("{}"), null, null})); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				ms := decodeAll(t, NewDecoder(tt.cols), tt.msgs...)
+				m = ms[len(ms)-1]
+			}
+			if m.Kind != KindEvent {
+				t.Fatalf("decoded %v, want an event", m.Kind)
+			}
+			if got := headerKeys(m.Event); got != tt.keys {
+				t.Errorf("headers %q, want %q", got, tt.keys)
+			}
+			if tt.source == "" {
+				return
+			}
+			if hs := m.Event.Headers; len(hs) < 2 || hs[1].Key != SourceHeader || string(hs[1].Value) != tt.source {
+				t.Errorf("headers %q, want %s=%q second", hs, SourceHeader, tt.source)
+			}
+			if want := tt.source[len(testSource)+1:]; m.Event.Table != want {
+				t.Errorf("Event.Table %q, want the source's table part %q", m.Event.Table, want)
+			}
+		})
+	}
+}
+
+// The source header is carved from the event's one allocation: it costs
+// no allocation per event (see BenchmarkDecodeInsertWithSource).
+func TestSourceHeaderAllocatesNothing(t *testing.T) {
+	row := outboxInsert(text("42"), text(testKey), text("orders"), text(`{"n": 1}`), text(`{"type": "OrderCreated"}`))
+	allocs := func(cols Columns) float64 {
+		d := NewDecoder(cols)
+		decodeAll(t, d, outboxRelation(), testBegin())
+		return testing.AllocsPerRun(100, func() {
+			if m, err := d.Decode(row); err != nil || m.Kind != KindEvent {
+				t.Fatal(m.Kind, err)
+			}
+		})
+	}
+	without, with := allocs(Columns{}), allocs(Columns{Source: testSource})
+	if with != without {
+		t.Errorf("allocations per event: %v with a source, %v without", with, without)
+	}
+}
