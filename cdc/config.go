@@ -25,14 +25,27 @@ type Config struct {
 	CreateSlot bool
 	// BackfillWhere, with CreateSlot, creates the slot with an exported
 	// snapshot and first publishes the rows of the publication's tables
-	// that match this SQL predicate as of that snapshot (in id order, read
-	// in a read-only transaction), waits for Kafka to acknowledge them,
+	// that match this SQL predicate as of that snapshot (each key's rows in
+	// the order they were written, see BackfillOrderColumn; read in a
+	// read-only transaction), waits for Kafka to acknowledge them,
 	// and only then streams from the slot's consistent point: every row
 	// committed before the slot is in the snapshot, every later one in the
 	// slot. A backfill interrupted before Kafka acknowledged all of it is
 	// run again whole on the next start (the slot is dropped and created
 	// again: duplicates, no loss). Default "": no backfill.
 	BackfillWhere string
+	// BackfillOrderColumn names the column a backfill reads each table's
+	// rows in order of, ties broken by the id column (ORDER BY col NULLS
+	// LAST, id), so that each key's rows are published in the order they
+	// were written: a timestamptz, timestamp or integer column set in that
+	// order (DEFAULT clock_timestamp(), a bigserial). Every table of the
+	// publication must have it. Default "": the id column when it is an
+	// integer filled from a sequence (identity, serial: the default
+	// table), else Columns.Timestamp; a table with neither is refused
+	// (ErrBackfillUnordered) before anything is published. It applies to
+	// every backfill this process runs, also one left unfinished by an
+	// earlier start.
+	BackfillOrderColumn string
 	// FailoverSlot chooses whether a slot created here is a failover slot
 	// (PostgreSQL 17+), and whether an existing one is made one: see
 	// slot.FailoverMode. Default slot.FailoverAuto.

@@ -141,6 +141,10 @@ func IdentifyServer(ctx context.Context, url string) (systemID string, timeline 
 type serverID struct {
 	systemID string
 	timeline int32
+	// database is the database the replication connection is on
+	// (IDENTIFY_SYSTEM's dbname), where it is known: with systemID it
+	// names the records' source (Streamer.columns).
+	database string
 }
 
 // checkServer identifies the server at every (re)connect and applies
@@ -152,7 +156,7 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info sl
 	if err != nil {
 		return fmt.Errorf("identifying the server: %w", err)
 	}
-	now := serverID{systemID: sys.SystemID, timeline: sys.Timeline}
+	now := serverID{systemID: sys.SystemID, timeline: sys.Timeline, database: sys.DBName}
 	if err := noNewerPrimary(ctx, s.cfg.DatabaseURL, now, s.log); err != nil {
 		return err
 	}

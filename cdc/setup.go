@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -75,8 +76,19 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 	if err != nil {
 		return permanent(err)
 	}
+	// Whoever can write outboxd_slots can make run drop the slot (a forged
+	// pending backfill) or run the predicate it stores.
+	if writers, err := slot.OtherWriters(ctx, conn); err != nil {
+		s.log.Warn("could not check who may write outboxd_slots", "slot", s.cfg.Slot, "err", err)
+	} else if len(writers) > 0 {
+		s.log.Warn("roles other than this one and the table's owner may write outboxd_slots: a pending backfill recorded there makes run drop the slot and run its predicate; "+
+			"revoke INSERT, UPDATE, DELETE and TRUNCATE on outboxd_slots from them (README, Least privilege)", "slot", s.cfg.Slot, "roles", strings.Join(writers, ","))
+	}
 	where := s.cfg.BackfillWhere
 	if rec.BackfillPending() {
+		if err := slot.CheckBackfillWhere(rec.BackfillWhere); err != nil {
+			return permanent(fmt.Errorf("the unfinished backfill of slot %s recorded in outboxd_slots: its backfill_where %w; correct or delete that row", s.cfg.Slot, err))
+		}
 		// The unfinished backfill's rows are still owed, whatever else
 		// this start was asked for.
 		where = rec.BackfillWhere
@@ -116,6 +128,12 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 	newRec := slot.Record{Slot: s.cfg.Slot, SystemID: systemID, Timeline: timeline, CreatedBy: slot.CreatedByRun, BackfillWhere: where}
 	if where == "" {
 		return s.createSlot(ctx, conn, newRec, failover)
+	}
+	// A backfill that cannot keep each key's order is refused before a
+	// slot is created or a backfill recorded (backfill checks again, on
+	// the snapshot).
+	if _, err := s.backfillTables(ctx, conn); err != nil {
+		return err
 	}
 	return s.createSlotWithBackfill(ctx, conn, newRec, failover)
 }
@@ -190,7 +208,8 @@ func (s *Streamer) createSlotWithBackfill(ctx context.Context, conn *pgx.Conn, r
 	if err != nil {
 		return err
 	}
-	s.ident.set(server) // the backfill's records come from the slot's server
+	// The backfill's records come from the slot's server.
+	s.ident.set(server)
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only; committed below when all went well
 	// The reading waits on Kafka (the pump's window): a statement_timeout
 	// meant for the application's queries must not cut it.
@@ -293,7 +312,7 @@ func createWithSnapshot(ctx context.Context, url, slotName string, conn *pgx.Con
 	if err != nil {
 		return 0, nil, serverID{}, fmt.Errorf("identifying the server: %w", err)
 	}
-	server := serverID{systemID: sys.SystemID, timeline: sys.Timeline}
+	server := serverID{systemID: sys.SystemID, timeline: sys.Timeline, database: sys.DBName}
 	// The option list (PostgreSQL 15+; the legacy EXPORT_SNAPSHOT keyword
 	// cannot be combined with FAILOVER, which 17 added).
 	options := "(SNAPSHOT 'export')"

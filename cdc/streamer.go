@@ -70,6 +70,13 @@ func (i *identity) set(id serverID) {
 	i.id = id
 }
 
+// get returns the identity set last (zero before the first).
+func (i *identity) get() serverID {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.id
+}
+
 func (i *identity) wait(ctx context.Context) (serverID, error) {
 	i.mu.Lock()
 	if i.known == nil {
@@ -97,6 +104,22 @@ func (i *identity) wait(ctx context.Context) (serverID, error) {
 func (s *Streamer) Server(ctx context.Context) (systemID string, timeline int32, err error) {
 	id, err := s.ident.wait(ctx)
 	return id.systemID, id.timeline, err
+}
+
+// columns returns the Columns the records are decoded with, for a session
+// and for a backfill alike: cfg.Columns with Source set to the server the
+// records come from, "<system identifier>/<database>" (ident: identified
+// on the replication connection that reads them, or that created the slot
+// for a backfill), so that every record carries its outboxd.source header
+// (decode.SourceHeader; the idempotency key is source + id). The system
+// identifier stays the same across a failover to a physical standby; a
+// cluster made anew (initdb, pg_upgrade) is a new source.
+func (s *Streamer) columns() decode.Columns {
+	cols := s.cfg.Columns
+	if id := s.ident.get(); id.systemID != "" && id.database != "" {
+		cols.Source = id.systemID + "/" + id.database
+	}
+	return cols
 }
 
 // New returns a Streamer feeding p. cfg's zero fields take their defaults.
@@ -321,7 +344,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	s.counters.state.Store(int32(StateStreaming))
 	s.counters.confirmed.Store(uint64(start))
 
-	r := &reader{conn: conn, dec: decode.NewDecoder(s.cfg.Columns), out: s.pump, wm: s.pump, slot: s.cfg.Slot,
+	r := &reader{conn: conn, dec: decode.NewDecoder(s.columns()), out: s.pump, wm: s.pump, slot: s.cfg.Slot,
 		statusInterval: s.cfg.StatusInterval, idleWait: s.cfg.IdleWait, readLinger: s.cfg.ReadLinger, serverTimeout: s.cfg.ServerTimeout, act: act, log: s.log, serverWALEnd: &s.counters.serverWALEnd,
 		confirmedLSN: &s.counters.confirmed, confirmed: start}
 	// A graceful stop (ctx) finishes the open transaction and drains; past

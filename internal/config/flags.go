@@ -132,7 +132,7 @@ func flags() []flagSpec {
 			}},
 		{name: "backfill-where", group: GroupBackfill,
 			usage: "with --create-slot, when run creates the slot: an SQL predicate over the outbox table (e.g. \"published_at IS NULL\" after a polling relay, or \"id > 123456\" after a lost slot). " +
-				"The slot is created with an exported snapshot, the rows matching the predicate in that snapshot are published first (in id order, read in a read-only transaction), " +
+				"The slot is created with an exported snapshot, the rows matching the predicate in that snapshot are published first (each key's rows in the order they were written: see --backfill-order-column; read in a read-only transaction), " +
 				"and streaming starts once Kafka acknowledged them all: no gap and no overlap. Ignored when the slot exists; a backfill interrupted by a crash runs again whole on the next start (duplicates, no loss)",
 			bind: str(func(c *Config) *string { return &c.Stream.BackfillWhere }),
 			check: func(c *Config) string {
@@ -142,8 +142,23 @@ func flags() []flagSpec {
 					return "needs --create-slot: a backfill goes with creating the slot"
 				case c.Delivery == DeliveryExactlyOnce:
 					return "not supported with --delivery exactly-once yet: run the backfill with at-least-once, then switch"
-				case strings.TrimSpace(c.Stream.BackfillWhere) == "":
-					return "must not be blank (use \"true\" for every row)"
+				}
+				if w := c.Stream.BackfillWhere; w != "" {
+					if err := slot.CheckBackfillWhere(w); err != nil {
+						return err.Error()
+					}
+				}
+				return ""
+			}},
+		{name: "backfill-order-column", group: GroupBackfill,
+			usage: "the column a backfill reads each table's rows in order of, ties broken by --id-column (ORDER BY col NULLS LAST, id), so each key's rows reach Kafka in the order they were written: " +
+				"a timestamptz, timestamp or integer column set in that order (e.g. DEFAULT clock_timestamp(), or a bigserial); every table of the publication must have it. " +
+				"Default empty: the id when it is an integer filled from a sequence (identity, serial: the default table), else --timestamp-column; " +
+				"a backfill of a table with neither (a uuid, text or varchar id, or an integer id the application assigns, and no --timestamp-column) is refused before anything is published. Give it to every start until the backfill is done",
+			bind: str(func(c *Config) *string { return &c.Stream.BackfillOrderColumn }),
+			check: func(c *Config) string {
+				if v := c.Stream.BackfillOrderColumn; v != "" && strings.TrimSpace(v) == "" {
+					return "must not be blank (empty: the id, else --timestamp-column)"
 				}
 				return ""
 			}},
@@ -282,8 +297,9 @@ func flags() []flagSpec {
 		{name: "max-in-flight-bytes", group: GroupPump, usage: "key, value and header bytes of those records, at most: with large payloads this bounds memory (a single larger record is still sent, alone)",
 			bind: integer(func(c *Config) *int { return &c.Pump.MaxInFlightBytes }), check: positiveInt(func(c *Config) int { return c.Pump.MaxInFlightBytes })},
 		{name: "dead-letter-topic", group: GroupPump,
-			usage: "send a record Kafka refuses for good (too large, invalid or deleted topic, denied) or a row that cannot become a record to this existing topic, with headers saying why, and move on (empty: stop at it, the default: nothing is ever skipped; not with --delivery exactly-once)",
-			bind:  str(func(c *Config) *string { return &c.Pump.DeadLetterTopic })},
+			usage: "send a record Kafka refuses for good (too large, invalid or deleted topic, denied) or a row that cannot become a record to this topic, with headers saying why and an Error log naming it, and move on (empty: stop at it, the default: nothing is ever skipped; not with --delivery exactly-once). " +
+				"Checked at start without creating it: a missing one stops the run, or with --allow-auto-topic-creation is created then with the broker's default partitions and replication factor",
+			bind: str(func(c *Config) *string { return &c.Pump.DeadLetterTopic })},
 
 		{name: "brokers", group: GroupKafka, usage: "Kafka bootstrap brokers, HOST:PORT[,HOST:PORT...] (required)",
 			bind: func(fs *flag.FlagSet, c *Config, name, usage string) {
@@ -326,7 +342,8 @@ func flags() []flagSpec {
 				}
 				return ""
 			}},
-		{name: "allow-auto-topic-creation", group: GroupKafka, usage: "let the broker create unknown topics (needs auto.create.topics.enable); otherwise a record for an unknown topic stops the run",
+		{name: "allow-auto-topic-creation", group: GroupKafka, usage: "let the broker create unknown topics (needs auto.create.topics.enable); otherwise a record for an unknown topic stops the run. " +
+			"A missing --dead-letter-topic is created at start instead (CreateTopics with the broker's defaults: needs the CREATE ACL, not auto.create.topics.enable)",
 			bind: boolean(func(c *Config) *bool { return &c.Kafka.AllowAutoTopicCreation })},
 		{name: "kafka-tls", group: GroupKafka, usage: "connect to Kafka with TLS (system CAs unless --kafka-tls-ca-file)",
 			bind: boolean(func(c *Config) *bool { return &c.KafkaTLS })},
