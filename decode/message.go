@@ -166,7 +166,7 @@ func (d *Decoder) messageEvent(lsn outbox.LSN, content []byte) (outbox.Event, er
 		return outbox.Event{}, fmt.Errorf("envelope: %w", err)
 	}
 	ev := outbox.Event{Table: messageTable(d.cols.MessagePrefix), Topic: d.intern([]byte(*env.Topic)),
-		CommitTime: d.commitTime, CommitLSN: d.commitLSN} // BROKEN ON PURPOSE (issue 37): a message gets index 0
+		CommitTime: d.commitTime, CommitLSN: d.commitLSN, Index: d.index}
 	buf := make([]byte, 0, 20+len(content)+len(d.msgSource))
 	buf = append(buf, lsn.String()...)
 	idValue := buf[:len(buf):len(buf)]
