@@ -17,7 +17,11 @@ import (
 type Columns struct {
 	ID      string // bigint, integer, smallint, uuid, text or varchar: the id header, the idempotency key; default "id"
 	Topic   string // text/varchar; default "topic"; not used with TopicTemplate
-	Key     string // uuid/text/varchar; default "aggregate_id"
+	Key     string // uuid/text/varchar or an integer (its decimal text); default "aggregate_id"; not read with NoKey
+	// NoKey publishes records without a key: Kafka spreads them over the
+	// topic's partitions, so there is no per-aggregate order. Default
+	// false: the Key column is the record key.
+	NoKey bool
 	Payload string // jsonb/json/bytea/text/varchar; default "payload"
 	Headers string // jsonb/json, nullable, optional column; default "headers"
 	// Timestamp is a timestamptz or timestamp column whose value is the
@@ -105,7 +109,10 @@ func (c Columns) WithDefaults() Columns {
 	case c.Topic == "":
 		c.Topic = d.Topic
 	}
-	if c.Key == "" {
+	switch {
+	case c.NoKey:
+		c.Key = "" // no key column: every record's key is null
+	case c.Key == "":
 		c.Key = d.Key
 	}
 	if c.Payload == "" {
@@ -188,7 +195,7 @@ func accepted(role int) []uint32 {
 	case roleTopic:
 		return []uint32{oidText, oidVarchar}
 	case roleKey:
-		return []uint32{oidUUID, oidText, oidVarchar}
+		return []uint32{oidUUID, oidText, oidVarchar, oidInt8, oidInt4, oidInt2}
 	case rolePayload:
 		return []uint32{oidJSONB, oidJSON, oidBytea, oidText, oidVarchar}
 	case roleHeaders:

@@ -325,8 +325,12 @@ func (d *Decoder) buildDebeziumEvent(rel *relation, row []value) (outbox.Event, 
 	}
 	idValue := buf[:len(buf):len(buf)]
 	if key.present() || dz.KeyConverter == ConverterJSON {
+		k, err := appendKey(nil, key, rel.oid[roleKey])
+		if err != nil {
+			return outbox.Event{}, d.rowError(rel, row, rel.pos[roleKey], err)
+		}
 		start := len(buf)
-		buf = dz.appendKey(buf, appendKey(nil, key, rel.oid[roleKey]), key.present())
+		buf = dz.appendKey(buf, k, key.present())
 		ev.Key = buf[start:len(buf):len(buf)]
 	}
 	if payload.present() || dz.ValueConverter == ConverterJSON {

@@ -122,6 +122,13 @@ func TestDecode(t *testing.T) {
 	textInsert := func(payload, headers tv) []byte {
 		return encInsert(16401, text("42"), text("orders"), text("k"), payload, headers)
 	}
+	// An outbox table whose aggregate id is a bigint.
+	intKeyRel := encRelation(16402, "public", "outbox_intkey",
+		Column{Name: "id", TypeOID: oidInt8}, Column{Name: "topic", TypeOID: oidText}, Column{Name: "aggregate_id", TypeOID: oidInt8}, Column{Name: "payload", TypeOID: oidText})
+	intKeyEvent := func(key []byte) Message {
+		return Message{Kind: KindEvent, Event: outbox.Event{CommitLSN: 0x1000, Table: "public.outbox_intkey", Topic: "orders", Key: key,
+			Value: []byte("p"), Headers: []outbox.Header{hdr("id", "42")}, CommitTime: testCommitTime}}
+	}
 	tests := []struct {
 		name  string
 		cols  Columns
@@ -232,6 +239,33 @@ func TestDecode(t *testing.T) {
 			setup: inTx,
 			in:    outboxInsert(text("42"), null, text("orders"), text(testPayload), null),
 			want:  outboxEvent(nil, []byte(testPayload)),
+		},
+		// Regression (issue 37): the key column could not be an integer,
+		// the most common aggregate id, and there was no keyless option.
+		{
+			name:  "integer key, text format",
+			setup: [][]byte{intKeyRel, testBegin()},
+			in:    encInsert(16402, text("42"), text("orders"), text("9000000000"), text("p")),
+			want:  intKeyEvent([]byte("9000000000")),
+		},
+		{
+			name:  "integer key, binary format: its decimal text",
+			setup: [][]byte{intKeyRel, testBegin()},
+			in:    encInsert(16402, text("42"), text("orders"), bin("\x00\x00\x00\x02\x18\x71\x1a\x00"), text("p")),
+			want:  intKeyEvent([]byte("9000000000")),
+		},
+		{
+			name:  "integer key, binary format of the wrong length",
+			setup: [][]byte{intKeyRel, testBegin()},
+			in:    encInsert(16402, text("42"), text("orders"), bin("\x01\x02"), text("p")),
+			errs:  []string{`column "aggregate_id": key:`, "(outbox id 42)"},
+		},
+		{
+			name:  "no key",
+			cols:  Columns{NoKey: true},
+			setup: [][]byte{intKeyRel, testBegin()},
+			in:    encInsert(16402, text("42"), text("orders"), text("9000000000"), text("p")),
+			want:  intKeyEvent(nil),
 		},
 		{
 			name:  "empty key is not null",

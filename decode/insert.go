@@ -97,7 +97,7 @@ func (d *Decoder) rowError(rel *relation, row []value, col int, err error) error
 		e.Topic = string(t)
 	}
 	if k := rel.val(row, roleKey); k.present() {
-		e.Key = appendKey(nil, k, rel.oid[roleKey])
+		e.Key, _ = appendKey(nil, k, rel.oid[roleKey]) // nil when it cannot be read
 	}
 	if p := rel.val(row, rolePayload); p.present() {
 		var perr error
@@ -207,7 +207,9 @@ func (d *Decoder) buildEvent(rel *relation, row []value) (outbox.Event, error) {
 
 	if key.present() {
 		start := len(buf)
-		buf = appendKey(buf, key, rel.oid[roleKey])
+		if buf, err = appendKey(buf, key, rel.oid[roleKey]); err != nil {
+			return outbox.Event{}, d.rowError(rel, row, rel.pos[roleKey], err)
+		}
 		ev.Key = buf[start:len(buf):len(buf)]
 	}
 	if payload.present() {
@@ -328,11 +330,22 @@ func appendUUID(buf, b []byte) []byte {
 }
 
 // appendKey appends the aggregate id in text form.
-func appendKey(buf []byte, v value, oid uint32) []byte {
-	if v.kind == valueBinary && oid == oidUUID && len(v.data) == 16 {
-		return appendUUID(buf, v.data)
+func appendKey(buf []byte, v value, oid uint32) ([]byte, error) {
+	if v.kind == valueBinary {
+		switch oid {
+		case oidUUID:
+			if len(v.data) == 16 {
+				return appendUUID(buf, v.data), nil
+			}
+		case oidInt8, oidInt4, oidInt2: // the key is the decimal text, as in text format
+			out, err := appendID(buf, v, oid)
+			if err != nil {
+				return buf, fmt.Errorf("key: %w", err)
+			}
+			return out, nil
+		}
 	}
-	return append(buf, v.data...)
+	return append(buf, v.data...), nil
 }
 
 // appendPayload appends the payload bytes: bytea decoded from its text form

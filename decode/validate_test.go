@@ -44,7 +44,7 @@ func TestValidateTable(t *testing.T) {
 		{
 			name: "type without a known name",
 			cols: []Column{{Name: "id", TypeOID: oidInt8}, {Name: "topic", TypeOID: oidText}, {Name: "aggregate_id", TypeOID: 16500}, {Name: "payload", TypeOID: oidJSONB}},
-			errs: []string{`key column "aggregate_id" has type oid 16500, want uuid, text or character varying`},
+			errs: []string{`key column "aggregate_id" has type oid 16500, want uuid, text, character varying, bigint, integer or smallint`},
 			n:    1,
 		},
 		{
