@@ -58,14 +58,24 @@ func (s Stats) LagBytes() uint64 {
 	return uint64(s.ServerWALEnd - s.ConfirmedLSN)
 }
 
-// LagSeconds is now minus the commit time of the newest acknowledged
-// record while records are in flight, and 0 when everything received is
-// acknowledged (an idle outbox is not behind).
+// LagSeconds is the replication lag in seconds. While records are in
+// flight it is now minus the commit time of the oldest of them (in stream
+// order): the age of the record Kafka has kept waiting longest, so a record
+// waiting for minutes reads minutes, also before Kafka ever acknowledged
+// one. When that record has no commit time (a dead letter of a row outside
+// any transaction) it is now minus the commit time of the newest
+// acknowledged record, or 0 before the first. When nothing is in flight it
+// is 0: everything received is acknowledged (an idle outbox is not behind).
 func (s Stats) LagSeconds(now time.Time) float64 {
-	if s.InFlightRecords == 0 || s.NewestAckedCommit.IsZero() {
+	switch {
+	case s.InFlightRecords == 0:
 		return 0
+	case !s.OldestInFlightCommit.IsZero():
+		return max(0, now.Sub(s.OldestInFlightCommit).Seconds())
+	case !s.NewestAckedCommit.IsZero():
+		return max(0, now.Sub(s.NewestAckedCommit).Seconds())
 	}
-	return max(0, now.Sub(s.NewestAckedCommit).Seconds())
+	return 0
 }
 
 // counters are the Streamer's atomics behind Stats.

@@ -96,7 +96,7 @@ func (p *Pump) queue(r *record) {
 	p.dlMu.Lock()
 	if p.dlStopped {
 		p.dlMu.Unlock()
-		p.win.release(r.size)
+		p.win.release(r)
 		return
 	}
 	p.dlJobs = append(p.dlJobs, r)
@@ -117,7 +117,7 @@ func (p *Pump) stopDeadLetters() {
 	p.dlJobs, p.dlStopped = nil, true
 	p.dlMu.Unlock()
 	for _, r := range jobs {
-		p.win.release(r.size)
+		p.win.release(r)
 	}
 }
 
@@ -156,6 +156,6 @@ func (p *Pump) deadLetter(r *record) {
 			return
 		}
 		p.fail(fmt.Errorf("publishing to the dead-letter topic %s: %w (the record it stood for: %s)", r.ev.Topic, err, header(&r.ev, hdrError)))
-		p.win.release(r.size)
+		p.win.release(r)
 	})
 }

@@ -146,19 +146,22 @@ func (p *Pump) publish(ctx context.Context, tr *checkpoint.Tracker, r *record) e
 		return err
 	}
 	r.size = r.ev.Size()
-	if !p.win.tryAcquire(r.size) {
+	if ct := r.ev.CommitTime; !ct.IsZero() {
+		r.commitNS = ct.UnixNano()
+	}
+	if !p.win.tryAcquire(r) {
 		// The batch holds room in the full window: it goes out first, or
 		// that room never comes back.
 		p.flush()
 		if err := p.Err(); err != nil {
 			return err
 		}
-		if err := p.win.acquire(ctx, r.size); err != nil {
+		if err := p.win.acquire(ctx, r); err != nil {
 			return err
 		}
 	}
 	if err := tr.Add(r.txn); err != nil {
-		p.win.release(r.size)
+		p.win.release(r)
 		return err
 	}
 	r.tr = tr
@@ -209,7 +212,7 @@ func (p *Pump) flush() {
 func (p *Pump) dropBatch() {
 	for i, r := range p.batch {
 		p.batch[i] = nil
-		p.win.release(r.size)
+		p.win.release(r)
 	}
 	p.batch, p.batchBytes = p.batch[:0], 0
 }
@@ -288,12 +291,23 @@ type Stats struct {
 	InFlightRecords   int    // records handed to the sink and not yet done
 	InFlightBytes     int
 	NewestAckedCommit time.Time // commit time of the newest acknowledged record
+	// OldestInFlightCommit is the commit time of the oldest record taken
+	// into the window and not yet done (in stream order, whatever order
+	// Kafka acknowledges in): how long ago the record Kafka keeps waiting
+	// longest was committed. Zero when nothing is in flight, or when that
+	// record has no commit time (a dead letter of a row outside any
+	// transaction).
+	OldestInFlightCommit time.Time
 }
 
 // Stats returns a snapshot; safe from any goroutine.
 func (p *Pump) Stats() Stats {
 	s := Stats{RecordsAcked: p.acked.Load(), BytesAcked: p.ackedBytes.Load(), DeadLettered: p.deadLettered.Load(), Transactions: p.txns.Load()}
-	s.InFlightRecords, s.InFlightBytes = p.win.inFlight()
+	var oldest int64
+	s.InFlightRecords, s.InFlightBytes, oldest = p.win.state()
+	if oldest != 0 {
+		s.OldestInFlightCommit = time.Unix(0, oldest)
+	}
 	if ns := p.newestCommit.Load(); ns != 0 {
 		s.NewestAckedCommit = time.Unix(0, ns)
 	}

@@ -19,6 +19,14 @@ type record struct {
 	sent       time.Time
 	deadLetter bool // ev is the dead-letter record (of a refused record or a rejected row)
 	reference  bool // ev is a reference to a record too large for the dead-letter topic
+
+	// commitNS is ev's commit time (unix nanoseconds; 0 when it has none),
+	// set before the record takes room in the window and never changed
+	// after (ev is, for a dead letter): the window reads it under its lock.
+	commitNS int64
+	// prev and next link the records holding room in the window, oldest
+	// first; only under its lock.
+	prev, next *record
 }
 
 // done is the sink's callback.
@@ -36,14 +44,14 @@ func (r *record) done(err error) {
 	}
 	// The record stays unacknowledged: the watermark never passes it.
 	p.fail(fmt.Errorf("%w (commit LSN %s)", err, r.ev.CommitLSN))
-	p.win.release(r.size)
+	p.win.release(r)
 }
 
 func (p *Pump) ack(r *record) {
 	if err := r.tr.Ack(r.txn); err != nil {
 		p.fail(fmt.Errorf("acknowledging outbox id %s: %w", r.ev.ID(), err))
 	}
-	p.win.release(r.size)
+	p.win.release(r)
 	if r.deadLetter {
 		p.deadLettered.Add(1)
 		if p.obs != nil {

@@ -8,40 +8,53 @@ import (
 // window bounds the records in flight and their bytes. One goroutine (the
 // reader) waits in acquire or drain at a time; releases come from any
 // goroutine.
+//
+// It also keeps the records holding room in the order they took it, as a
+// list through record.prev and record.next (no allocation, O(1) under the
+// lock each already takes): the first is the oldest record not done,
+// whatever order the sink reports them done in (see state).
 type window struct {
 	mu                   sync.Mutex
 	records, bytes       int
 	maxRecords, maxBytes int
 	waiting              bool
 	wake                 chan struct{} // capacity 1: a release wakes the waiter
+	first, last          *record       // the records holding room, oldest first
 }
 
 func newWindow(maxRecords, maxBytes int) *window {
 	return &window{maxRecords: maxRecords, maxBytes: maxBytes, wake: make(chan struct{}, 1)}
 }
 
-// acquire takes room for one record of n bytes, waiting while the window is
+// acquire takes room for r (r.size bytes), waiting while the window is
 // full. A record that does not fit an empty window is admitted alone, so
 // that one oversize record cannot wedge the pipeline. On ctx's end it
 // returns ctx's error having taken nothing.
-func (w *window) acquire(ctx context.Context, n int) error {
-	return w.await(ctx, func() bool { return w.take(n) })
+func (w *window) acquire(ctx context.Context, r *record) error {
+	return w.await(ctx, func() bool { return w.take(r) })
 }
 
-// tryAcquire takes room for one record of n bytes if there is room now.
-func (w *window) tryAcquire(n int) bool {
+// tryAcquire takes room for r if there is room now.
+func (w *window) tryAcquire(r *record) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.take(n)
+	return w.take(r)
 }
 
 // take is acquire's test, under mu.
-func (w *window) take(n int) bool {
-	if w.records > 0 && (w.records >= w.maxRecords || w.bytes+n > w.maxBytes) {
+func (w *window) take(r *record) bool {
+	if w.records > 0 && (w.records >= w.maxRecords || w.bytes+r.size > w.maxBytes) {
 		return false
 	}
 	w.records++
-	w.bytes += n
+	w.bytes += r.size
+	r.prev, r.next = w.last, nil
+	if w.last != nil {
+		w.last.next = r
+	} else {
+		w.first = r
+	}
+	w.last = r
 	return true
 }
 
@@ -72,11 +85,22 @@ func (w *window) await(ctx context.Context, ok func() bool) error {
 	}
 }
 
-// release returns the room of one record of n bytes.
-func (w *window) release(n int) {
+// release returns the room r took; once for each record that took some.
+func (w *window) release(r *record) {
 	w.mu.Lock()
 	w.records--
-	w.bytes -= n
+	w.bytes -= r.size
+	if r.prev != nil {
+		r.prev.next = r.next
+	} else {
+		w.first = r.next
+	}
+	if r.next != nil {
+		r.next.prev = r.prev
+	} else {
+		w.last = r.prev
+	}
+	r.prev, r.next = nil, nil
 	wake := w.waiting
 	w.mu.Unlock()
 	if wake {
@@ -88,7 +112,18 @@ func (w *window) release(n int) {
 }
 
 func (w *window) inFlight() (records, bytes int) {
+	records, bytes, _ = w.state()
+	return records, bytes
+}
+
+// state returns the records in flight, their bytes, and the commit time
+// (unix nanoseconds) of the oldest of them: 0 when there is none or it has
+// none (a dead letter of a row outside any transaction).
+func (w *window) state() (records, bytes int, oldestCommit int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.records, w.bytes
+	if w.first != nil {
+		oldestCommit = w.first.commitNS
+	}
+	return w.records, w.bytes, oldestCommit
 }

@@ -83,7 +83,10 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 		return err
 	}
 	kafka := cfg.Kafka
-	kafka.Opts = append(kafka.Opts, kopts...)
+	// reach counts every Kafka client's failed dials and requests: a wrong
+	// --brokers is retried for ever, and must not look healthy meanwhile.
+	reach := publish.NewReachability(kafka.Brokers, log)
+	kafka.Opts = append(append(kafka.Opts, kopts...), reach.Hooks())
 	var (
 		txn *publish.TxnProducer
 		snk sink
@@ -133,7 +136,7 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 
 	g, gctx := errgroup.WithContext(ctx)
 	if cfg.MetricsAddr != "" {
-		counts := ops.Counts{DataLoss: snk.DataLossEvents}
+		counts := ops.Counts{DataLoss: snk.DataLossEvents, Kafka: reach}
 		if hb != nil {
 			counts.Heartbeats = hb.Written
 		}
@@ -143,12 +146,15 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 		}
 		m := ops.NewMetrics(st, wal, counts)
 		p.Observe(m)
-		srv := &ops.Server{Addr: cfg.MetricsAddr, Metrics: m, Stats: st, Kafka: snk, Log: log, Pprof: cfg.Pprof}
+		srv := &ops.Server{Addr: cfg.MetricsAddr, Metrics: m, Stats: st, Kafka: snk, Reach: reach, Log: log, Pprof: cfg.Pprof}
 		if _, err := srv.Listen(); err != nil {
 			return err
 		}
 		g.Go(func() error { return srv.Run(gctx) })
 	}
+	// Kafka is checked beside the pipeline, not before it: while it does
+	// not answer, the stream goes on and its records wait.
+	g.Go(func() error { return reach.CheckAtStart(gctx, snk.Ping) })
 	g.Go(func() error { return wal.Run(gctx) })
 	if hb != nil {
 		g.Go(func() error { return hb.Run(gctx) })

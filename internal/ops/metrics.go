@@ -33,6 +33,19 @@ type Counts struct {
 	// (--delivery exactly-once).
 	KafkaTransactions func() uint64
 	SkippedRecords    func() uint64
+	// Kafka reports the producer's failed dials and requests (nil: none
+	// known).
+	Kafka KafkaReach
+}
+
+// KafkaReach is what the metrics and /readyz learn of the Kafka clients'
+// connections (publish.Reachability).
+type KafkaReach interface {
+	// ConnectionErrors counts the dials and requests to Kafka that failed.
+	ConnectionErrors() uint64
+	// UnreachableSince is when the first of them failed after the last
+	// that succeeded; zero while the last one succeeded.
+	UnreachableSince() time.Time
 }
 
 // Metrics holds outboxd's Prometheus collectors. It implements
@@ -106,8 +119,13 @@ func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
 	counter := func(name, help string, f func(cdc.Stats) float64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(stat()) })
 	}
+	kafka := counts.Kafka
+	if kafka == nil {
+		kafka = noKafkaReach{}
+	}
 	states := []cdc.State{cdc.StateStarting, cdc.StateStreaming, cdc.StateStandby, cdc.StateReconnecting, cdc.StateStopped}
-	stateVec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "outboxd_state", Help: "1 for the current state: starting, streaming (active), standby, reconnecting, stopped."}, []string{"state"})
+	stateVec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "outboxd_state", Help: "1 for the current state of the replication side: starting, streaming (active), standby, reconnecting, stopped. " +
+		"Kafka's side is outboxd_kafka_unreachable_seconds: streaming with it above 0 means reading the slot while records wait for Kafka."}, []string{"state"})
 	optional := func(name, help string, f func() uint64) prometheus.Collector {
 		if f == nil {
 			f = func() uint64 { return 0 }
@@ -127,9 +145,14 @@ func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
 		gauge("outboxd_in_flight_bytes", "Key, value and header bytes of those records.", func(s cdc.Stats) float64 { return float64(s.InFlightBytes) }),
 		gauge("outboxd_confirmed_lsn", "The flush position last confirmed to PostgreSQL (WAL byte position).", func(s cdc.Stats) float64 { return float64(s.ConfirmedLSN) }),
 		gauge("outboxd_replication_lag_bytes", "Server WAL end minus the confirmed position.", func(s cdc.Stats) float64 { return float64(s.LagBytes()) }),
-		gauge("outboxd_replication_lag_seconds", "Now minus the commit time of the newest acknowledged record while records are in flight; 0 when caught up.", func(s cdc.Stats) float64 { return s.LagSeconds(time.Now()) }),
+		gauge("outboxd_replication_lag_seconds", "While records are in flight (outboxd_in_flight_records > 0): now minus the commit time of the oldest of them, in stream order, "+
+			"i.e. the age of the record Kafka has kept waiting longest (now minus the newest acknowledged commit if that record has no commit time: a dead letter of a row outside any transaction). "+
+			"0 when nothing is in flight: everything received is acknowledged.", func(s cdc.Stats) float64 { return s.LagSeconds(time.Now()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "outboxd_kafka_unreachable_seconds", Help: "Seconds since the first dial or request to Kafka that failed after the last one that succeeded (pings included); " +
+			"0 while the last one succeeded or before any. Above 0: Kafka is unreachable and records wait (none is lost; the slot is not confirmed past them)."},
+			func() float64 { return unreachableSeconds(kafka, time.Now()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "outboxd_slot_retained_wal_bytes", Help: "WAL the replication slot keeps on the server (current WAL minus restart_lsn); -1 before the first check."}, func() float64 { return float64(wal.Retained()) }),
-		errorsCollector{src},
+		errorsCollector{src, kafka},
 		stateCollector{src, stateVec, states},
 	)
 	return m
@@ -175,15 +198,20 @@ func (m *Metrics) Acknowledged(topic string, bytes int, produceLatency time.Dura
 	m.commitToAck.Observe(time.Since(commitTime).Seconds())
 }
 
-var errorsDesc = prometheus.NewDesc("outboxd_errors_total", "Errors by kind: connection (retried), permanent (stopped the run).", []string{"kind"}, nil)
+var errorsDesc = prometheus.NewDesc("outboxd_errors_total", "Errors by kind: connection (retried: replication sessions lost, as outboxd_reconnects_total, "+
+	"plus dials and requests to Kafka that failed), permanent (stopped the run).", []string{"kind"}, nil)
 
-// errorsCollector exports the streamer's error counters with a kind label.
-type errorsCollector struct{ src StatsSource }
+// errorsCollector exports the streamer's error counters and the Kafka
+// clients' failed dials and requests with a kind label.
+type errorsCollector struct {
+	src   StatsSource
+	kafka KafkaReach
+}
 
 func (c errorsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- errorsDesc }
 func (c errorsCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.src.Stats()
-	ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(s.Reconnects), "connection")
+	ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(s.Reconnects+c.kafka.ConnectionErrors()), "connection")
 	ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(s.PermanentErrors), "permanent")
 }
 
@@ -206,3 +234,18 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.vec.Collect(ch)
 }
+
+// unreachableSeconds is outboxd_kafka_unreachable_seconds at now.
+func unreachableSeconds(k KafkaReach, now time.Time) float64 {
+	since := k.UnreachableSince()
+	if since.IsZero() {
+		return 0
+	}
+	return max(0, now.Sub(since).Seconds())
+}
+
+// noKafkaReach stands for a KafkaReach not given: nothing failed.
+type noKafkaReach struct{}
+
+func (noKafkaReach) ConnectionErrors() uint64    { return 0 }
+func (noKafkaReach) UnreachableSince() time.Time { return time.Time{} }

@@ -27,7 +27,10 @@ type Server struct {
 	Metrics *Metrics
 	Stats   StatsSource
 	Kafka   Pinger
-	Log     *slog.Logger
+	// Reach, when set, says since when Kafka has been unreachable, for
+	// /readyz's answer.
+	Reach KafkaReach
+	Log   *slog.Logger
 	// Pprof also serves net/http/pprof under /debug/pprof/.
 	Pprof bool
 
@@ -89,7 +92,10 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // ready answers 200 while streaming with Kafka reachable, 503 otherwise
-// (a standby waiting for the slot is alive but not ready).
+// (a standby waiting for the slot is alive but not ready). Streaming with
+// Kafka unreachable answers "not ready: streaming, Kafka unreachable since
+// TIME (N failed Kafka dials and requests): ERROR": the slot is read, and
+// the records wait for Kafka.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	state := s.Stats.Stats().State
 	if state != cdc.StateStreaming {
@@ -97,10 +103,23 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.kafka(r.Context()); err != nil {
-		http.Error(w, "not ready: Kafka unreachable: "+err.Error(), http.StatusServiceUnavailable)
+		http.Error(w, "not ready: "+state.String()+", "+kafkaDown(s.Reach)+": "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintln(w, "ready")
+}
+
+// kafkaDown says since when Kafka has been unreachable, as far as reach
+// knows.
+func kafkaDown(reach KafkaReach) string {
+	if reach == nil {
+		return "Kafka unreachable"
+	}
+	msg := "Kafka unreachable"
+	if since := reach.UnreachableSince(); !since.IsZero() {
+		msg += " since " + since.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("%s (%d failed Kafka dials and requests)", msg, reach.ConnectionErrors())
 }
 
 func (s *Server) kafka(ctx context.Context) error {

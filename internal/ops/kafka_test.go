@@ -1,0 +1,116 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/pump"
+)
+
+type fixedStats struct{ s cdc.Stats }
+
+func (f fixedStats) Stats() cdc.Stats { return f.s }
+
+type fakeReach struct {
+	errs  uint64
+	since time.Time
+}
+
+func (f fakeReach) ConnectionErrors() uint64    { return f.errs }
+func (f fakeReach) UnreachableSince() time.Time { return f.since }
+
+type downPinger struct{}
+
+func (downPinger) Ping(context.Context) error {
+	return errors.New("reaching Kafka: connection refused")
+}
+
+// sample returns the value of the sample of name with label kind=kind
+// (kind "" for a metric without labels), or -1.
+func sample(t *testing.T, m *Metrics, name, kind string) float64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			if kind != "" && (len(s.GetLabel()) != 1 || s.GetLabel()[0].GetValue() != kind) {
+				continue
+			}
+			if c := s.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return s.GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+// TestKafkaUnreachableShows is issue 37, item 19 on the metrics' side: a
+// wrong broker looked healthy: connection errors 0, replication lag 0
+// while records waited, /readyz without a word of how long. The failed
+// Kafka dials count as connection errors beside the lost replication
+// sessions, the lag is the age of the oldest record in flight, and
+// /readyz says since when Kafka is unreachable.
+func TestKafkaUnreachableShows(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	reach := fakeReach{errs: 3, since: now.Add(-10 * time.Second)}
+	st := fixedStats{cdc.Stats{State: cdc.StateStreaming, Reconnects: 2,
+		Stats: pump.Stats{InFlightRecords: 1, OldestInFlightCommit: now.Add(-time.Minute)}}}
+	m := NewMetrics(st, noStats{}, Counts{Kafka: reach})
+	if got := sample(t, m, "outboxd_errors_total", "connection"); got != 5 {
+		t.Errorf(`outboxd_errors_total{kind="connection"} = %v, want 5 (2 replication sessions lost, 3 Kafka dials failed)`, got)
+	}
+	if got := sample(t, m, "outboxd_kafka_unreachable_seconds", ""); got < 10 {
+		t.Errorf("outboxd_kafka_unreachable_seconds = %v, want at least 10", got)
+	}
+	if got := sample(t, m, "outboxd_replication_lag_seconds", ""); got < 60 {
+		t.Errorf("outboxd_replication_lag_seconds = %v with a record committed a minute ago in flight, want at least 60", got)
+	}
+	if got := sample(t, NewMetrics(st, noStats{}, Counts{}), "outboxd_kafka_unreachable_seconds", ""); got != 0 {
+		t.Errorf("outboxd_kafka_unreachable_seconds without a tracker = %v, want 0", got)
+	}
+
+	srv := &Server{Metrics: m, Stats: st, Kafka: downPinger{}, Reach: reach, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	rec := httptest.NewRecorder()
+	srv.ready(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	want := "not ready: streaming, Kafka unreachable since " + reach.since.UTC().Format(time.RFC3339) + " (3 failed Kafka dials and requests): reaching Kafka: connection refused"
+	if body := strings.TrimSpace(rec.Body.String()); rec.Code != http.StatusServiceUnavailable || body != want {
+		t.Errorf("readyz = %d %q, want 503 %q", rec.Code, body, want)
+	}
+}
+
+// TestLagSeconds pins outboxd_replication_lag_seconds' meaning.
+func TestLagSeconds(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		s    pump.Stats
+		want float64
+	}{
+		{"nothing in flight", pump.Stats{NewestAckedCommit: now.Add(-time.Hour)}, 0},
+		{"a record waiting, none acknowledged ever", pump.Stats{InFlightRecords: 1, OldestInFlightCommit: now.Add(-3 * time.Minute)}, 180},
+		{"the oldest in flight, not the newest acknowledged", pump.Stats{InFlightRecords: 2, OldestInFlightCommit: now.Add(-2 * time.Second), NewestAckedCommit: now.Add(-time.Hour)}, 2},
+		{"the oldest in flight has no commit time", pump.Stats{InFlightRecords: 1, NewestAckedCommit: now.Add(-4 * time.Second)}, 4},
+		{"neither known", pump.Stats{InFlightRecords: 1}, 0},
+		{"a commit time ahead of this clock", pump.Stats{InFlightRecords: 1, OldestInFlightCommit: now.Add(time.Second)}, 0},
+	} {
+		if got := (cdc.Stats{Stats: tc.s}).LagSeconds(now); got != tc.want {
+			t.Errorf("%s: LagSeconds = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
