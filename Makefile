@@ -69,6 +69,8 @@ CORE_TEST_NAMES := TestMissingSlotStopsWithTheRecoveryCommand \
 	TestLeastPrivilegeRole \
 	TestSIGTERMRestartPublishesNoDuplicates \
 	TestKill9RestartLosesNothing \
+	TestRowsSharingACommitLSNSurviveRestarts \
+	TestTableLessEventsMixedWithRowsSurviveRestarts \
 	TestMissingPublicationExitsNonZero \
 	TestSecondInstanceStandsByThenTakesOver \
 	TestLostSlotRunRefusesThenRecovers \
