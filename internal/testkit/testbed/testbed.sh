@@ -9,6 +9,7 @@
 #   testbed.sh up              start both and keep them running (make up)
 #   testbed.sh env             print the env of the running test bed
 #   testbed.sh down            stop what `up` started (make down)
+#   testbed.sh state-dir       print where `up` keeps its state
 #   testbed.sh fetch           only install PostgreSQL / fetch the Kafka jars
 #
 # Building blocks, also used by tests that need a server of their own (one
@@ -52,7 +53,8 @@
 # Environment:
 #   OUTBOXD_PG_VERSIONS   versions `up` and `run` start (default: 15)
 #   OUTBOXD_PG_VERSION    version pg-start creates (default: 15)
-#   OUTBOXD_TESTBED_DIR   state of `up` (default $HOME/.cache/outboxd/testbed)
+#   OUTBOXD_TESTBED_DIR   state of `up` (default $HOME/.cache/outboxd/testbed-<hash of
+#                         this checkout's path>: one per clone)
 #   OUTBOXD_CACHE_DIR     jar cache (default ${XDG_CACHE_HOME:-$HOME/.cache}/outboxd)
 #   KAFKA_HEAP_OPTS       broker heap (default -Xms128m -Xmx512m)
 set -euo pipefail
@@ -578,7 +580,10 @@ down() {
 
 cmd=${1:-}
 [ $# -gt 0 ] && shift
-state=${OUTBOXD_TESTBED_DIR:-$HOME/.cache/outboxd/testbed}
+# The state of `up` is per checkout: two clones of one user each have
+# their own servers, and `make down` in one never stops the other's.
+checkout=$(cd "$here/../../.." && pwd -P)
+state=${OUTBOXD_TESTBED_DIR:-$HOME/.cache/outboxd/testbed-$(printf %s "$checkout" | sha256sum | cut -c1-12)}
 case "$cmd" in
 fetch)
 	for v in $(pg_versions); do
@@ -594,6 +599,9 @@ up)
 env)
 	[ -f "$state/env" ] || die "the test bed is not up (run: $0 up)"
 	cat "$state/env"
+	;;
+state-dir)
+	echo "$state"
 	;;
 down)
 	down "$state"
