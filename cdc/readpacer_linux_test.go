@@ -2,7 +2,7 @@ package cdc
 
 import (
 	"context"
-	"errors"
+	"encoding/binary"
 	"io"
 	"net"
 	"syscall"
@@ -118,32 +118,38 @@ func (w wrapped) NetConn() net.Conn { return w.Conn }
 // reply to the final status waited out its whole deadline and shutdown
 // stalled for up to 10 s. After run the mark is one byte again, and a
 // small message is read as soon as it arrives.
+//
+// The reader is stopped while its consumer holds an event of an open
+// transaction: the transaction raised the mark, and nothing lowers it
+// while the consumer holds the reader.
 func TestReaderLowersTheMarkWhenItStops(t *testing.T) {
 	t.Parallel()
 	client, server := tcpPair(t)
-	begun, commit, reply := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	reply := make(chan struct{})
 	conn := fakeServerOver(t, client, server, func(_ *pgproto3.Backend, c net.Conn) error {
-		if _, err := c.Write(xlogData(pgoutputBegin())); err != nil {
-			return err
+		// One write: the Insert is there as soon as the Begin is read.
+		var b []byte
+		for _, m := range [][]byte{pgoutputRelation(), pgoutputBegin(), pgoutputInsert()} {
+			b = append(b, xlogData(m)...)
 		}
-		close(begun)
-		<-commit
-		if _, err := c.Write(xlogData(pgoutputCommit())); err != nil {
+		if _, err := c.Write(b); err != nil {
 			return err
 		}
 		<-reply
 		_, err := c.Write([]byte{'n', 0, 0, 0, 4}) // NoData: 5 bytes
 		return err
 	})
-	r := sleepyReader(conn, failAtCommit{}, fixedWatermark(0x100))
-	done := runReader(t.Context(), r, t.Context())
-	awaitClosed(t, begun, "the server did not send the Begin")
-	// The Begin raised the mark for the rest of its transaction; the
-	// consumer then fails at the Commit and the reader returns at once.
-	waitForMark(t, client, func(n int) bool { return n > 1 })
-	close(commit)
-	if err := <-done; err == nil {
-		t.Fatal("run returned nil after the consumer failed")
+	out := &holdingConsumer{holding: make(chan struct{})}
+	r := sleepyReader(conn, out, fixedWatermark(0x100))
+	ctx, abort := context.WithCancel(t.Context())
+	done := runReader(ctx, r, t.Context())
+	awaitClosed(t, out.holding, "the consumer was not handed the insert")
+	if n := mark(t, client); n <= 1 {
+		t.Fatalf("SO_RCVLOWAT = %d inside the transaction: the test would not test anything", n)
+	}
+	abort()
+	if err := <-done; err != nil {
+		t.Fatalf("run after an abort: %v", err)
 	}
 	if n := mark(t, client); n != 1 {
 		t.Errorf("SO_RCVLOWAT = %d after the reader returned, want 1: a small reply waits for its deadline", n)
@@ -156,14 +162,51 @@ func TestReaderLowersTheMarkWhenItStops(t *testing.T) {
 	}
 }
 
-// failAtCommit is a consumer that fails for good at a transaction's end.
-type failAtCommit struct{ nopConsumer }
+// holdingConsumer holds the first event until the context ends.
+type holdingConsumer struct {
+	nopConsumer
+	holding chan struct{}
+}
 
-func (failAtCommit) Apply(_ context.Context, m decode.Message) error {
-	if m.Kind == decode.KindCommit {
-		return &PermanentError{Err: errors.New("refused")}
+func (c *holdingConsumer) Apply(ctx context.Context, m decode.Message) error {
+	if m.Kind != decode.KindEvent {
+		return nil
 	}
-	return nil
+	close(c.holding)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// pgoutputRelation describes relation 1, public.outbox, as the default
+// outbox table (the columns the default mapping needs, all text).
+func pgoutputRelation() []byte {
+	b := binary.BigEndian.AppendUint32([]byte{'R'}, 1)
+	b = append(b, "public\x00outbox\x00"...)
+	b = append(b, 'd')
+	cols := []string{"id", "topic", "aggregate_id", "payload"}
+	oids := []uint32{20, 25, 25, 25}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(cols)))
+	for i, c := range cols {
+		b = append(b, 0)
+		b = append(append(b, c...), 0)
+		b = binary.BigEndian.AppendUint32(b, oids[i])
+		b = binary.BigEndian.AppendUint32(b, 0xFFFFFFFF) // no type modifier
+	}
+	return b
+}
+
+// pgoutputInsert is a row of relation 1.
+func pgoutputInsert() []byte {
+	b := binary.BigEndian.AppendUint32([]byte{'I'}, 1)
+	b = append(b, 'N')
+	vals := []string{"1", "t", "k", `{"n": 1}`}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(vals)))
+	for _, v := range vals {
+		b = append(b, 't')
+		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+		b = append(b, v...)
+	}
+	return b
 }
 
 // mark returns c's SO_RCVLOWAT.
