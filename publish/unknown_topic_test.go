@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
@@ -17,12 +16,7 @@ import (
 // that outboxd creates no topics, nor how to let the broker create them.
 func TestUnknownTopicSaysWhatToDo(t *testing.T) {
 	t.Parallel()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p, err := publish.New(publish.Config{Brokers: c.ListenAddrs()}, quiet())
+	p, err := publish.New(publish.Config{Brokers: fakeCluster(t, "t")}, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
