@@ -34,4 +34,7 @@
 //     Event or RowError field aliases the input.
 //   - Errors say what was being decoded and name the table, the column and,
 //     once it is known, the outbox id (see [RowError]).
+//   - No record names a topic it must not: a Kafka internal topic ("__"
+//     prefix) or one of [Columns.ReservedTopics] (outboxd's progress and
+//     dead-letter topics), whatever the layout, table-less messages too.
 package decode

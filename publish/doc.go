@@ -9,4 +9,10 @@
 // earlier failure). Retriable errors, including a broker that is down, are
 // retried without limit; they are never reported as failures. A loss Kafka
 // reports afterwards (data loss detection) is logged at Error and counted.
+//
+// Its TxnProducer is the exactly-once Sink. Invariant: it resumes only
+// after a position its own transactional id committed: the progress
+// reader counts records of committed Kafka transactions that carry the
+// header naming that id (readProgress says what else it ignores), and it
+// refuses an event addressed to its progress topic.
 package publish
