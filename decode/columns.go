@@ -18,12 +18,12 @@ type Columns struct {
 	ID      string // bigint, integer, smallint, uuid, text or varchar: the id header, the idempotency key; default "id"
 	Topic   string // text/varchar; default "topic"; not used with TopicTemplate
 	Key     string // uuid/text/varchar or an integer (its decimal text); default "aggregate_id"; not read with NoKey
+	Payload string // jsonb/json/bytea/text/varchar; default "payload"
+	Headers string // jsonb/json, nullable, optional column; default "headers"
 	// NoKey publishes records without a key: Kafka spreads them over the
 	// topic's partitions, so there is no per-aggregate order. Default
 	// false: the Key column is the record key.
 	NoKey bool
-	Payload string // jsonb/json/bytea/text/varchar; default "payload"
-	Headers string // jsonb/json, nullable, optional column; default "headers"
 	// Timestamp is a timestamptz or timestamp column whose value is the
 	// record timestamp (a timestamp without time zone is taken as UTC; a
 	// NULL value falls back to the commit time). Default "": the commit time.
