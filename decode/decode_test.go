@@ -407,6 +407,14 @@ func TestDecode(t *testing.T) {
 			in:    outboxInsert(text("42"), text(testKey), text("orders"), text(testPayload), text(`{"a": "1", "id": "7"}`)),
 			errs:  []string{`decoding insert into public.outbox: column "headers": header "id" is reserved for the outbox id (outbox id 42)`},
 		},
+		// Regression (issue 37): a row's headers could set the source
+		// header outboxd sets, which consumers dedupe on with the id.
+		{
+			name:  "reserved header outboxd.source",
+			setup: inTx,
+			in:    outboxInsert(text("42"), text(testKey), text("orders"), text(testPayload), text(`{"outboxd.source": "elsewhere"}`)),
+			errs:  []string{`column "headers": header "outboxd.source" is reserved for the record's source (outbox id 42)`},
+		},
 		{
 			name:  "reserved header id, escaped",
 			setup: inTx,

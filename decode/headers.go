@@ -42,8 +42,11 @@ func (d *Decoder) appendHeaders(hdrs []outbox.Header, buf []byte, raw []byte) ([
 		if err != nil {
 			return hdrs, buf, err
 		}
-		if key == "id" {
+		switch key {
+		case "id":
 			return hdrs, buf, errors.New(`header "id" is reserved for the outbox id`)
+		case SourceHeader:
+			return hdrs, buf, errors.New(`header "` + SourceHeader + `" is reserved for the record's source`)
 		}
 		i = skipSpace(raw, end)
 		if i >= len(raw) || raw[i] != ':' {

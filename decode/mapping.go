@@ -69,6 +69,8 @@ func (c Columns) Validate() error {
 			errs = append(errs, errors.New("header columns: empty column name"))
 		case h == "id":
 			errs = append(errs, errors.New(`header columns: "id" is reserved for the outbox id header`))
+		case h == SourceHeader:
+			errs = append(errs, errors.New(`header columns: "`+SourceHeader+`" is reserved for the record's source`))
 		case c.CloudEvents != nil && ceReserved(h):
 			errs = append(errs, fmt.Errorf("header columns: %q is set by CloudEvents", h))
 		case seen[h]:

@@ -219,8 +219,8 @@ func TestColumnsValidate(t *testing.T) {
 		{name: "empty placeholder", c: Columns{TopicTemplate: "orders.{ }"}, errs: []string{"empty placeholder"}},
 		{
 			name: "every problem at once",
-			c:    Columns{TopicTemplate: "{", HeaderColumns: []string{"id", "type", "type", ""}},
-			errs: []string{`'{' without '}'`, `"id" is reserved`, `"type" listed twice`, "empty column name"},
+			c:    Columns{TopicTemplate: "{", HeaderColumns: []string{"id", "type", "type", "", "outboxd.source"}},
+			errs: []string{`'{' without '}'`, `"id" is reserved`, `"type" listed twice`, "empty column name", `"outboxd.source" is reserved`},
 		},
 	}
 	for _, tt := range tests {

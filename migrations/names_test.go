@@ -101,6 +101,8 @@ func TestConstraintsRefuseRowsThatCouldNeverBePublished(t *testing.T) {
 		{"__", "", false},
 		{"_one_underscore", "", true},
 		{"outboxd.progress2", "", true},
+		{"ok", `{"outboxd.source": "elsewhere"}`, false},
+		{"ok", `{"outboxd.sources": 1}`, true},
 	}
 	for _, tt := range tests {
 		var headers any
@@ -166,7 +168,7 @@ func TestConstraintsReachExistingInstalls(t *testing.T) {
 
 // Regression (issue 37): outboxd_emit published a table-less event to the
 // progress topic (forging an exactly-once publisher's progress) or to a
-// Kafka internal topic.
+// Kafka internal topic, or with headers setting outboxd.source.
 func TestEmitRefusesReservedTopics(t *testing.T) {
 	t.Parallel()
 	url := testenv.Database(t)
@@ -200,5 +202,11 @@ func TestEmitRefusesReservedTopics(t *testing.T) {
 		case !tt.ok && !(errors.As(err, &pgErr) && pgErr.Code == "23514" && strings.Contains(pgErr.Message, "reserved")):
 			t.Errorf("outboxd_emit to %q: %v, want a check violation saying the topic is reserved", tt.topic, err)
 		}
+	}
+	// Nor may its headers set the source header outboxd sets.
+	_, err = conn.Exec(ctx, `SELECT outboxd_emit('orders', '{}', NULL, '{"outboxd.source": "elsewhere"}')`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23514" || !strings.Contains(pgErr.Message, "outboxd.source") {
+		t.Errorf("outboxd_emit with an outboxd.source header: %v, want a check violation naming it", err)
 	}
 }

@@ -1,6 +1,7 @@
 -- outboxd_emit, again (0006): it also refuses a topic no record may name, as
 -- the default table's constraint of 0007 does: a Kafka internal topic (a
--- name beginning with "__") or outboxd.progress.
+-- name beginning with "__") or outboxd.progress; and headers that set
+-- "outboxd.source" (outboxd sets it).
 --
 -- outboxd_emit: a table-less event (run --message-prefix). It emits a
 -- transactional logical decoding message whose content is the envelope
@@ -33,8 +34,8 @@ BEGIN
         RAISE EXCEPTION 'outboxd_emit: prefix must be run''s --message-prefix, not %', coalesce(quote_literal(prefix), 'NULL')
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF headers IS NOT NULL AND (jsonb_typeof(headers) <> 'object' OR headers ? 'id') THEN
-        RAISE EXCEPTION 'outboxd_emit: headers must be a JSON object without an "id" member, not %', headers
+    IF headers IS NOT NULL AND (jsonb_typeof(headers) <> 'object' OR headers ? 'id' OR headers ? 'outboxd.source') THEN
+        RAISE EXCEPTION 'outboxd_emit: headers must be a JSON object without an "id" or "outboxd.source" member, not %', headers
             USING ERRCODE = 'check_violation';
     END IF;
     RETURN pg_logical_emit_message(true, prefix,

@@ -1,3 +1,0 @@
--- outboxd: default table only (skipped with migrate --own-table)
--- Check the rows written before 0007's constraint existed, as 0004 does.
-ALTER TABLE {{.Table}} VALIDATE CONSTRAINT outboxd_topic_not_reserved;
