@@ -18,6 +18,7 @@ type RowError struct {
 	Table  string // schema-qualified table, e.g. "public.outbox"
 	Column string // the column at fault; "" when the table itself is unusable
 	ID     string // the outbox id in text form; "" when it could not be decoded
+	Source string // the SourceHeader's value an event of it would have had; "" without Columns.Source
 	Err    error  // what is wrong with the value
 
 	// MessageLSN is the LSN of a logical decoding message (a table-less

@@ -84,7 +84,7 @@ func (rel *relation) val(row []value, role int) value {
 // read of it (copied: the row's bytes alias the message). col is the
 // position of the column at fault, -1 for the table as a whole.
 func (d *Decoder) rowError(rel *relation, row []value, col int, err error) error {
-	e := &RowError{Table: rel.table, Err: err, CommitTime: d.commitTime, CommitLSN: d.commitLSN, Index: d.index}
+	e := &RowError{Table: rel.table, Source: rel.source, Err: err, CommitTime: d.commitTime, CommitLSN: d.commitLSN, Index: d.index}
 	d.index++ // the row keeps its place among the transaction's events
 	if col >= 0 {
 		e.Column = rel.columns[col].Name

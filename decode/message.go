@@ -75,7 +75,7 @@ func (d *Decoder) decodeMessage(body []byte) (Message, error) {
 		return Message{Kind: KindIgnored}, nil
 	}
 	if flags&1 == 0 {
-		e := &RowError{Table: messageTable(d.cols.MessagePrefix), ID: lsn.String(), MessageLSN: lsn, Standalone: true,
+		e := &RowError{Table: messageTable(d.cols.MessagePrefix), ID: lsn.String(), Source: d.msgSource, MessageLSN: lsn, Standalone: true,
 			CommitLSN: lsn, Err: errors.New("a non-transactional message (pg_logical_emit_message(false, ...)) is sent even when its transaction rolls back: " +
 				"emit events with pg_logical_emit_message(true, ...) or outboxd_emit")}
 		if inTxn := d.inTx; inTxn {
@@ -90,7 +90,7 @@ func (d *Decoder) decodeMessage(body []byte) (Message, error) {
 	}
 	ev, err := d.messageEvent(lsn, content)
 	if err != nil {
-		e := &RowError{Table: messageTable(d.cols.MessagePrefix), ID: lsn.String(), MessageLSN: lsn, Err: err,
+		e := &RowError{Table: messageTable(d.cols.MessagePrefix), ID: lsn.String(), Source: d.msgSource, MessageLSN: lsn, Err: err,
 			CommitTime: d.commitTime, CommitLSN: d.commitLSN, Index: d.index}
 		d.index++
 		d.fillFromEnvelope(e, content)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/outboxd/outboxd/decode"
@@ -39,6 +40,9 @@ func rejectedRecord(re *decode.RowError, topic string) outbox.Event {
 	if re.ID != "" {
 		ev.Headers = append(ev.Headers, outbox.Header{Key: "id", Value: []byte(re.ID)})
 	}
+	if re.Source != "" {
+		ev.Headers = append(ev.Headers, outbox.Header{Key: decode.SourceHeader, Value: []byte(re.Source)})
+	}
 	ev.Headers = append(ev.Headers, dlHeaders(re.Topic, re.ID, &ev, re)...)
 	return ev
 }
@@ -51,7 +55,7 @@ func deadLetterReference(dl *outbox.Event, cause error) outbox.Event {
 	ev.Value = nil
 	ev.Headers = nil
 	for _, h := range dl.Headers {
-		if h.Key == "id" || len(h.Key) > len("outboxd.dlq.") && h.Key[:len("outboxd.dlq.")] == "outboxd.dlq." {
+		if h.Key == "id" || h.Key == decode.SourceHeader || strings.HasPrefix(h.Key, "outboxd.dlq.") {
 			ev.Headers = append(ev.Headers, h)
 		}
 	}

@@ -405,11 +405,15 @@ func TestDeadLetterTooLargeGoesAsReference(t *testing.T) {
 	}}
 	p := newPump(t, Config{DeadLetterTopic: "dlq"}, s)
 	runPump(t, p)
-	apply(t, p, begin(0x100), event(1, strings.Repeat("x", 100)), commit(0x200))
+	ev := event(1, strings.Repeat("x", 100))
+	ev.Event.Headers = append(ev.Event.Headers, outbox.Header{Key: decode.SourceHeader, Value: []byte("7001/app/public.outbox")},
+		outbox.Header{Key: "type", Value: []byte("big")})
+	apply(t, p, begin(0x100), ev, commit(0x200))
 	waitFor(t, func() bool { return p.Flushed() == 0x200 })
 	ref := s.published[len(s.published)-1]
-	if ref.Value != nil || header(&ref, hdrSize) != "100" || header(&ref, "id") != "1" || ref.Topic != "dlq" {
-		t.Errorf("reference %+v, want no value, the size, the id, on dlq", ref)
+	if ref.Value != nil || header(&ref, hdrSize) != "100" || header(&ref, "id") != "1" || ref.Topic != "dlq" ||
+		header(&ref, decode.SourceHeader) != "7001/app/public.outbox" || header(&ref, "type") != "" {
+		t.Errorf("reference %+v, want no value, the size, the id and the source, no other header, on dlq", ref)
 	}
 	if calls != 3 {
 		t.Errorf("%d publishes, want 3 (original, dead-letter copy, reference)", calls)
@@ -437,7 +441,7 @@ func TestDeadLetterRefusedStops(t *testing.T) {
 
 func TestRejectedRow(t *testing.T) {
 	t.Parallel()
-	re := &decode.RowError{Table: "public.outbox", Column: "headers", ID: "7", Err: errors.New("headers are a JSON array"),
+	re := &decode.RowError{Table: "public.outbox", Column: "headers", ID: "7", Source: "7001/app/public.outbox", Err: errors.New("headers are a JSON array"),
 		Topic: "orders", Key: []byte("k"), Value: []byte(`{"a": 1}`), CommitLSN: 0x100, Index: 3}
 	t.Run("stops without a dead-letter topic", func(t *testing.T) {
 		t.Parallel()
@@ -460,6 +464,11 @@ func TestRejectedRow(t *testing.T) {
 		dl := s.published[0]
 		if dl.Topic != "dlq" || string(dl.Value) != `{"a": 1}` || header(&dl, "id") != "7" || header(&dl, hdrTopic) != "orders" || dl.Index != 3 {
 			t.Errorf("dead-letter record %+v, want the row's key, payload, id and topic", dl)
+		}
+		// Regression (issue 37): a dead-lettered row lost its source, so a
+		// consumer of the dead-letter topic could not key it as the record.
+		if got := header(&dl, decode.SourceHeader); got != "7001/app/public.outbox" {
+			t.Errorf("dead-letter record's %s header %q, want the row's source", decode.SourceHeader, got)
 		}
 		if p.Flushed() != 0x10 {
 			t.Fatal("confirmed before the dead-letter record was acknowledged")
