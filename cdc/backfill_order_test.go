@@ -92,3 +92,29 @@ func TestBackfillKeepsPerKeyWriteOrderWithUUIDIds(t *testing.T) {
 		})
 	}
 }
+
+// Regression (issue 37, review): re-running a pending backfill dropped the
+// slot first and only then found the table's order could not be kept; the
+// next start then met a lost slot. The check comes before anything is
+// dropped: the refused re-run leaves the slot and its record as they were.
+func TestUnorderedBackfillRerunKeepsTheSlot(t *testing.T) {
+	t.Parallel()
+	b := newBed(t, "", nil)
+	if _, err := b.pool.Exec(t.Context(), `CREATE TABLE uuid_events (id uuid PRIMARY KEY, aggregate_id uuid NOT NULL, topic text NOT NULL, payload jsonb NOT NULL);
+		CREATE PUBLICATION uuid_pub FOR TABLE uuid_events WITH (publish = 'insert')`); err != nil {
+		t.Fatal(err)
+	}
+	// What a first start that crashed mid-backfill leaves: the slot and a
+	// pending record.
+	if _, err := b.pool.Exec(t.Context(), `INSERT INTO outboxd_slots (slot_name, system_identifier, timeline, created_by, backfill_where)
+		VALUES ($1, (SELECT system_identifier::text FROM pg_control_system()), 1, 'run --create-slot', 'true')`, b.slot); err != nil {
+		t.Fatal(err)
+	}
+	err := b.start(cdc.Config{Publication: "uuid_pub"}).wait(time.Minute)
+	if !errors.Is(err, cdc.ErrBackfillUnordered) || !cdc.IsPermanent(err) {
+		t.Fatalf("Run = %v, want a permanent error wrapping ErrBackfillUnordered", err)
+	}
+	if !b.slotExists(t) {
+		t.Error("the slot was dropped for a backfill that was then refused")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/outboxd/outboxd/outbox"
+	"github.com/outboxd/outboxd/slot"
 )
 
 // Regression (issue 37): the exactly-once progress key was identified on a
@@ -17,16 +18,16 @@ func TestServerIsTheStreamsOwnIdentity(t *testing.T) {
 	s := &Streamer{cfg: Config{DatabaseURL: "postgres://u@127.0.0.1:1/db?sslmode=disable&connect_timeout=1"}}
 	early, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, _, err := s.Server(early); err == nil {
+	if _, _, _, err := s.Server(early); err == nil {
 		t.Fatal("Server answered before a replication connection identified the server")
 	}
-	s.ident.set(serverID{systemID: "7001", timeline: 3})
-	sys, tl, err := s.Server(t.Context())
-	if err != nil || sys != "7001" || tl != 3 {
-		t.Fatalf("Server = %s, %d, %v; want the stream's 7001, timeline 3", sys, tl, err)
+	s.ident.set(serverID{systemID: "7001", timeline: 3}, 0x5000)
+	sys, tl, walEnd, err := s.Server(t.Context())
+	if err != nil || sys != "7001" || tl != 3 || walEnd != 0x5000 {
+		t.Fatalf("Server = %s, %d, %s, %v; want the stream's 7001, timeline 3, WAL end 0/5000", sys, tl, walEnd, err)
 	}
-	s.ident.set(serverID{systemID: "7001", timeline: 4}) // the next session's
-	if _, tl, _ := s.Server(t.Context()); tl != 4 {
+	s.ident.set(serverID{systemID: "7001", timeline: 4}, 0x6000) // the next session's
+	if _, tl, _, _ := s.Server(t.Context()); tl != 4 {
 		t.Errorf("Server's timeline %d after the next session identified timeline 4", tl)
 	}
 }
@@ -50,5 +51,21 @@ func TestCarriedPositionMustFitTheServersWAL(t *testing.T) {
 		if got := carriedFits(tc.carried, tc.walEnd); got != tc.fits {
 			t.Errorf("%s: carriedFits(%s, %s) = %v, want %v", tc.name, tc.carried, tc.walEnd, got, tc.fits)
 		}
+	}
+}
+
+// Regression (issue 37, review): a backfill identified its server for the
+// exactly-once sink but not for the next session's comparison, so a
+// failover between the backfill and the first session went unnoticed: the
+// sink kept the backfill's progress key while the records came from
+// another timeline. What a backfill identifies is what the next session
+// compares with.
+func TestBackfillsServerIsComparedByTheFirstSession(t *testing.T) {
+	t.Parallel()
+	s := &Streamer{}
+	s.identified(serverID{systemID: "7001", timeline: 1, database: "app"}, 0x5000) // as createSlotWithBackfill does
+	_, err := serverChange(s.server, serverID{systemID: "7001", timeline: 2, database: "app"}, slot.Status{ServerVersion: 170006}, "s", true)
+	if err == nil {
+		t.Error("a server change between the backfill and the first session went unnoticed in exactly-once mode")
 	}
 }

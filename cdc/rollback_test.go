@@ -3,6 +3,7 @@ package cdc_test
 import (
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,19 @@ import (
 // skipped: lost. A carried position past the WAL end is not trusted.
 func TestRolledBackStorageDoesNotSkipNewCommits(t *testing.T) {
 	t.Parallel()
+	for _, stop := range []bool{false, true} {
+		name := "at-least-once"
+		if stop {
+			name = "exactly-once stops" // StopOnServerChange: its progress topic holds the lost history
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rollBackUnderAStreamer(t, stop)
+		})
+	}
+}
+
+func rollBackUnderAStreamer(t *testing.T, stop bool) {
 	pg := testenv.StartPostgres(t)
 	b := newBed(t, pg.URL, nil)
 	ctx := t.Context()
@@ -46,7 +60,7 @@ func TestRolledBackStorageDoesNotSkipNewCommits(t *testing.T) {
 	if _, err := b.pool.Exec(ctx, `INSERT INTO other (note) SELECT repeat('x', 400) FROM generate_series(1, 100000)`); err != nil {
 		t.Fatal(err)
 	}
-	r := b.start(cdc.Config{})
+	r := b.start(cdc.Config{StopOnServerChange: stop})
 	ids, err := b.insert(ctx, []row{{agg: uuidFor(1), topic: b.topic, payload: `{"before": "rollback"}`}}, true, false)
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +87,13 @@ func TestRolledBackStorageDoesNotSkipNewCommits(t *testing.T) {
 	t.Cleanup(b.pool.Close)
 	if cur := b.currentLSN(t); cur >= high {
 		t.Fatalf("the restored server's WAL (%s) is not below what was confirmed (%s): the test would not test anything", cur, high)
+	}
+	if stop {
+		err := r.wait(2 * time.Minute)
+		if !cdc.IsPermanent(err) || !strings.Contains(err.Error(), "rolled back") {
+			t.Fatalf("Run on the rolled-back server = %v, want a permanent stop saying its storage was rolled back", err)
+		}
+		return
 	}
 	// A commit the rolled-back server writes below the carried position
 	// (an id of its own: the sequence was rolled back too).

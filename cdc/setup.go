@@ -96,8 +96,17 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 			where = "(" + rec.BackfillWhere + ") OR (" + s.cfg.BackfillWhere + ")"
 		}
 	}
+	// A backfill that cannot keep each key's order is refused before
+	// anything is dropped, created or recorded for it (backfill checks
+	// again, on the snapshot).
+	rerun := found && rec.BackfillPending() && (st.Exists || s.cfg.CreateSlot)
+	if where != "" && (rerun || (!st.Exists && s.cfg.CreateSlot)) {
+		if _, err := s.backfillTables(ctx, conn); err != nil {
+			return err
+		}
+	}
 	switch {
-	case found && rec.BackfillPending() && (st.Exists || s.cfg.CreateSlot):
+	case rerun:
 		// Streaming starts only once the backfill is recorded done, so
 		// nothing was ever confirmed from this slot: drop it (PostgreSQL
 		// refuses while a process uses it: an error here) and start over.
@@ -128,12 +137,6 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 	newRec := slot.Record{Slot: s.cfg.Slot, SystemID: systemID, Timeline: timeline, CreatedBy: slot.CreatedByRun, BackfillWhere: where}
 	if where == "" {
 		return s.createSlot(ctx, conn, newRec, failover)
-	}
-	// A backfill that cannot keep each key's order is refused before a
-	// slot is created or a backfill recorded (backfill checks again, on
-	// the snapshot).
-	if _, err := s.backfillTables(ctx, conn); err != nil {
-		return err
 	}
 	return s.createSlotWithBackfill(ctx, conn, newRec, failover)
 }
@@ -204,12 +207,13 @@ func (s *Streamer) createSlotWithBackfill(ctx context.Context, conn *pgx.Conn, r
 	if err := slot.SaveRecord(ctx, conn, rec); err != nil {
 		return fmt.Errorf("a backfill needs outboxd_slots to survive a crash: %w", err)
 	}
-	cp, tx, server, err := createWithSnapshot(ctx, s.cfg.DatabaseURL, s.cfg.Slot, conn, failover)
+	cp, tx, server, walEnd, err := createWithSnapshot(ctx, s.cfg.DatabaseURL, s.cfg.Slot, conn, failover)
 	if err != nil {
 		return err
 	}
-	// The backfill's records come from the slot's server.
-	s.ident.set(server)
+	// The backfill's records come from the slot's server: the first
+	// session compares its server with this one.
+	s.identified(server, walEnd)
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only; committed below when all went well
 	// The reading waits on Kafka (the pump's window): a statement_timeout
 	// meant for the application's queries must not cut it.
@@ -276,7 +280,7 @@ func CreateSlotIfEmpty(ctx context.Context, url, slotName string, table pgx.Iden
 	if err != nil {
 		return 0, false, err
 	}
-	lsn, tx, _, err := createWithSnapshot(ctx, url, slotName, conn, failover)
+	lsn, tx, _, _, err := createWithSnapshot(ctx, url, slotName, conn, failover)
 	if err != nil {
 		return 0, false, err
 	}
@@ -301,16 +305,16 @@ func CreateSlotIfEmpty(ctx context.Context, url, slotName string, table pgx.Iden
 // It returns the slot's consistent point and the transaction; the
 // replication connection is closed. failover (17+ only) makes it a
 // failover slot.
-func createWithSnapshot(ctx context.Context, url, slotName string, conn *pgx.Conn, failover bool) (outbox.LSN, pgx.Tx, serverID, error) {
+func createWithSnapshot(ctx context.Context, url, slotName string, conn *pgx.Conn, failover bool) (outbox.LSN, pgx.Tx, serverID, outbox.LSN, error) {
 	repl, err := connectReplication(ctx, url)
 	if err != nil {
-		return 0, nil, serverID{}, err
+		return 0, nil, serverID{}, 0, err
 	}
 	defer repl.Close(context.WithoutCancel(ctx))
 	// The server the slot is created on, identified on the same connection.
 	sys, err := pglogrepl.IdentifySystem(ctx, repl)
 	if err != nil {
-		return 0, nil, serverID{}, fmt.Errorf("identifying the server: %w", err)
+		return 0, nil, serverID{}, 0, fmt.Errorf("identifying the server: %w", err)
 	}
 	server := serverID{systemID: sys.SystemID, timeline: sys.Timeline, database: sys.DBName}
 	// The option list (PostgreSQL 15+; the legacy EXPORT_SNAPSHOT keyword
@@ -322,19 +326,19 @@ func createWithSnapshot(ctx context.Context, url, slotName string, conn *pgx.Con
 	created, err := pglogrepl.CreateReplicationSlot(ctx, repl, slotName, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: options})
 	if err != nil {
-		return 0, nil, serverID{}, fmt.Errorf("creating replication slot %s with an exported snapshot: %w", slotName, err)
+		return 0, nil, serverID{}, 0, fmt.Errorf("creating replication slot %s with an exported snapshot: %w", slotName, err)
 	}
 	cp, err := outbox.ParseLSN(created.ConsistentPoint)
 	if err != nil {
-		return 0, nil, serverID{}, fmt.Errorf("creating replication slot %s: consistent point %q: %w", slotName, created.ConsistentPoint, err)
+		return 0, nil, serverID{}, 0, fmt.Errorf("creating replication slot %s: consistent point %q: %w", slotName, created.ConsistentPoint, err)
 	}
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return 0, nil, serverID{}, fmt.Errorf("starting a transaction for the snapshot of slot %s: %w", slotName, err)
+		return 0, nil, serverID{}, 0, fmt.Errorf("starting a transaction for the snapshot of slot %s: %w", slotName, err)
 	}
 	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+created.SnapshotName+"'"); err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return 0, nil, serverID{}, fmt.Errorf("importing the snapshot of slot %s: %w", slotName, err)
+		return 0, nil, serverID{}, 0, fmt.Errorf("importing the snapshot of slot %s: %w", slotName, err)
 	}
-	return cp, tx, server, nil
+	return cp, tx, server, outbox.LSN(sys.XLogPos), nil
 }

@@ -53,12 +53,13 @@ type Streamer struct {
 // identity is a server identity set by the streamer's goroutine and read
 // by others.
 type identity struct {
-	mu    sync.Mutex
-	id    serverID
-	known chan struct{} // closed once id is set
+	mu     sync.Mutex
+	id     serverID
+	walEnd outbox.LSN    // the server's WAL end when it was identified
+	known  chan struct{} // closed once id is set
 }
 
-func (i *identity) set(id serverID) {
+func (i *identity) set(id serverID, walEnd outbox.LSN) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.known == nil {
@@ -67,7 +68,7 @@ func (i *identity) set(id serverID) {
 	if i.id == (serverID{}) {
 		close(i.known)
 	}
-	i.id = id
+	i.id, i.walEnd = id, walEnd
 }
 
 // get returns the identity set last (zero before the first).
@@ -77,7 +78,7 @@ func (i *identity) get() serverID {
 	return i.id
 }
 
-func (i *identity) wait(ctx context.Context) (serverID, error) {
+func (i *identity) wait(ctx context.Context) (serverID, outbox.LSN, error) {
 	i.mu.Lock()
 	if i.known == nil {
 		i.known = make(chan struct{})
@@ -87,23 +88,32 @@ func (i *identity) wait(ctx context.Context) (serverID, error) {
 	select {
 	case <-known:
 	case <-ctx.Done():
-		return serverID{}, fmt.Errorf("waiting for the replication stream to identify the server: %w", ctx.Err())
+		return serverID{}, 0, fmt.Errorf("waiting for the replication stream to identify the server: %w", ctx.Err())
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	return i.id, nil
+	return i.id, i.walEnd, nil
+}
+
+// identified records the server the records handed to the pump come from
+// now (walEnd: its WAL end then): the next session is compared with it
+// (checkServer), and the exactly-once sink reads it (Server).
+func (s *Streamer) identified(id serverID, walEnd outbox.LSN) {
+	s.server = id
+	s.ident.set(id, walEnd)
 }
 
 // Server returns the system identifier and timeline of the server whose
 // records the streamer hands to the pump, as identified on the
 // replication connection that reads them (IDENTIFY_SYSTEM), or on the one
-// that created the slot for a backfill; it waits until the first is
-// known. A separate connection could reach another server than the
-// stream (a failover in between) and name the wrong history: the
-// exactly-once sink keys its progress with this.
-func (s *Streamer) Server(ctx context.Context) (systemID string, timeline int32, err error) {
-	id, err := s.ident.wait(ctx)
-	return id.systemID, id.timeline, err
+// that created the slot for a backfill, and its WAL end then; it waits
+// until the first is known. A separate connection could reach another
+// server than the stream (a failover in between) and name the wrong
+// history: the exactly-once sink keys its progress with this, and refuses
+// progress past the WAL end (a storage rollback).
+func (s *Streamer) Server(ctx context.Context) (systemID string, timeline int32, walEnd outbox.LSN, err error) {
+	id, walEnd, err := s.ident.wait(ctx)
+	return id.systemID, id.timeline, walEnd, err
 }
 
 // columns returns the Columns the records are decoded with, for a session

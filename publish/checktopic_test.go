@@ -104,7 +104,7 @@ func TestCheckTopicNeverCreates(t *testing.T) {
 				{"exactly-once", func(t *testing.T, cfg publish.Config) topicAdmin {
 					t.Helper()
 					p, err := publish.NewTxn(publish.TxnConfig{}, cfg, "s",
-						func(context.Context) (string, int32, error) { return "1", 1, nil }, quiet())
+						func(context.Context) (publish.Server, error) { return publish.Server{SystemID: "1", Timeline: 1}, nil }, quiet())
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -151,7 +151,8 @@ func readProgress(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic s
 		}
 	}
 	if ignored > 0 {
-		log.Warn("ignored records on the progress topic under this slot's key that outboxd's transactional producer did not write; restrict Write on the topic to outboxd",
+		log.Warn("ignored records on the progress topic under this slot's key that this transactional id did not write in a committed transaction "+
+			"(a changed --transactional-id starts progress anew; anything else is not outboxd's: restrict Write on the topic to outboxd)",
 			"topic", topic, "key", string(key), "ignored", ignored, "last_offset", last.Offset, "last_partition", last.Partition, "resume_after", pos)
 	}
 	return pos, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -155,7 +156,9 @@ func TestTxnProducerRefusesAnEventForTheProgressTopic(t *testing.T) {
 func TestTxnProducerRefusesADeadLetterTopic(t *testing.T) {
 	t.Parallel()
 	p, err := publish.NewTxn(publish.TxnConfig{}, publish.Config{Brokers: []string{"127.0.0.1:1"}}, "s",
-		func(context.Context) (string, int32, error) { return "sys", 1, nil }, quiet())
+		func(context.Context) (publish.Server, error) {
+			return publish.Server{SystemID: "sys", Timeline: 1}, nil
+		}, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,5 +168,35 @@ func TestTxnProducerRefusesADeadLetterTopic(t *testing.T) {
 	}
 	if _, err := pump.New(pump.Config{}, p, quiet()); err != nil {
 		t.Errorf("pump.New with the exactly-once sink = %v", err)
+	}
+}
+
+// Regression (issue 37, review): after the server's storage was rolled back
+// without a new timeline, the progress topic still held positions of the
+// history the server lost under the same key, and the exactly-once sink
+// skipped the rows the server committed anew below them: lost. Progress
+// past the stream's WAL end is refused.
+func TestTxnProducerRefusesProgressPastTheWALEnd(t *testing.T) {
+	t.Parallel()
+	brokers := fakeCluster(t, "t")
+	p1, _ := runTxnAt(t, brokers, publish.TxnConfig{ProgressTopic: "progress"}, publish.Server{SystemID: "sys", Timeline: 1, WALEnd: 0x1000})
+	if err := publishAll(t, p1, txnEvent(1, "t", 0x500, 0))[0]; err != nil {
+		t.Fatal(err)
+	}
+	// The server came back from a copy whose WAL ends at 0/400.
+	p2, res := runTxnAt(t, brokers, publish.TxnConfig{ProgressTopic: "progress"}, publish.Server{SystemID: "sys", Timeline: 1, WALEnd: 0x400})
+	if err := publishAll(t, p2, txnEvent(2, "t", 0x450, 0))[0]; err == nil {
+		t.Fatal("an event below the lost history's progress was reported done")
+	}
+	select {
+	case err := <-res:
+		if err == nil || !strings.Contains(err.Error(), "rolled back") || !strings.Contains(err.Error(), "0/500") {
+			t.Errorf("Run = %v, want the refusal naming the progress and the rollback", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run went on with progress past the server's WAL end")
+	}
+	if st := p2.Stats(); st.Skipped != 0 {
+		t.Errorf("skipped %d events as already published", st.Skipped)
 	}
 }

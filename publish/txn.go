@@ -41,7 +41,7 @@ type TxnProducer struct {
 	cfg      TxnConfig
 	kafka    Config
 	slot     string
-	identify func(context.Context) (systemID string, timeline int32, err error)
+	identify func(context.Context) (Server, error)
 	log      *slog.Logger
 	admin    *kgo.Client // not transactional: topic, progress, ping
 
@@ -75,12 +75,22 @@ type txnItem struct {
 	done func(error)
 }
 
+// Server is the PostgreSQL server the records come from, as the
+// replication connection that reads them identified it.
+type Server struct {
+	SystemID string
+	Timeline int32
+	// WALEnd is the server's WAL end when it was identified (0: unknown).
+	// Progress past it belongs to a history the server no longer has.
+	WALEnd outbox.LSN
+}
+
 // NewTxn creates the exactly-once sink for slot. identify returns the
 // PostgreSQL server's system identifier and timeline; it is called once
 // Run has work, and the default transactional id (system identifier) and
 // the progress key (both) are derived from it. Nothing contacts Kafka
 // before Run.
-func NewTxn(cfg TxnConfig, kafka Config, slot string, identify func(context.Context) (systemID string, timeline int32, err error), log *slog.Logger) (*TxnProducer, error) {
+func NewTxn(cfg TxnConfig, kafka Config, slot string, identify func(context.Context) (Server, error), log *slog.Logger) (*TxnProducer, error) {
 	cfg, kafka = cfg.WithDefaults(), kafka.WithDefaults()
 	if err := kafka.validate(); err != nil {
 		return nil, err
@@ -431,10 +441,11 @@ func (t *TxnProducer) init(ctx context.Context) error {
 func (t *TxnProducer) tryInit(ctx context.Context) error {
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	sys, timeline, err := t.identify(actx)
+	srv, err := t.identify(actx)
 	if err != nil {
 		return err
 	}
+	sys, timeline := srv.SystemID, srv.Timeline
 	id := t.cfg.TransactionalID
 	if id == "" {
 		id = "outboxd-" + t.slot + "-" + sys
@@ -466,6 +477,13 @@ func (t *TxnProducer) tryInit(ctx context.Context) error {
 	if err != nil {
 		cl.Close()
 		return err
+	}
+	if srv.WALEnd != 0 && srv.WALEnd < pos.CommitLSN {
+		cl.Close()
+		return &permanentError{fmt.Errorf("the progress topic %s records position %s for key %s, past the server's WAL end %s on the same system and timeline: "+
+			"the server's storage was rolled back (a restore or a snapshot without a new timeline), and the rows it commits now below %s would be skipped; "+
+			"start with another --progress-topic (the slot's unconfirmed tail is published again) once the server is where it should be",
+			t.cfg.ProgressTopic, pos, key, srv.WALEnd, pos.CommitLSN)}
 	}
 	t.cl, t.txnID, t.key, t.committed, t.last = cl, id, key, pos, pos
 	t.log.Info("exactly-once producer ready", "transactional_id", id, "progress_topic", t.cfg.ProgressTopic, "resume_after", pos,

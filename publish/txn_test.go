@@ -41,9 +41,15 @@ func runTxn(t *testing.T, brokers []string, cfg publish.TxnConfig) (*publish.Txn
 
 func runTxnOn(t *testing.T, brokers []string, cfg publish.TxnConfig, timeline int32) (*publish.TxnProducer, <-chan error) {
 	t.Helper()
+	return runTxnAt(t, brokers, cfg, publish.Server{SystemID: "sys", Timeline: timeline})
+}
+
+// runTxnAt is runTxn on the server srv.
+func runTxnAt(t *testing.T, brokers []string, cfg publish.TxnConfig, srv publish.Server) (*publish.TxnProducer, <-chan error) {
+	t.Helper()
 	cfg.Interval = 20 * time.Millisecond
 	p, err := publish.NewTxn(cfg, publish.Config{Brokers: brokers}, "s",
-		func(context.Context) (string, int32, error) { return "sys", timeline, nil }, quiet())
+		func(context.Context) (publish.Server, error) { return srv, nil }, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,10 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 	if cfg.Delivery == config.DeliveryExactlyOnce {
 		// The progress key names the server the records come from, as
 		// their own replication connection identified it.
-		identify := func(ctx context.Context) (string, int32, error) { return st.Server(ctx) }
+		identify := func(ctx context.Context) (publish.Server, error) {
+			sys, timeline, walEnd, err := st.Server(ctx)
+			return publish.Server{SystemID: sys, Timeline: timeline, WALEnd: walEnd}, err
+		}
 		txn, err = publish.NewTxn(cfg.Txn, kafka, cfg.Stream.Slot, identify, log)
 		snk = txn
 		cfg.Stream.StopOnServerChange = true

@@ -405,7 +405,7 @@ func flags() []flagSpec {
 				return ""
 			}},
 		{name: "transactional-id", group: GroupDelivery,
-			usage: "exactly-once: Kafka transactional id; every process publishing the slot must share it, and a standby taking over fences the one it replaces (empty: outboxd-<slot>-<the server's system identifier>)",
+			usage: "exactly-once: Kafka transactional id; every process publishing the slot must share it, and a standby taking over fences the one it replaces; changing it starts exactly-once progress anew (the slot's unconfirmed tail is published again) (empty: outboxd-<slot>-<the server's system identifier>)",
 			bind:  str(func(c *Config) *string { return &c.Txn.TransactionalID })},
 		{name: "progress-topic", group: GroupDelivery,
 			usage: "exactly-once: compacted topic holding each slot's last committed position, written in the same transactions; created (1 partition, cleanup.policy=compact) when missing",
