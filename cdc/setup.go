@@ -78,14 +78,22 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 	}
 	// Whoever can write outboxd_slots can make run drop the slot (a forged
 	// pending backfill) or run the predicate it stores.
-	if writers, err := slot.OtherWriters(ctx, conn); err != nil {
-		s.log.Warn("could not check who may write outboxd_slots", "slot", s.cfg.Slot, "err", err)
-	} else if len(writers) > 0 {
+	writers, err := slot.OtherWriters(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if len(writers) > 0 {
 		s.log.Warn("roles other than this one and the table's owner may write outboxd_slots: a pending backfill recorded there makes run drop the slot and run its predicate; "+
 			"revoke INSERT, UPDATE, DELETE and TRUNCATE on outboxd_slots from them (README, Least privilege)", "slot", s.cfg.Slot, "roles", strings.Join(writers, ","))
 	}
 	where := s.cfg.BackfillWhere
 	if rec.BackfillPending() {
+		if len(writers) > 0 {
+			// The record may not be outboxd's: its predicate would run as
+			// SQL in outboxd's snapshot, and the slot be dropped for it.
+			return permanent(fmt.Errorf("the unfinished backfill of slot %s recorded in outboxd_slots is not run while roles other than this one and the table's owner may write that table (%s): "+
+				"revoke INSERT, UPDATE, DELETE and TRUNCATE on outboxd_slots from them and start again", s.cfg.Slot, strings.Join(writers, ", ")))
+		}
 		if err := slot.CheckBackfillWhere(rec.BackfillWhere); err != nil {
 			return permanent(fmt.Errorf("the unfinished backfill of slot %s recorded in outboxd_slots: its backfill_where %w; correct or delete that row", s.cfg.Slot, err))
 		}

@@ -127,7 +127,7 @@ func (s *Streamer) Server(ctx context.Context) (systemID string, timeline int32,
 func (s *Streamer) columns() decode.Columns {
 	cols := s.cfg.Columns
 	if id := s.ident.get(); id.systemID != "" && id.database != "" {
-		cols.Source = id.systemID + "/" + id.database
+		cols.Source = id.systemID + "/" + decode.SourceName(id.database)
 	}
 	return cols
 }

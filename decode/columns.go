@@ -56,9 +56,10 @@ type Columns struct {
 	// "<system identifier>/<database>", naming where the events come from
 	// (cdc sets it for every session and backfill from IDENTIFY_SYSTEM).
 	// When set, every record gets a SourceHeader right after the id
-	// header, its value Source + "/" + the event's table
-	// (Event.Table: "schema.table", or "message:<prefix>" for a table-less
-	// event), computed once per Relation message. Default "": no header.
+	// header, its value Source + "/" + the event's table (schema "."
+	// table, each as SourceName writes it, or "message:<prefix>" for a
+	// table-less event), computed once per Relation message. Build the
+	// database part with SourceName too. Default "": no header.
 	Source string
 	// ReservedTopics are topics no record may name: outboxd's own progress
 	// and dead-letter topics. A row or message naming one of them, or a

@@ -244,10 +244,13 @@ func (d *Decoder) appendDebeziumTime(buf []byte, v value, c Column) ([]byte, err
 }
 
 // appendDebeziumKey appends the record key as the key converter writes it.
-func (dz *Debezium) appendKey(buf []byte, key []byte, present bool) []byte {
+func (dz *Debezium) appendKey(buf []byte, key []byte, present, integer bool) []byte {
 	if dz.KeyConverter == ConverterJSON {
-		if !present {
+		switch {
+		case !present:
 			return append(buf, "null"...)
+		case integer: // JsonConverter writes an INT64 key as a number
+			return append(buf, key...)
 		}
 		return appendJacksonString(buf, string(key))
 	}
@@ -324,13 +327,16 @@ func (d *Decoder) buildDebeziumEvent(rel *relation, row []value) (outbox.Event, 
 		return outbox.Event{}, d.rowError(rel, row, rel.pos[roleID], err)
 	}
 	idValue := buf[:len(buf):len(buf)]
-	if key.present() || dz.KeyConverter == ConverterJSON {
+	// With NoKey, no key at all: a JSON null would send every record to
+	// one partition.
+	if !d.cols.NoKey && (key.present() || dz.KeyConverter == ConverterJSON) {
 		k, err := appendKey(nil, key, rel.oid[roleKey])
 		if err != nil {
 			return outbox.Event{}, d.rowError(rel, row, rel.pos[roleKey], err)
 		}
 		start := len(buf)
-		buf = dz.appendKey(buf, k, key.present())
+		integer := rel.oid[roleKey] == oidInt8 || rel.oid[roleKey] == oidInt4 || rel.oid[roleKey] == oidInt2
+		buf = dz.appendKey(buf, k, key.present(), integer)
 		ev.Key = buf[start:len(buf):len(buf)]
 	}
 	if payload.present() || dz.ValueConverter == ConverterJSON {

@@ -225,3 +225,36 @@ func TestTracingHeaders(t *testing.T) {
 		t.Errorf("tracingHeaders = %s", showHeaders(got))
 	}
 }
+
+// Regression (issue 37, review): with the JSON key converter an integer
+// key was written as a string ("17") where Debezium's JsonConverter writes
+// a number (17), so the default partitioner put it on another partition
+// than Debezium did; and --no-key wrote the key null for every record,
+// sending all of them to one partition.
+func TestDecodeDebeziumIntegerKeyAndNoKey(t *testing.T) {
+	cols := []Column{{Name: "id", TypeOID: oidUUID, TypeMod: -1}, {Name: "aggregatetype", TypeOID: oidVarchar, TypeMod: -1},
+		{Name: "aggregateid", TypeOID: oidInt8, TypeMod: -1}, {Name: "type", TypeOID: oidVarchar, TypeMod: -1}, {Name: "payload", TypeOID: oidJSONB, TypeMod: -1}}
+	for _, tc := range []struct {
+		name  string
+		noKey bool
+		key   []byte
+	}{
+		{"an integer key is a JSON number", false, []byte("17")},
+		{"no key at all", true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := DebeziumColumns()
+			m.Debezium = &Debezium{KeyConverter: ConverterJSON}
+			m.NoKey = tc.noKey
+			d := NewDecoder(m)
+			decodeAll(t, d, encRelation(77, "public", "outbox_intkey", cols...), testBegin())
+			got, err := d.Decode(encInsert(77, text(dzID), text("Order"), text("17"), text("OrderCreated"), text(`{}`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got.Event.Key) != string(tc.key) || (tc.key == nil) != (got.Event.Key == nil) {
+				t.Errorf("key %q, want %q", got.Event.Key, tc.key)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package decode
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -108,6 +109,25 @@ func NewDecoder(cols Columns) *Decoder {
 		d.msgSource = d.source(messageTable(d.cols.MessagePrefix))
 	}
 	return d
+}
+
+// SourceName is a name as it stands in a source (Columns.Source and the
+// SourceHeader): as it is when it is a plain lower-case SQL identifier,
+// else double-quoted as SQL quotes it ("a.b", "Orders", "x/y"), so that
+// the parts of a source never run together: schema a.b with table c and
+// schema a with table b.c are two sources.
+func SourceName(name string) string {
+	plain := name != ""
+	for i, c := range name {
+		if !(c == '_' || c >= 'a' && c <= 'z' || i > 0 && (c >= '0' && c <= '9' || c == '$')) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return name
+	}
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
 }
 
 // source is the SourceHeader's value for the events of table (see

@@ -33,55 +33,56 @@ func (d *Decoder) decodeRelation(body []byte) (Message, error) {
 	if err != nil {
 		return Message{}, fmt.Errorf("decoding relation: %w", err)
 	}
-	table, cols, err := parseRelationBody(&r)
+	schema, name, cols, err := parseRelationBody(&r)
 	if err != nil {
 		return Message{}, fmt.Errorf("decoding relation %d: %w", id, err)
 	}
+	table := schema + "." + name
 	// A table without usable outbox columns (or one an ALTER TABLE made
 	// unusable) is remembered with its problems: its inserts become
 	// *RowErrors, which the pipeline stops on or dead-letters.
 	l, errs := locate(table, cols, d.cols)
-	d.rels[id] = &relation{table: table, columns: cols, layout: l, unusable: errors.Join(errs...), source: d.source(table)}
+	d.rels[id] = &relation{table: table, columns: cols, layout: l, unusable: errors.Join(errs...), source: d.source(SourceName(schema) + "." + SourceName(name))}
 	return Message{Kind: KindIgnored}, nil
 }
 
 // parseRelationBody parses a Relation message after its relation id.
-func parseRelationBody(r *reader) (table string, cols []Column, err error) {
+func parseRelationBody(r *reader) (schema, name string, cols []Column, err error) {
 	ns, err := r.cstring("namespace")
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
-	name, err := r.cstring("relation name")
+	rel, err := r.cstring("relation name")
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	if len(ns) == 0 {
 		// pgoutput sends an empty namespace for pg_catalog.
 		ns = []byte("pg_catalog")
 	}
-	table = string(ns) + "." + string(name)
+	schema, name = string(ns), string(rel)
 	if _, err := r.uint8("replica identity"); err != nil {
-		return table, nil, err
+		return "", "", nil, err
 	}
 	n, err := r.uint16("column count")
 	if err != nil {
-		return table, nil, err
+		return "", "", nil, err
 	}
 	// Each column takes at least 10 bytes: do not allocate for columns
 	// that cannot be there.
 	if int(n)*10 > r.left() {
-		return table, nil, truncatedError(fmt.Sprintf("%d columns", n), r.pos, uint64(n)*10, r.left())
+		return "", "", nil, truncatedError(fmt.Sprintf("%d columns", n), r.pos, uint64(n)*10, r.left())
 	}
 	cols = make([]Column, n)
 	for i := range cols {
 		if cols[i], err = parseRelationColumn(r); err != nil {
-			return table, nil, fmt.Errorf("column %d: %w", i, err)
+			return "", "", nil, fmt.Errorf("column %d: %w", i, err)
 		}
 	}
 	if err := r.done(); err != nil {
-		return table, nil, err
+		return "", "", nil, err
 	}
-	return table, cols, nil
+	return schema, name, cols, nil
 }
 
 // parseRelationColumn parses one column of a Relation message.

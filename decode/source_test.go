@@ -119,3 +119,45 @@ func TestSourceHeaderAllocatesNothing(t *testing.T) {
 		t.Errorf("allocations per event: %v with a source, %v without", with, without)
 	}
 }
+
+// Regression (issue 37, review): the source joined schema and table with a
+// dot unquoted, so schema a.b with table c and schema a with table b.c had
+// one source, and their ids deduped each other away.
+func TestSourceNamesNeverRunTogether(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"public", "public"},
+		{"outbox_2", "outbox_2"},
+		{"a.b", `"a.b"`},
+		{"Orders", `"Orders"`},
+		{`x"y`, `"x""y"`},
+		{"db/1", `"db/1"`},
+		{"1abc", `"1abc"`},
+		{"", `""`},
+	} {
+		if got := SourceName(tc.in); got != tc.want {
+			t.Errorf("SourceName(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	source := func(schema, table string) string {
+		d := NewDecoder(Columns{Source: "7001/app"})
+		decodeAll(t, d, encRelation(9, schema, table, outboxColumns()...), testBegin())
+		m, err := d.Decode(encInsert(9, text("1"), null, text("t"), text("{}"), null, null))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range m.Event.Headers {
+			if h.Key == SourceHeader {
+				return string(h.Value)
+			}
+		}
+		t.Fatal("no source header")
+		return ""
+	}
+	ab, a := source("a.b", "c"), source("a", "b.c")
+	if ab == a {
+		t.Errorf("schema a.b with table c and schema a with table b.c share the source %s", ab)
+	}
+	if ab != `7001/app/"a.b".c` {
+		t.Errorf("source %s, want 7001/app/\"a.b\".c", ab)
+	}
+}

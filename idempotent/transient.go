@@ -1,11 +1,12 @@
 package idempotent
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,22 +27,31 @@ import (
 // counted as a refusal returns an error that does not wrap it.
 //
 // Transient:
-//   - PostgreSQL: class 08 (connection exception), 40001 serialization
-//     failure, 40P01 deadlock, 53300 too many connections, 57P01 admin
-//     shutdown, 57P02 crash shutdown, 57P03 cannot connect now (starting
-//     up, shutting down).
-//   - pgx: a connection that could not be established (unless the server
-//     refused it with a code above not listed: a bad password is not
-//     transient), pgconn.SafeToRetry (nothing was sent), pgconn.Timeout,
-//     and a connection found closed after the failure (connLostError).
-//   - The network: any net.Error (refused, reset, unreachable, timed
-//     out, DNS); context.DeadlineExceeded (a deadline the handler set).
+//   - PostgreSQL: class 08 (connection exception), class 53 (insufficient
+//     resources: too many connections, disk full, out of memory), 40001
+//     serialization failure, 40P01 deadlock, 55P03 lock not available
+//     (lock_timeout), 57014 query canceled (statement_timeout, or an
+//     operator's cancel), 57P01 admin shutdown, 57P02 crash shutdown,
+//     57P03 cannot connect now (starting up, shutting down).
+//   - pgx: a connection that could not be established because the server
+//     did not answer (a refused, reset or unreachable connection, a server
+//     that closed it; not a refused password or a TLS certificate that
+//     does not verify: those stay as they are until someone changes them),
+//     pgconn.SafeToRetry (nothing was sent), and a connection found closed
+//     after the failure (connLostError).
+//   - The network, where the operation itself failed: a dial, read or
+//     write that was refused, reset, timed out or found no route, and a
+//     DNS lookup that timed out or failed temporarily. Not an error that
+//     merely implements net.Error (a URL that does not parse, an address
+//     that is malformed): that is the handler's refusal.
 //   - Kafka: a retriable Kafka error code, except an unknown topic or
 //     partition (a missing dead-letter topic does not appear by waiting),
 //     and franz-go's record timeout and retry limit.
 //
 // Everything else is permanent: another PostgreSQL code (a constraint
-// violated, a permission denied, a syntax error), a plain error.
+// violated, a permission denied, a syntax error), a deadline the handler
+// set for itself (context.DeadlineExceeded: a record that always takes too
+// long must not hold the partition for ever), a plain error.
 func transient(err error) bool {
 	if err == nil {
 		return false
@@ -56,20 +66,39 @@ func transient(err error) bool {
 	if errors.As(err, &pe) {
 		return transientCode(pe.Code)
 	}
-	var ce *pgconn.ConnectError
-	var ne net.Error
 	var ke *kerr.Error
 	switch {
 	case errors.As(err, &ke):
 		return ke.Retriable && !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.UnknownTopicID)
-	case errors.As(err, &ce), errors.As(err, &ne):
+	case errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries):
 		return true
-	case pgconn.SafeToRetry(err), pgconn.Timeout(err):
-		return true
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries):
+	case pgconn.SafeToRetry(err), networkFailure(err):
 		return true
 	}
 	return false
+}
+
+// networkFailure reports whether err is a network operation that failed
+// for want of the other side: not a malformed address or URL, nor a TLS
+// certificate that does not verify.
+func networkFailure(err error) bool {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return dns.IsTimeout || dns.IsTemporary
+	}
+	for _, errno := range []syscall.Errno{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+		syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Timeout() {
+		return true
+	}
+	// A server that closed the connection before or while answering.
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF))
 }
 
 // transientCode reports whether a PostgreSQL SQLSTATE is a transient
@@ -78,13 +107,14 @@ func transientCode(code string) bool {
 	switch code {
 	case "40001", // serialization_failure
 		"40P01", // deadlock_detected
-		"53300", // too_many_connections
+		"55P03", // lock_not_available
+		"57014", // query_canceled
 		"57P01", // admin_shutdown
 		"57P02", // crash_shutdown
 		"57P03": // cannot_connect_now
 		return true
 	}
-	return strings.HasPrefix(code, "08") // connection_exception and its subclasses
+	return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "53") // connection_exception, insufficient_resources
 }
 
 // connLostError is a failure after which the transaction's connection was

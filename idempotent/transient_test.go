@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"syscall"
 	"testing"
 
@@ -47,10 +48,24 @@ func TestTransientTellsInfrastructureFromRefusals(t *testing.T) {
 		{"connection lost", &connLostError{err: io.ErrUnexpectedEOF}, true},
 		{"connection lost under a handler error", &connLostError{err: byHandler(errors.New("x"))}, true},
 		{"EOF from the handler's own decoding", byHandler(io.ErrUnexpectedEOF), false},
-		{"connect error", fmt.Errorf("beginning: %w", &pgconn.ConnectError{Config: &pgconn.Config{}}), true},
+		{"connect error: refused", fmt.Errorf("beginning: %w", connectError(t, refusingAddr(t))), true},
+		{"connect error: the server closed it", connectError(t, closingAddr(t)), true},
+		// Regression (issue 37, review): anything implementing net.Error
+		// was transient, so a handler returning a URL that does not parse
+		// was retried for ever, holding its partition; so was its own
+		// deadline, and a TLS certificate that does not verify.
+		{"URL that does not parse, from the handler", byHandler(&url.Error{Op: "parse", URL: "http://x/%zz", Err: url.EscapeError("%zz")}), false},
+		{"malformed address", byHandler(&net.ParseError{Type: "CIDR address", Text: "nope"}), false},
+		{"DNS: no such host", &net.DNSError{Err: "no such host", Name: "db", IsNotFound: true}, false},
+		{"DNS: temporary", &net.DNSError{Err: "server misbehaving", Name: "db", IsTemporary: true}, true},
+		{"read timeout", &net.OpError{Op: "read", Net: "tcp", Err: timeoutErr{}}, true},
+		// and database timeouts under load dead-lettered healthy records.
+		{"lock timeout", pg("55P03"), true},
+		{"statement timeout", byHandler(pg("57014")), true},
+		{"disk full", pg("53100"), true},
 		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, true},
 		{"network error returned by the handler", byHandler(&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}), true},
-		{"deadline", byHandler(context.DeadlineExceeded), true},
+		{"the handler's own deadline", byHandler(context.DeadlineExceeded), false},
 		{"Kafka request timed out", kerr.RequestTimedOut, true},
 		{"Kafka leader moved", kerr.NotLeaderForPartition, true},
 		{"Kafka record timeout", kgo.ErrRecordTimeout, true},
@@ -66,4 +81,54 @@ func TestTransientTellsInfrastructureFromRefusals(t *testing.T) {
 			t.Errorf("%s: transient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 	}
+}
+
+// timeoutErr is a network error that timed out.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+// connectError is pgconn's error connecting to addr.
+func connectError(t *testing.T, addr string) error {
+	t.Helper()
+	_, err := pgconn.Connect(t.Context(), "postgres://u@"+addr+"/db?sslmode=disable&connect_timeout=5")
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		t.Fatalf("connecting to %s: %v, want a *pgconn.ConnectError", addr, err)
+	}
+	return err
+}
+
+// refusingAddr is an address nothing listens on.
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// closingAddr is an address whose server closes every connection at once.
+func closingAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l.Addr().String()
 }

@@ -58,6 +58,10 @@ func TestDatabaseURLWithUnencodedAt(t *testing.T) {
 		{name: "@ in a query password before any path", url: "postgres://db?password=topsecret@SECONDHALF"},
 		{name: "@ in a query host", url: "postgres://app:topsecret@/app?host=SECONDHALF@db"},
 		{name: "@ in a keyword/value host", url: "host=SECONDHALF@db user=app password=topsecret dbname=app"},
+		// Regression (issue 37, review): a password holding '/' parsed
+		// without error as host, port and database, showing its tail.
+		{name: "/ in the password", url: "postgres://app:/SECONDHALF@db.example/app"},
+		{name: "/ in the password after digits", url: "postgres://app:12/SECONDHALF@db.example/app"},
 		{name: "percent-encoded @", url: "postgres://app:topsecret%40SECONDHALF@db/app", ok: true, describe: "host=db:5432 database=app user=app"},
 		{name: "percent-encoded @ in the user", url: "postgres://app%40corp:topsecret@db/app", ok: true, describe: "host=db:5432 database=app user=app@corp"},
 		{name: "@ in the database name", url: "postgres://app:topsecret@db/app@x", ok: true, describe: "host=db:5432 database=app@x user=app"},

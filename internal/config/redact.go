@@ -53,7 +53,8 @@ func parseDatabase(conn string) (*pgconn.Config, string) {
 // must be at most one '@', and no '?' before it (the '@' would then be a
 // query value's, or the password holds a '?': either way unclear). A URL
 // without a path whose query holds an '@' is refused too: it cannot be
-// told from a password holding '@' and '?'.
+// told from a password holding '@' and '?'; and one whose path holds an
+// '@' while no '@' comes before it: a password holding '/'.
 func urlUserInfoAmbiguous(conn string) bool {
 	rest, ok := strings.CutPrefix(conn, "postgresql://")
 	if !ok {
@@ -61,9 +62,17 @@ func urlUserInfoAmbiguous(conn string) bool {
 			return false // keyword/value: quoting delimits every value
 		}
 	}
-	authority, _, _ := strings.Cut(rest, "/")
+	authority, path, _ := strings.Cut(rest, "/")
 	at := strings.IndexByte(authority, '@')
-	return at >= 0 && (strings.Count(authority, "@") > 1 || strings.IndexByte(authority[:at], '?') >= 0)
+	if at < 0 {
+		// No user-info before the first '/', but an '@' after it: a
+		// password holding '/' (postgres://app:12/secret@host/db) that
+		// pgconn reads as host app, port 12 and database secret@host/db.
+		// An '@' in a database name is written %40.
+		path, _, _ = strings.Cut(path, "?")
+		return strings.Contains(path, "@")
+	}
+	return strings.Count(authority, "@") > 1 || strings.IndexByte(authority[:at], '?') >= 0
 }
 
 // DescribeDatabase tells which database a connection string points at
