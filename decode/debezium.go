@@ -153,10 +153,10 @@ func (dz Debezium) validate() []error {
 	if dz.ExpandJSONPayload && dz.ValueConverter != ConverterJSON {
 		errs = append(errs, errors.New("expanding the JSON payload needs the json value converter (with the string converter Debezium writes a Java object's toString)"))
 	}
-	seen := map[string]bool{"id": true}
+	seen := map[string]bool{"id": true, SourceHeader: true} // the headers outboxd sets
 	for _, p := range dz.AdditionalPlacement {
 		if seen[p.Alias] {
-			errs = append(errs, fmt.Errorf("additional placement: header %q twice (or the id header)", p.Alias))
+			errs = append(errs, fmt.Errorf("additional placement: header %q twice (or one outboxd sets: id, %s)", p.Alias, SourceHeader))
 		}
 		seen[p.Alias] = true
 	}

@@ -179,6 +179,9 @@ func TestDebeziumValidate(t *testing.T) {
 		{"another group reference", Debezium{RouteTopicReplacement: "t.$1"}, Columns{}, "only ${routedByValue}"},
 		{"a header twice", Debezium{AdditionalPlacement: []Placement{{"type", "t"}, {"tenant", "t"}}}, Columns{}, `header "t" twice`},
 		{"the id header", Debezium{AdditionalPlacement: []Placement{{"type", "id"}}}, Columns{}, `header "id" twice`},
+		// Regression (issue 37, review): an alias could name the source
+		// header outboxd sets.
+		{"the source header", Debezium{AdditionalPlacement: []Placement{{"type", "outboxd.source"}}}, Columns{}, `header "outboxd.source" twice`},
 		{"not with CloudEvents", Debezium{}, Columns{CloudEvents: &CloudEvents{Source: "/s", Type: "t"}}, "CloudEvents and the Debezium layout"},
 	}
 	for _, tt := range tests {

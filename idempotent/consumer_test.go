@@ -1,6 +1,7 @@
 package idempotent_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -470,4 +471,53 @@ func TestLoneRecordIsTriedMaxAttemptsTimes(t *testing.T) {
 	if n := calls.Load(); n != 2 {
 		t.Errorf("the handler was called %d times, want MaxAttempts = 2", n)
 	}
+}
+
+// Regression (issue 37, review): a refused record whose dead letter, with
+// the headers saying why, was too large for the dead-letter topic stopped
+// Run, and every start stopped again at it. Such a dead letter goes as a
+// reference: the key, the dead-letter headers and the value's size.
+func TestDeadLetterTooLargeGoesAsReference(t *testing.T) {
+	t.Parallel()
+	b := newBed(t, 1)
+	dlq := testenv.Topic(t, 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	big := bytes.Repeat([]byte("x"), 990_000) // fits the topic alone, not with a long error beside it
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: b.topic, Key: []byte("k"), Value: big,
+		Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("1")}, {Key: "type", Value: []byte("Huge")}}}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	b.produce(t, 2)
+	group := testenv.Name(t, "group")
+	refuse := func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error {
+		if id, _ := idempotent.IDHeader(r); id == "1" {
+			return errors.New("refused: " + strings.Repeat("why ", 5_000))
+		}
+		return insertBusiness(group)(ctx, tx, r)
+	}
+	r := b.start(t, idempotent.Config{Group: group, Handler: refuse, MaxAttempts: 1, DeadLetterTopic: dlq})
+	b.waitRows(t, group, 1)
+	if ok, err := r.returned(); ok {
+		t.Fatalf("Run returned (%v) at a dead letter too large for its topic", err)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	dl := consumeOne(t, b.brokers, dlq)
+	if id, _ := idempotent.IDHeader(dl); id != "1" || dl.Value != nil || header(dl, idempotent.HeaderValueBytes) != "990000" ||
+		header(dl, idempotent.HeaderOffset) != "0" || header(dl, "type") != "" || len(header(dl, idempotent.HeaderError)) > 5<<10 {
+		t.Errorf("dead letter: value %d bytes, headers %v; want a reference: id 1, no value, its size, the dead-letter headers, the error cut short", len(dl.Value), headerKeys(dl))
+	}
+}
+
+func headerKeys(r *kgo.Record) []string {
+	var ks []string
+	for _, h := range r.Headers {
+		ks = append(ks, h.Key)
+	}
+	return ks
 }

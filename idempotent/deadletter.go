@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -16,7 +17,15 @@ const (
 	HeaderPartition = "idempotent.partition"
 	HeaderOffset    = "idempotent.offset"
 	HeaderConsumer  = "idempotent.consumer"
+	// HeaderValueBytes, on a dead letter sent without the record's value
+	// and headers (the whole was too large for the dead-letter topic), is
+	// the size of the value left out.
+	HeaderValueBytes = "idempotent.value_bytes"
 )
+
+// maxErrorHeader bounds the error header of a dead letter sent as a
+// reference: a panic's stack may be what made the whole too large.
+const maxErrorHeader = 4 << 10
 
 // deadLetter produces r to the dead-letter topic with headers saying why,
 // then records its key (when it has one) so that a replay does not
@@ -38,7 +47,14 @@ func (c *Consumer) deadLetter(ctx, wctx context.Context, r *kgo.Record, cause er
 	// able to stop meanwhile. So once ctx ended nothing is dead-lettered:
 	// the record is left for the next Run.
 	err := c.retryTransient(ctx, wctx, "dead-lettering", recs, bo, func(context.Context) error {
-		return c.cl.ProduceSync(ctx, dl).FirstErr()
+		err := c.cl.ProduceSync(ctx, dl).FirstErr()
+		if errors.Is(err, kerr.MessageTooLarge) && !isReference(dl) {
+			// Too large with its headers: a reference, rather than a stop
+			// at this record on every start.
+			dl = reference(dl, len(r.Value))
+			err = c.cl.ProduceSync(ctx, dl).FirstErr()
+		}
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("dead-lettering %s[%d] offset %d to %s (after: %v): %w", r.Topic, r.Partition, r.Offset, c.cfg.DeadLetterTopic, cause, err)
@@ -58,6 +74,36 @@ func (c *Consumer) deadLetter(ctx, wctx context.Context, r *kgo.Record, cause er
 		return fmt.Errorf("recording the dead-lettered key %q: %w", key, err)
 	}
 	return nil
+}
+
+// reference is dl without the record's value and own headers: its key,
+// the dead-letter headers (the error cut to maxErrorHeader bytes) and
+// the size of the value left out.
+func reference(dl *kgo.Record, valueBytes int) *kgo.Record {
+	ref := &kgo.Record{Topic: dl.Topic, Key: dl.Key, Timestamp: dl.Timestamp}
+	for _, h := range dl.Headers {
+		switch h.Key {
+		case HeaderError:
+			if len(h.Value) > maxErrorHeader {
+				h.Value = append(h.Value[:maxErrorHeader:maxErrorHeader], "..."...)
+			}
+		case HeaderTopic, HeaderPartition, HeaderOffset, HeaderConsumer, "id", SourceHeader:
+		default:
+			continue
+		}
+		ref.Headers = append(ref.Headers, h)
+	}
+	ref.Headers = append(ref.Headers, kgo.RecordHeader{Key: HeaderValueBytes, Value: []byte(strconv.Itoa(valueBytes))})
+	return ref
+}
+
+func isReference(dl *kgo.Record) bool {
+	for _, h := range dl.Headers {
+		if h.Key == HeaderValueBytes {
+			return true
+		}
+	}
+	return false
 }
 
 // record records key as processed in a transaction of its own.

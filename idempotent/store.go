@@ -61,6 +61,9 @@ func (s Store) sourcedTable() pgx.Identifier {
 	return t
 }
 
+// maxIdentifierBytes is PostgreSQL's limit on a name (NAMEDATALEN - 1).
+const maxIdentifierBytes = 63
+
 // DefaultTable is the table's default name.
 const DefaultTable = "processed_keys"
 
@@ -83,6 +86,12 @@ type DB interface {
 // Migrate creates the table (idempotently). The partitions come from
 // Maintain.
 func (s Store) Migrate(ctx context.Context, db DB) error {
+	// PostgreSQL cuts names at 63 bytes: <table>_sourced must stay apart
+	// from <table>.
+	if name := s.sourcedTable()[len(s.table)-1]; len(name) > maxIdentifierBytes {
+		return fmt.Errorf("creating %s: the table name leaves no room for its companion %s (over %d bytes): choose a name of at most %d bytes",
+			s.table.Sanitize(), name, maxIdentifierBytes, maxIdentifierBytes-len("_sourced"))
+	}
 	_, err := db.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.table.Sanitize()+` (
 		consumer     text        NOT NULL,
 		key          text        NOT NULL,

@@ -1,11 +1,15 @@
 package idempotent_test
 
 import (
+	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/idempotent"
 	"github.com/outboxd/outboxd/internal/testkit/testenv"
@@ -85,4 +89,33 @@ func TestMaintainDropsExpiredDaysAndKeepsTheRest(t *testing.T) {
 	if rows, twice := b.rows(t, group); rows != 3 || twice != 0 {
 		t.Errorf("after a restart (and a replay from the start): %d rows, %d twice; want 3 and 0", rows, twice)
 	}
+}
+
+// Regression (issue 37, review): with a table name of 56 to 63 bytes,
+// <table>_sourced was cut to 63 bytes by PostgreSQL (at 63, to the table's
+// own name), and the claim then failed on a missing column, stopping Run.
+// Migrate refuses such a name before creating anything.
+func TestStoreRefusesANameWithoutRoomForItsCompanion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		table string
+		ok    bool
+	}{
+		{strings.Repeat("k", 55), true},
+		{"app." + strings.Repeat("k", 55), true},
+		{strings.Repeat("k", 56), false},
+		{strings.Repeat("k", 63), false},
+	} {
+		err := idempotent.NewStore(tc.table).Migrate(t.Context(), failingDB{})
+		if refused := err != nil && strings.Contains(err.Error(), "at most 55 bytes"); refused == tc.ok {
+			t.Errorf("Migrate with table %s (%d bytes): %v, want refused %v", tc.table, len(tc.table), err, !tc.ok)
+		}
+	}
+}
+
+// failingDB fails every statement: Migrate's name check comes first.
+type failingDB struct{ idempotent.DB }
+
+func (failingDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errors.New("no database here")
 }
