@@ -84,7 +84,7 @@ func (s *Streamer) setUpSlot(ctx context.Context) error {
 	}
 	if len(writers) > 0 {
 		s.log.Warn("roles other than this one and the table's owner may write outboxd_slots: a pending backfill recorded there makes run drop the slot and run its predicate; "+
-			"revoke INSERT, UPDATE, DELETE and TRUNCATE on outboxd_slots from them (README, Least privilege)", "slot", s.cfg.Slot, "roles", strings.Join(writers, ","))
+			"revoke INSERT, UPDATE, DELETE and TRUNCATE on outboxd_slots from them (docs/operating.md, Least privilege)", "slot", s.cfg.Slot, "roles", strings.Join(writers, ","))
 	}
 	where := s.cfg.BackfillWhere
 	if rec.BackfillPending() {

@@ -53,7 +53,7 @@ func invalidatedError(st Status) error {
 		why = "PostgreSQL invalidated it"
 	}
 	return fmt.Errorf("%w: %s (%s): %s, "+
-		"so outbox rows may be missing from Kafka; recover as from a lost slot: drop it, then `outboxd run --create-slot --backfill-where ...` (README, section Cutover from a polling relay, and lost slots)", ErrInvalidated, st.Slot, st.Why(), why)
+		"so outbox rows may be missing from Kafka; recover as from a lost slot: drop it, then `outboxd run --create-slot --backfill-where ...` (docs/recovery.md)", ErrInvalidated, st.Slot, st.Why(), why)
 }
 
 // InUseError is START_REPLICATION's answer while another process streams

@@ -70,7 +70,7 @@ func (m FailoverMode) AlterFailover(st Status, log *slog.Logger) bool {
 		return true
 	}
 	log.Warn("the slot is not a failover slot: a failover to a standby loses it (then see the recovery command); "+
-		"start once with --failover-slot=on to turn failover on (PostgreSQL 17+, with sync_replication_slots on the standby: README, Failover slots)",
+		"start once with --failover-slot=on to turn failover on (PostgreSQL 17+, with sync_replication_slots on the standby: docs/recovery.md, Failover slots)",
 		"slot", st.Slot)
 	return false
 }
@@ -116,7 +116,7 @@ func UnsyncedError(slot string, rec Record, timeline int32, version int) error {
 	}
 	return fmt.Errorf("%w: %s exists on this server (system %s timeline %d) but was not synchronized from the primary it was recorded on "+
 		"(timeline %d): %s. Drop it, then recover as from a lost slot: outboxd run --create-slot --backfill-where \"created_at >= '<time before the failover>'\" "+
-		"(README, section Cutover from a polling relay, and lost slots). %s",
+		"(docs/recovery.md). %s",
 		ErrUnusable, slot, rec.SystemID, timeline, rec.Timeline, why, after)
 }
 

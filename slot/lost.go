@@ -44,7 +44,7 @@ func LostError(slot string, rec Record, found bool, systemID string, timeline in
 		slot, rec.CreatedBy, rec.CreatedAt.UTC().Format(time.RFC3339), rec.SystemID, rec.Timeline)
 	if rec.SystemID != systemID || rec.Timeline != timeline {
 		fmt.Fprintf(&b, " (this server is system %s timeline %d: a failover to a standby without the slot, or a restore; "+
-			"on PostgreSQL 17+ a failover slot synchronized to the standby survives a failover: README, Failover slots)", systemID, timeline)
+			"on PostgreSQL 17+ a failover slot synchronized to the standby survives a failover: docs/recovery.md, Failover slots)", systemID, timeline)
 	} else {
 		b.WriteString(" (dropped, or never carried over to this server)")
 	}

@@ -178,14 +178,14 @@ func printMigrationSQL(w io.Writer, cfg config.Config) error {
 	}
 	fmt.Fprintf(w, "-- outboxd %s: schema for table %s, publication %s, slot %s.\n", version, cfg.Table, cfg.Stream.Publication, cfg.Stream.Slot)
 	fmt.Fprintln(w, "-- Each statement is safe to run again. outboxd run needs a role with REPLICATION")
-	fmt.Fprintln(w, "-- and CONNECT on the database; it never reads the outbox table itself (see README).")
+	fmt.Fprintln(w, "-- and CONNECT on the database; it never reads the outbox table itself (see docs/operating.md, Least privilege).")
 	for _, m := range ms {
 		fmt.Fprintf(w, "\n-- migration %s\n%s\n", m.Name, strings.TrimSpace(m.SQL))
 	}
 	if cfg.Stream.CreateSlot {
 		fmt.Fprintf(w, "\n-- the replication slot: from now on every committed outbox row is kept for outboxd\n")
 		fmt.Fprintf(w, "-- (outboxd run records it in outboxd_slots when it first starts)\n")
-		fmt.Fprintf(w, "-- (not where outboxd_slots records the slot: a slot it records that is gone was lost, see README)\n")
+		fmt.Fprintf(w, "-- (not where outboxd_slots records the slot: a slot it records that is gone was lost, see docs/recovery.md)\n")
 		fmt.Fprintf(w, "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')\nWHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = %s)\n  AND NOT EXISTS (SELECT 1 FROM outboxd_slots WHERE slot_name = %s);\n",
 			sqlquote.Literal(cfg.Stream.Slot), sqlquote.Literal(cfg.Stream.Slot), sqlquote.Literal(cfg.Stream.Slot))
 	}

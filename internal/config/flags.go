@@ -120,7 +120,7 @@ func flags() []flagSpec {
 				"run (default false) otherwise stops on a missing slot, saying whether it was lost and how to recover; with this flag it creates it, and rows committed before then are published only with --backfill-where",
 			bind: boolean(func(c *Config) *bool { return &c.Stream.CreateSlot })},
 		{name: "failover-slot", group: GroupCreateSlot,
-			usage: "failover slot (PostgreSQL 17+): a slot created with FAILOVER true is kept on standbys that run with sync_replication_slots = on, so a failover to one needs no recovery (README, Failover slots). " +
+			usage: "failover slot (PostgreSQL 17+): a slot created with FAILOVER true is kept on standbys that run with sync_replication_slots = on, so a failover to one needs no recovery (docs/recovery.md, Failover slots). " +
 				"auto: create new slots as failover slots where the server supports it, and log how to turn it on for an existing slot; " +
 				"on: also turn it on for an existing slot (while no process streams from it), an error before 17; off: neither",
 			bind: str(func(c *Config) *string { return (*string)(&c.Stream.FailoverSlot) }),
@@ -210,7 +210,7 @@ func flags() []flagSpec {
 		{name: "layout", group: GroupColumns,
 			usage: "default: records as the column flags say. debezium: records as Debezium 3.6's outbox EventRouter makes them from its outbox table (id uuid, aggregatetype, aggregateid, type, payload), " +
 				"with the worker's converters of --debezium-key-converter and --debezium-value-converter, extended.headers.enabled=false and the default header converter: topic from --debezium-route-topic-replacement, " +
-				"key --key-column (default aggregateid), value --payload-column, header id, then --debezium-table-fields-additional-placement; a drop-in for Kafka Connect (README, Replacing Debezium)",
+				"key --key-column (default aggregateid), value --payload-column, header id, then --debezium-table-fields-additional-placement; a drop-in for Kafka Connect (docs/layouts.md, Replacing Debezium)",
 			bind: str(func(c *Config) *string { return &c.Layout }),
 			check: func(c *Config) string {
 				switch c.Layout {
