@@ -160,30 +160,32 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info sl
 	if err := noNewerPrimary(ctx, s.cfg.DatabaseURL, now, s.log); err != nil {
 		return err
 	}
-	changed, err := serverChange(s.server, now, info, s.cfg.Slot, s.cfg.StopOnServerChange)
+	prev := s.ident.get()
+	changed, err := serverChange(prev, now, info, s.cfg.Slot, s.cfg.StopOnServerChange)
 	if err != nil {
 		return permanent(err)
 	}
 	walEnd := outbox.LSN(sys.XLogPos)
+	fits := carriedFits(s.confirmed, walEnd)
 	switch {
 	case changed:
 		s.log.Warn("the server changed (failover, restore or another cluster): starting from the slot's own confirmed position, not from what this process confirmed before",
 			"slot", s.cfg.Slot, "system_id", now.systemID, "timeline", now.timeline,
-			"previous_system_id", s.server.systemID, "previous_timeline", s.server.timeline, "previous_confirmed_lsn", s.confirmed)
+			"previous_system_id", prev.systemID, "previous_timeline", prev.timeline, "previous_confirmed_lsn", s.confirmed)
 		s.confirmed = 0
-	case !carriedFits(s.confirmed, walEnd) && s.cfg.StopOnServerChange:
+	case !fits && s.cfg.StopOnServerChange:
 		// Exactly-once: the progress topic holds positions of the history
 		// the server lost, and would skip the commits it writes anew.
 		return permanent(fmt.Errorf("%w: the server's WAL ends at %s, before the position %s this process confirmed on the same system %s and timeline %d: "+
 			"its storage was rolled back (a restore or a snapshot without a new timeline); exactly-once mode stops, as on a server change, and the next start refuses progress past the WAL end",
 			slot.ErrUnusable, walEnd, s.confirmed, now.systemID, now.timeline))
-	case !carriedFits(s.confirmed, walEnd):
+	case !fits:
 		s.log.Warn("the server's WAL ends before the position this process confirmed, on the same system and timeline: its storage was rolled back (a restore or a snapshot without a new timeline); "+
 			"starting from the slot's own confirmed position, not from what this process confirmed before (records after it are sent again)",
 			"slot", s.cfg.Slot, "wal_end", walEnd, "previous_confirmed_lsn", s.confirmed, "slot_confirmed_lsn", info.ConfirmedFlushLSN)
 		s.confirmed = 0
 	}
-	s.identified(now, walEnd)
+	s.ident.set(now, walEnd)
 	return nil
 }
 

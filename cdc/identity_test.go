@@ -63,8 +63,8 @@ func TestCarriedPositionMustFitTheServersWAL(t *testing.T) {
 func TestBackfillsServerIsComparedByTheFirstSession(t *testing.T) {
 	t.Parallel()
 	s := &Streamer{}
-	s.identified(serverID{systemID: "7001", timeline: 1, database: "app"}, 0x5000) // as createSlotWithBackfill does
-	_, err := serverChange(s.server, serverID{systemID: "7001", timeline: 2, database: "app"}, slot.Status{ServerVersion: 170006}, "s", true)
+	s.ident.set(serverID{systemID: "7001", timeline: 1, database: "app"}, 0x5000) // as createSlotWithBackfill does
+	_, err := serverChange(s.ident.get(), serverID{systemID: "7001", timeline: 2, database: "app"}, slot.Status{ServerVersion: 170006}, "s", true)
 	if err == nil {
 		t.Error("a server change between the backfill and the first session went unnoticed in exactly-once mode")
 	}

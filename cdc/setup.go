@@ -221,7 +221,7 @@ func (s *Streamer) createSlotWithBackfill(ctx context.Context, conn *pgx.Conn, r
 	}
 	// The backfill's records come from the slot's server: the first
 	// session compares its server with this one.
-	s.identified(server, walEnd)
+	s.ident.set(server, walEnd)
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only; committed below when all went well
 	// The reading waits on Kafka (the pump's window): a statement_timeout
 	// meant for the application's queries must not cut it.

@@ -35,9 +35,6 @@ type Streamer struct {
 	confirmed outbox.LSN
 	// warnedTimeout: checkServerTimeout warned already.
 	warnedTimeout bool
-	// server is the system identifier and timeline of the server seen
-	// last: confirmed is trusted only on the same one.
-	server serverID
 	// authenticated: PostgreSQL let this process in on a session's
 	// replication connection (and so on the regular ones before it).
 	// Until then an authentication failure stops Run; after, it is
@@ -46,7 +43,9 @@ type Streamer struct {
 	counters      counters
 	// ident is the server the records handed to the pump come from, as the
 	// replication connection that reads them (or created the slot for a
-	// backfill) identified it; see Server.
+	// backfill) identified it: confirmed is trusted only on the same one
+	// (checkServer), and the exactly-once sink keys its progress with it
+	// (Server).
 	ident identity
 }
 
@@ -93,14 +92,6 @@ func (i *identity) wait(ctx context.Context) (serverID, outbox.LSN, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return i.id, i.walEnd, nil
-}
-
-// identified records the server the records handed to the pump come from
-// now (walEnd: its WAL end then): the next session is compared with it
-// (checkServer), and the exactly-once sink reads it (Server).
-func (s *Streamer) identified(id serverID, walEnd outbox.LSN) {
-	s.server = id
-	s.ident.set(id, walEnd)
 }
 
 // Server returns the system identifier and timeline of the server whose

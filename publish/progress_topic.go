@@ -136,7 +136,7 @@ func readProgress(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic s
 			if r.Attrs.IsControl() || !bytes.Equal(r.Key, key) || derr != nil {
 				return
 			}
-			writer, hasHeader := progressWriter(r)
+			writer, hasHeader := headerValue(r, progressHeader)
 			switch {
 			case !r.Attrs.IsTransactional() || (hasHeader && writer != txnID) || (!hasHeader && own):
 				ignored, last = ignored+1, r
@@ -156,17 +156,6 @@ func readProgress(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic s
 			"topic", topic, "key", string(key), "ignored", ignored, "last_offset", last.Offset, "last_partition", last.Partition, "resume_after", pos)
 	}
 	return pos, nil
-}
-
-// progressWriter returns the transactional id a progress record names, and
-// whether it names one.
-func progressWriter(r *kgo.Record) (string, bool) {
-	for _, h := range r.Headers {
-		if h.Key == progressHeader {
-			return string(h.Value), true
-		}
-	}
-	return "", false
 }
 
 // awaitStable waits until the last stable offset of every partition in

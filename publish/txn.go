@@ -291,7 +291,8 @@ func (t *TxnProducer) produced(r *kgo.Record, err error) {
 	case r.Topic == t.cfg.ProgressTopic:
 		t.recErr = fmt.Errorf("writing the progress record to topic %s: %w", r.Topic, err)
 	default:
-		t.recErr = &Error{ID: headerValue(r, "id"), Topic: r.Topic, Err: explainUnknownTopic(err)}
+		id, _ := headerValue(r, "id")
+		t.recErr = &Error{ID: id, Topic: r.Topic, Err: explainUnknownTopic(err)}
 	}
 }
 
@@ -303,13 +304,15 @@ func (t *TxnProducer) takeRecErr() error {
 	return err
 }
 
-func headerValue(r *kgo.Record, key string) string {
+// headerValue returns the value of r's first header named key ("" when
+// none) and whether it has one.
+func headerValue(r *kgo.Record, key string) (string, bool) {
 	for _, h := range r.Headers {
 		if h.Key == key {
-			return string(h.Value)
+			return string(h.Value), true
 		}
 	}
-	return ""
+	return "", false
 }
 
 // commit writes the progress record and commits the open transaction. A
