@@ -1,7 +1,7 @@
 # outboxd — build, test and run against the project's own servers.
 #
 #   make test    start PostgreSQL 15, 16, 17 and 18 + Kafka
-#                (internal/testkit/testbed/testbed.sh), run go vet and all tests
+#                (harness/testbed/testbed.sh), run go vet and all tests
 #                with the race detector against the first version, then the core
 #                integration tests (CORE_TESTS in CORE_PKGS) against each other
 #                version, stop everything. PG_VERSIONS=17 runs one version.
@@ -31,7 +31,7 @@
 
 SHELL := /bin/bash
 GO ?= go
-TESTBED := internal/testkit/testbed/testbed.sh
+TESTBED := harness/testbed/testbed.sh
 GOTESTFLAGS ?= -race -count=1 -timeout 30m
 # PostgreSQL versions make test and make up start: the first runs every
 # test, the others the core integration tests (stream, process, migrate,
@@ -40,7 +40,7 @@ GOTESTFLAGS ?= -race -count=1 -timeout 30m
 PG_VERSIONS ?= 15 16 17 18
 empty :=
 space := $(empty) $(empty)
-CORE_PKGS := ./cdc ./slot ./idempotent ./cmd/outboxd ./internal/testkit/chaos
+CORE_PKGS := ./cdc ./slot ./idempotent ./cmd/outboxd ./harness/chaos
 CORE_TEST_NAMES := TestMissingSlotStopsWithTheRecoveryCommand \
 	TestBackfillThenStreamHasNoGapAndNoOverlap \
 	TestInterruptedBackfillRunsAgainWhole \
@@ -95,13 +95,13 @@ test:
 test-go:
 	$(GO) vet ./...
 	@echo "== all tests, PostgreSQL $${OUTBOXD_PG_VERSION:-15}"
-	set -o pipefail; $(GO) test $(GOTESTFLAGS) -json ./... | $(GO) run ./internal/testkit/testbed/testsummary
+	set -o pipefail; $(GO) test $(GOTESTFLAGS) -json ./... | $(GO) run ./harness/testbed/testsummary
 	set -o pipefail; versions=($${OUTBOXD_PG_VERSIONS:-$${OUTBOXD_PG_VERSION:-15}}); for v in "$${versions[@]:1}"; do \
 		url=OUTBOXD_TEST_DATABASE_URL_$$v; \
 		[ -n "$${!url:-}" ] || { echo "PostgreSQL $$v is not in the test bed (make up with PG_VERSIONS)"; exit 1; }; \
 		echo "== core integration tests, PostgreSQL $$v"; \
 		OUTBOXD_PG_VERSION=$$v OUTBOXD_TEST_DATABASE_URL=$${!url} \
-			$(GO) test $(GOTESTFLAGS) -json -run '$(CORE_TESTS)' $(CORE_PKGS) | $(GO) run ./internal/testkit/testbed/testsummary || exit 1; \
+			$(GO) test $(GOTESTFLAGS) -json -run '$(CORE_TESTS)' $(CORE_PKGS) | $(GO) run ./harness/testbed/testsummary || exit 1; \
 	done
 
 up:
@@ -118,7 +118,7 @@ build:
 
 CHAOS_FLAGS ?=
 chaos: build
-	$(GO) build -o bin/outboxd-chaos ./cmd/outboxd-chaos
+	$(GO) build -o bin/outboxd-chaos ./harness/cmd/outboxd-chaos
 	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -json docs/chaos-report.json $(CHAOS_FLAGS)
 	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -exactly-once -postgres_failover 0 -json docs/chaos-report-exactly-once.json $(CHAOS_FLAGS)
 	OUTBOXD_PG_VERSION=17 bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -events 300000 -postgres_failover 5 -kill9 5 -standby_takeover 2 \
@@ -148,4 +148,4 @@ compare-debezium:
 # (docs/soak/); SOAK_FLAGS adds flags, e.g. -duration 5m.
 SOAK_FLAGS ?=
 soak: build
-	$(GO) run ./cmd/outboxd-soak -outboxd bin/outboxd -testbed $(TESTBED) $(SOAK_FLAGS)
+	$(GO) run ./harness/cmd/outboxd-soak -outboxd bin/outboxd -testbed $(TESTBED) $(SOAK_FLAGS)

@@ -19,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxd/outboxd/cdc"
-	"github.com/outboxd/outboxd/internal/testkit/testenv"
+	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"

@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/cdc"
-	"github.com/outboxd/outboxd/internal/testkit/testbed"
-	"github.com/outboxd/outboxd/internal/testkit/testenv"
+	"github.com/outboxd/outboxd/harness/testbed"
+	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
 )

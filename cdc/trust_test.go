@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
-	"github.com/outboxd/outboxd/internal/testkit/testenv"
+	"github.com/outboxd/outboxd/harness/testenv"
 )
 
 // Regression (issue 37): a predicate recorded in outboxd_slots as a pending

@@ -13,7 +13,7 @@ import (
 
 	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/idempotent"
-	"github.com/outboxd/outboxd/internal/testkit/testenv"
+	"github.com/outboxd/outboxd/harness/testenv"
 )
 
 // Two sources as outboxd names them: two databases of two clusters whose

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/idempotent"
-	"github.com/outboxd/outboxd/internal/testkit/testenv"
+	"github.com/outboxd/outboxd/harness/testenv"
 )
 
 // Maintain keeps processed_keys to the TTL by whole days: partitions whose

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/outboxd/outboxd/internal/testkit/testenv"
+	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/publish"
 )
 

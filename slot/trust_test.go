@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/internal/testkit/testenv"
+	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/slot"
 )

@@ -732,7 +732,7 @@ func TestDockerfileCheckCatchesMistakes(t *testing.T) {
 		{"binary not copied", "COPY --from=build-outboxd /out/outboxd /outboxd", "COPY --from=build-outboxd /out/outboxd2 /outboxd", "does not COPY --from=build-outboxd /out/outboxd /outboxd"},
 		{"no entrypoint", `ENTRYPOINT ["/outboxd"]`, `ENTRYPOINT ["/bin/outboxd"]`, `has no ENTRYPOINT ["/outboxd"]`},
 		{"no default command", `CMD ["run"]`, "", `no CMD ["run"]`},
-		{"outboxd not built", "./cmd/outboxd\n", "./cmd/outboxd-chaos\n", "no RUN go build -o PATH ... ./cmd/outboxd"},
+		{"outboxd not built", "./cmd/outboxd\n", "./harness/cmd/outboxd-chaos\n", "no RUN go build -o PATH ... ./cmd/outboxd"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

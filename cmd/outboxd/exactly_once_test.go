@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxd/outboxd/internal/testkit/procstat"
-	"github.com/outboxd/outboxd/internal/testkit/testenv"
+	"github.com/outboxd/outboxd/harness/procstat"
+	"github.com/outboxd/outboxd/harness/testenv"
 )
 
 // The exactly-once mode against the real broker: a read_committed consumer

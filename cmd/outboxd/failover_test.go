@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/internal/testkit/testbed"
-	"github.com/outboxd/outboxd/internal/testkit/testenv"
+	"github.com/outboxd/outboxd/harness/testbed"
+	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/slot"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/outboxd/outboxd/internal/config"
-	"github.com/outboxd/outboxd/internal/testkit/testbed"
+	"github.com/outboxd/outboxd/harness/testbed"
 )
 
 func TestHelpDocumentsEveryFlagWithDefaultAndEnv(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxd/outboxd/internal/testkit/netfault"
-	"github.com/outboxd/outboxd/internal/testkit/testbed"
-	"github.com/outboxd/outboxd/internal/testkit/testenv"
+	"github.com/outboxd/outboxd/harness/netfault"
+	"github.com/outboxd/outboxd/harness/testbed"
+	"github.com/outboxd/outboxd/harness/testenv"
 )
 
 // proxied starts a fault-injecting proxy in front of w's PostgreSQL and

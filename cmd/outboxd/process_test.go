@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxd/outboxd/internal/testkit/procstat"
-	"github.com/outboxd/outboxd/internal/testkit/testenv"
+	"github.com/outboxd/outboxd/harness/procstat"
+	"github.com/outboxd/outboxd/harness/testenv"
 )
 
 // proc is an `outboxd` child process.

@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxd/outboxd/bench/relay"
-	"github.com/outboxd/outboxd/internal/testkit/testenv"
+	"github.com/outboxd/outboxd/harness/testenv"
 )
 
 // Issue 14: swapping in for a polling relay, and recovering a lost slot

@@ -35,7 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxd/outboxd/idempotent"
-	"github.com/outboxd/outboxd/internal/testkit/testbed"
+	"github.com/outboxd/outboxd/harness/testbed"
 )
 
 type options struct {
@@ -55,7 +55,7 @@ type cell struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.testbed, "testbed", "internal/testkit/testbed/testbed.sh", "test bed script")
+	flag.StringVar(&o.testbed, "testbed", "harness/testbed/testbed.sh", "test bed script")
 	flag.IntVar(&o.reps, "reps", 5, "repetitions of each consumer at each batch size")
 	flag.StringVar(&o.out, "out", "docs/bench/consumer", "output directory")
 	batches := flag.String("batches", "1,100,1000", "batch sizes (records per database transaction)")

@@ -20,7 +20,7 @@ import (
 
 func main() {
 	var o options
-	flag.StringVar(&o.testbed, "testbed", "internal/testkit/testbed/testbed.sh", "the test bed script (starts PostgreSQL and Kafka)")
+	flag.StringVar(&o.testbed, "testbed", "harness/testbed/testbed.sh", "the test bed script (starts PostgreSQL and Kafka)")
 	flag.StringVar(&o.debezium, "debezium", "bench/debezium/run.sh", "Debezium launcher script")
 	flag.StringVar(&o.schema, "schema", "bench/debezium/schema.sql", "Debezium's outbox table and publication")
 	flag.StringVar(&o.outboxd, "outboxd", "", "outboxd binary (empty: build it)")

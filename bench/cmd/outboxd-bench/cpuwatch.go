@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/outboxd/outboxd/internal/testkit/procstat"
+	"github.com/outboxd/outboxd/harness/procstat"
 )
 
 // cpuWatch samples, during a drain, the CPU time of the slot's walsender

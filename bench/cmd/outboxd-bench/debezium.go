@@ -12,7 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxd/outboxd/internal/testkit/procstat"
+	"github.com/outboxd/outboxd/harness/procstat"
 )
 
 // debeziumTopic is the topic the Outbox Event Router routes our rows to:

@@ -23,7 +23,7 @@ import (
 
 	"github.com/outboxd/outboxd/bench/relay"
 	"github.com/outboxd/outboxd/internal/demo/pgtemp"
-	"github.com/outboxd/outboxd/internal/testkit/procstat"
+	"github.com/outboxd/outboxd/harness/procstat"
 	"github.com/outboxd/outboxd/migrations"
 )
 

@@ -24,7 +24,7 @@ func main() {
 	flag.StringVar(&o.outboxd, "outboxd", "bin/outboxd", "outboxd binary")
 	flag.StringVar(&o.baseline, "baseline", "", "an earlier outboxd binary, measured as system outboxd-baseline for a before/after in the same run (its steady runs interleave with outboxd's, run by run)")
 	flag.StringVar(&o.relay, "relay", "bin/relay", "polling relay binary (bench/cmd/relay)")
-	flag.StringVar(&o.testbed, "testbed", "internal/testkit/testbed/testbed.sh", "test bed script")
+	flag.StringVar(&o.testbed, "testbed", "harness/testbed/testbed.sh", "test bed script")
 	flag.StringVar(&o.debezium, "debezium", "bench/debezium/run.sh", "Debezium launcher script (empty: skip Debezium)")
 	flag.IntVar(&o.events, "events", 1_000_000, "backlog size for the drain")
 	flag.IntVar(&o.reps, "reps", 5, "drain repetitions per system (the median is reported)")

@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/internal/testkit/procstat"
+	"github.com/outboxd/outboxd/harness/procstat"
 )
 
 // relayAppName marks the relay's database sessions, so that the CPU of the

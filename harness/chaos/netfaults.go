@@ -17,8 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/outboxd/outboxd/internal/testkit/netfault"
-	"github.com/outboxd/outboxd/internal/testkit/testbed"
+	"github.com/outboxd/outboxd/harness/netfault"
+	"github.com/outboxd/outboxd/harness/testbed"
 )
 
 // serverTimeout is the publishers' --server-timeout: a partition from

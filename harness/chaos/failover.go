@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/testkit/testbed"
+	"github.com/outboxd/outboxd/harness/testbed"
 	"github.com/outboxd/outboxd/slot"
 )
 

@@ -156,7 +156,7 @@ func (p *Postgres) Remove(ctx context.Context) error {
 
 func run(ctx context.Context, script string, args ...string) (string, error) {
 	if script == "" {
-		return "", fmt.Errorf("no test bed script: set %s to internal/testkit/testbed/testbed.sh", ScriptEnv)
+		return "", fmt.Errorf("no test bed script: set %s to harness/testbed/testbed.sh", ScriptEnv)
 	}
 	out, err := exec.CommandContext(ctx, script, args...).Output()
 	if err != nil {

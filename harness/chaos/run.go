@@ -21,8 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/outboxd/outboxd/internal/testkit/netfault"
-	"github.com/outboxd/outboxd/internal/testkit/testbed"
+	"github.com/outboxd/outboxd/harness/netfault"
+	"github.com/outboxd/outboxd/harness/testbed"
 	"github.com/outboxd/outboxd/slot"
 )
 

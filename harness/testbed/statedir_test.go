@@ -17,7 +17,7 @@ func TestEachCheckoutHasItsOwnTestBed(t *testing.T) {
 	home := t.TempDir()
 	dirs := map[string]bool{}
 	for _, clone := range []string{"a", "b"} {
-		bin := filepath.Join(t.TempDir(), clone, "internal", "testkit", "testbed")
+		bin := filepath.Join(t.TempDir(), clone, "harness", "testbed")
 		if err := os.MkdirAll(bin, 0o755); err != nil {
 			t.Fatal(err)
 		}

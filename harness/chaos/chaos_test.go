@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/testkit/testbed"
-	"github.com/outboxd/outboxd/internal/testkit/testenv"
+	"github.com/outboxd/outboxd/harness/testbed"
+	"github.com/outboxd/outboxd/harness/testenv"
 )
 
 var outboxdBinary string

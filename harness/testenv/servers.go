@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/testkit/testbed"
+	"github.com/outboxd/outboxd/harness/testbed"
 )
 
 // Kafka is a broker of the test's own, started through the test bed script

@@ -8,8 +8,8 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/testkit/netfault"
-	"github.com/outboxd/outboxd/internal/testkit/testbed"
+	"github.com/outboxd/outboxd/harness/netfault"
+	"github.com/outboxd/outboxd/harness/testbed"
 )
 
 // injector injects faults and keeps track of the active publisher.

@@ -1,12 +1,12 @@
 // Command outboxd-chaos proves outboxd's guarantees under faults (see
-// package internal/testkit/chaos): it writes outbox events from concurrent writers
+// package harness/chaos): it writes outbox events from concurrent writers
 // while injecting kill -9, SIGTERM restarts, broker and PostgreSQL restarts,
 // walsender terminations and standby takeovers, then reads the topic back
 // with an independent consumer and reports lost, duplicated, reordered and
 // leaked events. It exits 1 when anything was lost, leaked or reordered.
 //
 //	make chaos                      # the long run (1,000,000 events)
-//	go run ./cmd/outboxd-chaos -h   # flags
+//	go run ./harness/cmd/outboxd-chaos -h   # flags
 package main
 
 import (
@@ -23,8 +23,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/outboxd/outboxd/internal/testkit/chaos"
-	"github.com/outboxd/outboxd/internal/testkit/testbed"
+	"github.com/outboxd/outboxd/harness/chaos"
+	"github.com/outboxd/outboxd/harness/testbed"
 )
 
 func main() {
@@ -36,7 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	o := chaos.Options{Faults: map[chaos.Fault]int{}}
 	fs.StringVar(&o.Outboxd, "outboxd", "bin/outboxd", "the outboxd binary to run (make build)")
-	fs.StringVar(&o.Script, "testbed", envOr(testbed.ScriptEnv, "internal/testkit/testbed/testbed.sh"), "the test bed script that starts PostgreSQL and Kafka")
+	fs.StringVar(&o.Script, "testbed", envOr(testbed.ScriptEnv, "harness/testbed/testbed.sh"), "the test bed script that starts PostgreSQL and Kafka")
 	fs.IntVar(&o.Events, "events", 1_000_000, "committed events to write")
 	fs.IntVar(&o.Writers, "writers", 4, "concurrent writers")
 	fs.IntVar(&o.Aggregates, "aggregates", 50, "aggregates per writer")

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxd/outboxd/internal/testkit/testenv"
+	"github.com/outboxd/outboxd/harness/testenv"
 )
 
 // TestSmokeKafkaProduceConsume proves the test bed's broker is a real Kafka

@@ -219,7 +219,7 @@ build_tool() {
 	sum=$(cat "$here/$name"/*.go | sha256sum | cut -c1-12)
 	out="$cache_dir/bin/$name-$sum"
 	if [ ! -x "$out" ]; then
-		(cd "$here/../../.." && go build -o "$out" "./internal/testkit/testbed/$name") ||
+		(cd "$here/../.." && go build -o "$out" "./harness/testbed/$name") ||
 			die "building the test bed's $name failed"
 	fi
 	echo "$out"
@@ -582,7 +582,7 @@ cmd=${1:-}
 [ $# -gt 0 ] && shift
 # The state of `up` is per checkout: two clones of one user each have
 # their own servers, and `make down` in one never stops the other's.
-checkout=$(cd "$here/../../.." && pwd -P)
+checkout=$(cd "$here/../.." && pwd -P)
 state=${OUTBOXD_TESTBED_DIR:-$HOME/.cache/outboxd/testbed-$(printf %s "$checkout" | sha256sum | cut -c1-12)}
 case "$cmd" in
 fetch)
