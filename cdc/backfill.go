@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/internal/sqlquote"
+	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/slot"
 )
@@ -54,11 +55,12 @@ func (s *Streamer) backfill(ctx context.Context, tx pgx.Tx, where string, cp out
 	s.log.Info("backfilling", "slot", s.cfg.Slot, "tables", len(tables), "rows_total", total)
 
 	s.pump.Start(0)
-	snap, begin, err := decode.NewSnapshot(s.columns(), cp, snapshotTime)
+	snap, begin, err := decode.NewSnapshot(cp, snapshotTime)
 	if err != nil {
 		return 0, err
 	}
-	if err := s.pump.Apply(ctx, begin); err != nil {
+	lay := layout.New(s.columns())
+	if err := s.apply(ctx, lay, begin); err != nil {
 		return 0, err
 	}
 	var done int64
@@ -73,7 +75,11 @@ func (s *Streamer) backfill(ctx context.Context, tx pgx.Tx, where string, cp out
 			return done, fmt.Errorf("reading %s: %w", t.name.Sanitize(), err)
 		}
 		for rows.Next() {
-			if err := s.applyRow(ctx, snap, rel, rows.RawValues()); err != nil {
+			m, err := snap.Row(rel, rows.RawValues())
+			if err == nil {
+				err = s.apply(ctx, lay, m)
+			}
+			if err != nil {
 				rows.Close()
 				return done, err
 			}
@@ -92,7 +98,7 @@ func (s *Streamer) backfill(ctx context.Context, tx pgx.Tx, where string, cp out
 	if err != nil {
 		return done, err
 	}
-	return done, s.pump.Apply(ctx, commit)
+	return done, s.apply(ctx, lay, commit)
 }
 
 // drainBackfill waits until Kafka acknowledged every backfilled record:
@@ -110,18 +116,18 @@ func (s *Streamer) drainBackfill(ctx context.Context, cp outbox.LSN) error {
 	return nil
 }
 
-// applyRow hands one row to the pump: an event, or a row that cannot
-// become one (dead-lettered or a permanent error, as in the stream).
-func (s *Streamer) applyRow(ctx context.Context, snap *decode.Snapshot, rel uint32, values [][]byte) error {
-	m, err := snap.Row(rel, values)
-	var re *decode.RowError
+// apply hands one backfilled message to the pump as the stream would: a
+// row that cannot become a record is dead-lettered or a permanent error.
+func (s *Streamer) apply(ctx context.Context, lay *layout.Layout, m decode.Message) error {
+	c, err := change(lay, &m)
+	var re *outbox.RowError
 	switch {
 	case errors.As(err, &re):
 		return s.pump.Reject(ctx, re)
 	case err != nil:
 		return err
 	}
-	return s.pump.Apply(ctx, m)
+	return s.pump.Apply(ctx, c)
 }
 
 // ErrBackfillUnordered: a table of the publication has nothing that tells
@@ -297,7 +303,7 @@ func describeOID(oid uint32) string {
 // its rows are read in order of.
 type backfillTable struct {
 	name      pgx.Identifier // schema, table
-	columns   []decode.Column
+	columns   []outbox.Column
 	rowFilter string // "" when none
 	order     string // the ordering column (backfillOrder); the id column when it orders by itself
 }
@@ -367,7 +373,7 @@ func publicationTables(ctx context.Context, tx querier, publication string) ([]b
 			tables = append(tables, backfillTable{name: pgx.Identifier{schema, table}, rowFilter: filter})
 		}
 		t := &tables[len(tables)-1]
-		t.columns = append(t.columns, decode.Column{Name: column, TypeOID: uint32(oid), TypeMod: mod})
+		t.columns = append(t.columns, outbox.Column{Name: column, TypeOID: uint32(oid), TypeMod: mod})
 		return nil
 	})
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/harness/testenv"
 )
 
@@ -73,7 +73,7 @@ func TestBackfillOrderRule(t *testing.T) {
 
 // The ordering column enters the SQL quoted, NULLs last, the id breaking ties.
 func TestBackfillSelectOrdersByTheColumnThenID(t *testing.T) {
-	tbl := backfillTable{name: pgx.Identifier{"app", "Events"}, columns: []decode.Column{{Name: "id"}, {Name: "pay\"load"}}}
+	tbl := backfillTable{name: pgx.Identifier{"app", "Events"}, columns: []outbox.Column{{Name: "id"}, {Name: "pay\"load"}}}
 	if got, want := tbl.selectSQL("id", "true"), `SELECT "id", "pay""load" FROM "app"."Events" WHERE (true) ORDER BY "id"`; got != want {
 		t.Errorf("selectSQL without an ordering column:\n got %s\nwant %s", got, want)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
-	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/layout"
 )
 
 // Regression test for issue 37, item 14: a backfill broke per-key order
@@ -26,7 +26,7 @@ func TestBackfillKeepsPerKeyWriteOrderWithUUIDIds(t *testing.T) {
 		cfg      cdc.Config
 		refusing bool
 	}{
-		{"ordered by the timestamp column", true, cdc.Config{Columns: decode.Columns{Timestamp: "occurred_at"}}, false},
+		{"ordered by the timestamp column", true, cdc.Config{Columns: layout.Columns{Timestamp: "occurred_at"}}, false},
 		{"ordered by --backfill-order-column", true, cdc.Config{BackfillOrderColumn: "occurred_at"}, false},
 		{"refused without an ordering column", false, cdc.Config{}, true},
 	}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -59,8 +59,8 @@ type Config struct {
 	// slot.ErrTableNotPublished, while it does not. Default "": not
 	// checked, the publication's tables are streamed as they are.
 	Table string
-	// Columns names the outbox columns. Default decode.DefaultColumns().
-	Columns decode.Columns
+	// Columns names the outbox columns. Default layout.DefaultColumns().
+	Columns layout.Columns
 	// TolerateUnusableTables starts even when a table in the publication
 	// lacks usable outbox columns (its rows are then rejected one by one:
 	// set it only with a dead-letter topic). Default false: refuse to start.

@@ -14,18 +14,19 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/outbox"
 )
 
-// Consumer takes the decoded stream, in order (package pump's Pump).
+// Consumer takes the stream's changes, in order (package pump's Pump).
 type Consumer interface {
-	// Apply takes one message. While its in-flight window is full it waits;
+	// Apply takes one change. While its in-flight window is full it waits;
 	// when ctx ends meanwhile it returns ctx's error having taken nothing.
 	// Any other error is permanent.
-	Apply(ctx context.Context, m decode.Message) error
+	Apply(ctx context.Context, c outbox.Change) error
 	// Reject takes, in its place, a row that cannot become a record.
 	// Errors as for Apply.
-	Reject(ctx context.Context, re *decode.RowError) error
+	Reject(ctx context.Context, re *outbox.RowError) error
 }
 
 // Watermark is the confirmable position (package pump's Pump, backed by a
@@ -51,6 +52,7 @@ const confirmInterval = 100 * time.Millisecond
 type reader struct {
 	conn           *pgconn.PgConn
 	dec            *decode.Decoder
+	lay            *layout.Layout
 	out            Consumer
 	wm             Watermark
 	slot           string
@@ -200,24 +202,28 @@ func (r *reader) handle(ctx context.Context, data []byte) error {
 		}
 		r.serverWALEnd.Store(uint64(xld.ServerWALEnd))
 		m, err := r.dec.Decode(xld.WALData)
-		var re *decode.RowError
+		if err != nil {
+			return permanent(fmt.Errorf("decoding WAL at %s on slot %s: %w", xld.WALStart, r.slot, err))
+		}
+		c, err := change(r.lay, &m)
+		var re *outbox.RowError
 		switch {
 		case errors.As(err, &re):
 			return r.deliver(ctx, func(ctx context.Context) error { return r.out.Reject(ctx, re) })
 		case err != nil:
-			return permanent(fmt.Errorf("decoding WAL at %s on slot %s: %w", xld.WALStart, r.slot, err))
+			return permanent(fmt.Errorf("laying out WAL at %s on slot %s: %w", xld.WALStart, r.slot, err))
 		}
-		switch m.Kind {
-		case decode.KindBegin:
+		switch c.Kind {
+		case outbox.ChangeBegin:
 			r.inTx = true
-		case decode.KindCommit:
+		case outbox.ChangeCommit:
 			r.inTx = false
-			r.lastEnd = m.EndLSN
-			m.SentTime = xld.ServerTime
-		case decode.KindIgnored:
+			r.lastEnd = c.Commit.EndLSN
+			c.Commit.SentTime = xld.ServerTime
+		case 0:
 			return nil
 		}
-		return r.deliver(ctx, func(ctx context.Context) error { return r.out.Apply(ctx, m) })
+		return r.deliver(ctx, func(ctx context.Context) error { return r.out.Apply(ctx, c) })
 	default:
 		return nil
 	}

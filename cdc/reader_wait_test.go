@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -36,7 +37,7 @@ func TestGracefulStopEndsTheIdleWait(t *testing.T) {
 // sleepyReader is a reader on conn whose idle wait, status interval and
 // server timeout are an hour or more: only what a test does ends a wait.
 func sleepyReader(conn *pgconn.PgConn, out Consumer, wm Watermark) *reader {
-	return &reader{conn: conn, dec: decode.NewDecoder(decode.DefaultColumns()), out: out, wm: wm,
+	return &reader{conn: conn, dec: decode.NewDecoder(""), lay: layout.New(layout.DefaultColumns()), out: out, wm: wm,
 		slot: "s", statusInterval: time.Hour, idleWait: time.Hour, serverTimeout: 2 * time.Hour,
 		log: slog.New(slog.DiscardHandler), serverWALEnd: new(atomic.Uint64), confirmedLSN: new(atomic.Uint64)}
 }
@@ -197,35 +198,35 @@ func TestGracefulStopInsideATransactionReadsItToItsEnd(t *testing.T) {
 	}
 	close(rest)
 	awaitRun(t, done, "the reader did not return after the Commit")
-	if got := out.kinds(); len(got) != 2 || got[0] != decode.KindBegin || got[1] != decode.KindCommit {
+	if got := out.kinds(); len(got) != 2 || got[0] != outbox.ChangeBegin || got[1] != outbox.ChangeCommit {
 		t.Errorf("consumer got %v, want the Begin and the Commit", got)
 	}
 }
 
 type recordingConsumer struct {
 	mu  sync.Mutex
-	got []decode.Kind
+	got []outbox.ChangeKind
 }
 
-func (c *recordingConsumer) Apply(_ context.Context, m decode.Message) error {
+func (c *recordingConsumer) Apply(_ context.Context, m outbox.Change) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.got = append(c.got, m.Kind)
 	return nil
 }
 
-func (c *recordingConsumer) Reject(context.Context, *decode.RowError) error { return nil }
+func (c *recordingConsumer) Reject(context.Context, *outbox.RowError) error { return nil }
 
-func (c *recordingConsumer) kinds() []decode.Kind {
+func (c *recordingConsumer) kinds() []outbox.ChangeKind {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]decode.Kind(nil), c.got...)
+	return append([]outbox.ChangeKind(nil), c.got...)
 }
 
 type nopConsumer struct{}
 
-func (nopConsumer) Apply(context.Context, decode.Message) error    { return nil }
-func (nopConsumer) Reject(context.Context, *decode.RowError) error { return nil }
+func (nopConsumer) Apply(context.Context, outbox.Change) error    { return nil }
+func (nopConsumer) Reject(context.Context, *outbox.RowError) error { return nil }
 
 type fixedWatermark outbox.LSN
 
@@ -285,11 +286,11 @@ func (w *ackingWatermark) Idle(outbox.LSN)     {}
 // reader already waits for the next message.
 type ackingConsumer struct{ wm *ackingWatermark }
 
-func (c *ackingConsumer) Apply(_ context.Context, m decode.Message) error {
-	if m.Kind == decode.KindCommit {
-		time.AfterFunc(10*time.Millisecond, func() { c.wm.lsn.Store(uint64(m.EndLSN)) })
+func (c *ackingConsumer) Apply(_ context.Context, m outbox.Change) error {
+	if m.Kind == outbox.ChangeCommit {
+		time.AfterFunc(10*time.Millisecond, func() { c.wm.lsn.Store(uint64(m.Commit.EndLSN)) })
 	}
 	return nil
 }
 
-func (c *ackingConsumer) Reject(context.Context, *decode.RowError) error { return nil }
+func (c *ackingConsumer) Reject(context.Context, *outbox.RowError) error { return nil }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // lowatSetter must reach the TCP socket, also through a wrapper with
@@ -168,8 +168,8 @@ type holdingConsumer struct {
 	holding chan struct{}
 }
 
-func (c *holdingConsumer) Apply(ctx context.Context, m decode.Message) error {
-	if m.Kind != decode.KindEvent {
+func (c *holdingConsumer) Apply(ctx context.Context, m outbox.Change) error {
+	if m.Kind != outbox.ChangeEvent {
 		return nil
 	}
 	close(c.holding)

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
-	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // Regression test for issue 37, item 3 (the consumer merged different
@@ -37,8 +37,8 @@ func TestRecordsNameTheirSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, rec := range recs {
-		if len(rec.Headers) < 2 || rec.Headers[0].Key != "id" || rec.Headers[1].Key != decode.SourceHeader || string(rec.Headers[1].Value) != want {
-			t.Errorf("record %d: headers %q, want id then %s=%q", recordID(t, rec), rec.Headers, decode.SourceHeader, want)
+		if len(rec.Headers) < 2 || rec.Headers[0].Key != "id" || rec.Headers[1].Key != outbox.SourceHeader || string(rec.Headers[1].Value) != want {
+			t.Errorf("record %d: headers %q, want id then %s=%q", recordID(t, rec), rec.Headers, outbox.SourceHeader, want)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/slot"
@@ -112,13 +113,13 @@ func (s *Streamer) Server(ctx context.Context) (systemID string, timeline int32,
 // records come from, "<system identifier>/<database>" (ident: identified
 // on the replication connection that reads them, or that created the slot
 // for a backfill), so that every record carries its outboxd.source header
-// (decode.SourceHeader; the idempotency key is source + id). The system
+// (outbox.SourceHeader; the idempotency key is source + id). The system
 // identifier stays the same across a failover to a physical standby; a
 // cluster made anew (initdb, pg_upgrade) is a new source.
-func (s *Streamer) columns() decode.Columns {
+func (s *Streamer) columns() layout.Columns {
 	cols := s.cfg.Columns
 	if id := s.ident.get(); id.systemID != "" && id.database != "" {
-		cols.Source = id.systemID + "/" + decode.SourceName(id.database)
+		cols.Source = id.systemID + "/" + layout.SourceName(id.database)
 	}
 	return cols
 }
@@ -345,7 +346,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	s.counters.state.Store(int32(StateStreaming))
 	s.counters.confirmed.Store(uint64(start))
 
-	r := &reader{conn: conn, dec: decode.NewDecoder(s.columns()), out: s.pump, wm: s.pump, slot: s.cfg.Slot,
+	r := &reader{conn: conn, dec: decode.NewDecoder(s.cfg.Columns.MessagePrefix), lay: layout.New(s.columns()), out: s.pump, wm: s.pump, slot: s.cfg.Slot,
 		statusInterval: s.cfg.StatusInterval, idleWait: s.cfg.IdleWait, readLinger: s.cfg.ReadLinger, serverTimeout: s.cfg.ServerTimeout, act: act, log: s.log, serverWALEnd: &s.counters.serverWALEnd,
 		confirmedLSN: &s.counters.confirmed, confirmed: start}
 	// A graceful stop (ctx) finishes the open transaction and drains; past

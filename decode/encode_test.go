@@ -2,8 +2,11 @@ package decode
 
 import (
 	"encoding/binary"
-	"github.com/outboxd/outboxd/outbox"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // This file encodes pgoutput messages (protocol version 1) by hand, as the
@@ -56,7 +59,7 @@ func encCommit(commitLSN, endLSN outbox.LSN, commit time.Time) []byte {
 	return msg{'C'}.u8(0).lsn(commitLSN).lsn(endLSN).ts(commit)
 }
 
-func encRelation(id uint32, ns, name string, cols ...Column) []byte {
+func encRelation(id uint32, ns, name string, cols ...outbox.Column) []byte {
 	m := msg{'R'}.u32(id).str(ns).str(name).u8('d').u16(uint16(len(cols)))
 	for i, c := range cols {
 		flags := byte(0)
@@ -107,10 +110,11 @@ func encLogicalMessage(transactional bool, l outbox.LSN, prefix, content string)
 // The default outbox table as a Relation message describes it.
 const outboxRelID = 16384
 
-func outboxColumns() []Column {
-	return []Column{
-		{Name: "id", TypeOID: oidInt8}, {Name: "aggregate_id", TypeOID: oidUUID}, {Name: "topic", TypeOID: oidText},
-		{Name: "payload", TypeOID: oidJSONB}, {Name: "headers", TypeOID: oidJSONB}, {Name: "created_at", TypeOID: 1184},
+func outboxColumns() []outbox.Column {
+	return []outbox.Column{
+		{Name: "id", TypeOID: pgtype.Int8OID, TypeMod: -1}, {Name: "aggregate_id", TypeOID: pgtype.UUIDOID, TypeMod: -1},
+		{Name: "topic", TypeOID: pgtype.TextOID, TypeMod: -1}, {Name: "payload", TypeOID: pgtype.JSONBOID, TypeMod: -1},
+		{Name: "headers", TypeOID: pgtype.JSONBOID, TypeMod: -1}, {Name: "created_at", TypeOID: pgtype.TimestamptzOID, TypeMod: 3},
 	}
 }
 

@@ -1,50 +1,15 @@
 package decode
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/outboxd/outboxd/outbox"
 )
 
-// Table-less events: a transactional logical decoding message
-// (pg_logical_emit_message(true, prefix, content)) whose prefix is
-// Columns.MessagePrefix is an event like an inserted outbox row, in its
-// place among the transaction's events. Its content is a JSON envelope:
-//
-//	{"topic": "orders.created", "key": "5b0c...", "headers": {"type": "OrderCreated"}, "payload": {"order": 42}}
-//
-//   - topic: a non-empty string (required);
-//   - key: a string, or null or absent for no key;
-//   - headers: an object (same rules as the headers column: string values
-//     unescaped, others as JSON text, "id" reserved), or null or absent;
-//   - payload: any JSON value, published as its text in the envelope; null
-//     or absent is a tombstone.
-//
-// Any other member is an error (a typo would otherwise lose a header). The
-// id header is the message's LSN ("16/B374D848"): unique in the WAL and the
-// same on every redelivery from the slot, never equal to an integer id;
-// with Columns.Source the source header follows it, naming the table as
-// "message:<prefix>".
-// A message under the prefix outside a transaction
-// (pg_logical_emit_message(false, ...), emitted even when its transaction
-// rolls back) is a RowError with Standalone set: never published as an
-// event, never skipped silently.
-
-// messageTable is what Event.Table and RowError.Table say for a message.
-func messageTable(prefix string) string { return "message:" + prefix }
-
-// envelope is the JSON content of a table-less event.
-type envelope struct {
-	Topic, Key       *string // nil: absent or null
-	Headers, Payload json.RawMessage
-}
-
 // decodeMessage parses a logical decoding message: Int8 flags (1:
 // transactional), Int64 LSN, String prefix, Int32 length, Byte(n) content.
-// One under another prefix is checked and ignored.
+// One under another prefix is checked and ignored; one under the events'
+// prefix is handed over whole (package layout reads its envelope).
 func (d *Decoder) decodeMessage(body []byte) (Message, error) {
 	r := reader{buf: body}
 	flags, err := r.uint8("flags")
@@ -71,158 +36,17 @@ func (d *Decoder) decodeMessage(body []byte) (Message, error) {
 	if err != nil {
 		return Message{}, fmt.Errorf("decoding logical decoding message: %w", err)
 	}
-	if d.cols.MessagePrefix == "" || string(prefix) != d.cols.MessagePrefix {
+	if d.prefix == "" || string(prefix) != d.prefix {
 		return Message{Kind: KindIgnored}, nil
 	}
-	if flags&1 == 0 {
-		e := &RowError{Table: messageTable(d.cols.MessagePrefix), ID: lsn.String(), Source: d.msgSource, MessageLSN: lsn, Standalone: true,
-			CommitLSN: lsn, Err: errors.New("a non-transactional message (pg_logical_emit_message(false, ...)) is sent even when its transaction rolls back: " +
-				"emit events with pg_logical_emit_message(true, ...) or outboxd_emit")}
-		if inTxn := d.inTx; inTxn {
-			e.Standalone, e.CommitLSN, e.CommitTime, e.Index = false, d.commitLSN, d.commitTime, d.index
-			d.index++
-		}
-		d.fillFromEnvelope(e, content)
-		return Message{}, e
-	}
-	if !d.inTx {
+	e := outbox.Emitted{LSN: lsn, Prefix: d.prefix, Content: content, Transactional: flags&1 != 0, InTxn: d.inTx}
+	if e.Transactional && !d.inTx {
 		return Message{}, fmt.Errorf("decoding logical decoding message at %s: transactional message outside a transaction", lsn)
 	}
-	ev, err := d.messageEvent(lsn, content)
-	if err != nil {
-		e := &RowError{Table: messageTable(d.cols.MessagePrefix), ID: lsn.String(), Source: d.msgSource, MessageLSN: lsn, Err: err,
-			CommitTime: d.commitTime, CommitLSN: d.commitLSN, Index: d.index}
-		d.index++
-		d.fillFromEnvelope(e, content)
-		return Message{}, e
+	// A non-transactional message inside a transaction is counted there
+	// too: a layout refuses it in that place.
+	if d.inTx {
+		e.Place = d.place()
 	}
-	d.index++
-	return Message{Kind: KindEvent, Event: ev}, nil
-}
-
-// parseEnvelope checks the envelope's shape: a JSON object with only the
-// known members, each once, named exactly (encoding/json's struct decoding
-// would match "Topic" too, and let a repeated member win silently), each of
-// its type.
-func parseEnvelope(content []byte) (envelope, error) {
-	var env envelope
-	if !json.Valid(content) {
-		return env, errors.New("envelope is not valid JSON")
-	}
-	if i := skipSpace(content, 0); i >= len(content) || content[i] != '{' {
-		return env, fmt.Errorf("envelope is %s, want a JSON object with topic, key, headers and payload", jsonKind(content, skipSpace(content, 0)))
-	}
-	dec := json.NewDecoder(bytes.NewReader(content))
-	if _, err := dec.Token(); err != nil { // {
-		return env, fmt.Errorf("envelope: %w", err)
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return env, fmt.Errorf("envelope: %w", err)
-		}
-		name := tok.(string) // an object's keys are strings
-		if seen[name] {
-			return env, fmt.Errorf("envelope: member %q twice", name)
-		}
-		seen[name] = true
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return env, fmt.Errorf("envelope: %w", err)
-		}
-		switch name {
-		case "topic", "key":
-			var v *string
-			if err := json.Unmarshal(raw, &v); err != nil {
-				return env, fmt.Errorf("envelope: %s is %s, want a string", name, jsonKind(raw, 0))
-			}
-			if name == "topic" {
-				env.Topic = v
-			} else {
-				env.Key = v
-			}
-		case "headers":
-			env.Headers = raw
-		case "payload":
-			env.Payload = raw
-		default:
-			return env, fmt.Errorf("envelope: unknown member %q (want topic, key, headers and payload)", name)
-		}
-	}
-	return env, nil
-}
-
-// messageEvent builds the event of a message, its bytes in one allocation.
-func (d *Decoder) messageEvent(lsn outbox.LSN, content []byte) (outbox.Event, error) {
-	env, err := parseEnvelope(content)
-	if err != nil {
-		return outbox.Event{}, err
-	}
-	if env.Topic == nil || *env.Topic == "" {
-		return outbox.Event{}, errors.New("envelope: topic missing or empty")
-	}
-	if err := d.checkTopic([]byte(*env.Topic)); err != nil {
-		return outbox.Event{}, fmt.Errorf("envelope: %w", err)
-	}
-	ev := outbox.Event{Table: messageTable(d.cols.MessagePrefix), Topic: d.intern([]byte(*env.Topic)),
-		CommitTime: d.commitTime, CommitLSN: d.commitLSN, Index: d.index}
-	buf := make([]byte, 0, 20+len(content)+len(d.msgSource))
-	buf = append(buf, lsn.String()...)
-	idValue := buf[:len(buf):len(buf)]
-	if env.Key != nil {
-		start := len(buf)
-		buf = append(buf, *env.Key...)
-		ev.Key = buf[start:len(buf):len(buf)]
-	}
-	if p := bytes.TrimSpace(env.Payload); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
-		start := len(buf)
-		buf = append(buf, p...)
-		ev.Value = buf[start:len(buf):len(buf)]
-	}
-	d.hdrs = append(d.hdrs[:0], outbox.Header{Key: "id", Value: idValue})
-	buf = d.appendSource(buf, d.msgSource)
-	if ce := d.cols.CloudEvents; ce != nil {
-		if buf, err = d.appendCloudEventsWith(buf, idValue, ev.RecordTime(), func(buf []byte) ([]byte, error) {
-			return appendEnvelopeType(buf, ce.Type, ev.Topic, env.Key)
-		}); err != nil {
-			clear(d.hdrs)
-			return outbox.Event{}, err
-		}
-	}
-	fixed := len(d.hdrs)
-	if h := bytes.TrimSpace(env.Headers); len(h) > 0 && !bytes.Equal(h, []byte("null")) {
-		if d.hdrs, _, err = d.appendHeaders(d.hdrs, buf, h); err != nil {
-			clear(d.hdrs)
-			return outbox.Event{}, fmt.Errorf("envelope headers: %w", err)
-		}
-	}
-	if err := d.checkCloudEventsHeaders(fixed); err != nil {
-		clear(d.hdrs)
-		return outbox.Event{}, err
-	}
-	ev.Headers = make([]outbox.Header, len(d.hdrs))
-	copy(ev.Headers, d.hdrs)
-	clear(d.hdrs)
-	return ev, nil
-}
-
-// fillFromEnvelope copies what can be read of a refused message into e:
-// its topic, key and payload, for a dead-letter record; the whole content
-// as the value when the envelope cannot be read at all.
-func (d *Decoder) fillFromEnvelope(e *RowError, content []byte) {
-	env, err := parseEnvelope(content)
-	if err != nil {
-		e.Value = append([]byte(nil), content...)
-		return
-	}
-	if env.Topic != nil && d.checkTopic([]byte(*env.Topic)) == nil {
-		e.Topic = *env.Topic
-	}
-	if env.Key != nil {
-		e.Key = []byte(*env.Key)
-	}
-	if p := bytes.TrimSpace(env.Payload); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
-		e.Value = append([]byte(nil), p...)
-	}
+	return Message{Kind: KindEmitted, Emitted: e}, nil
 }

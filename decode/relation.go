@@ -1,23 +1,10 @@
 package decode
 
 import (
-	"errors"
 	"fmt"
-)
 
-// relation is what a Relation message says about a table in the publication,
-// reduced to what decoding an insert needs.
-type relation struct {
-	table   string   // schema-qualified
-	columns []Column // in tuple order
-	layout           // where the parts of a record are
-	// unusable lists why rows of this table cannot become records (missing
-	// columns, unusable types); nil for a usable table.
-	unusable error
-	// source is the SourceHeader's value for the table's rows:
-	// Columns.Source + "/" + table; "" without Columns.Source.
-	source string
-}
+	"github.com/outboxd/outboxd/outbox"
+)
 
 // decodeRelation parses a Relation message (body after the type byte):
 //
@@ -37,17 +24,14 @@ func (d *Decoder) decodeRelation(body []byte) (Message, error) {
 	if err != nil {
 		return Message{}, fmt.Errorf("decoding relation %d: %w", id, err)
 	}
-	table := schema + "." + name
-	// A table without usable outbox columns (or one an ALTER TABLE made
-	// unusable) is remembered with its problems: its inserts become
-	// *RowErrors, which the pipeline stops on or dead-letters.
-	l, errs := locate(table, cols, d.cols)
-	d.rels[id] = &relation{table: table, columns: cols, layout: l, unusable: errors.Join(errs...), source: d.source(SourceName(schema) + "." + SourceName(name))}
+	// A new value each time: a layout checks each description of a table
+	// again, so an ALTER TABLE that breaks its mapping is noticed.
+	d.rels[id] = &outbox.Relation{ID: id, Schema: schema, Name: name, Table: schema + "." + name, Columns: cols}
 	return Message{Kind: KindIgnored}, nil
 }
 
 // parseRelationBody parses a Relation message after its relation id.
-func parseRelationBody(r *reader) (schema, name string, cols []Column, err error) {
+func parseRelationBody(r *reader) (schema, name string, cols []outbox.Column, err error) {
 	ns, err := r.cstring("namespace")
 	if err != nil {
 		return "", "", nil, err
@@ -73,7 +57,7 @@ func parseRelationBody(r *reader) (schema, name string, cols []Column, err error
 	if int(n)*10 > r.left() {
 		return "", "", nil, truncatedError(fmt.Sprintf("%d columns", n), r.pos, uint64(n)*10, r.left())
 	}
-	cols = make([]Column, n)
+	cols = make([]outbox.Column, n)
 	for i := range cols {
 		if cols[i], err = parseRelationColumn(r); err != nil {
 			return "", "", nil, fmt.Errorf("column %d: %w", i, err)
@@ -86,21 +70,21 @@ func parseRelationBody(r *reader) (schema, name string, cols []Column, err error
 }
 
 // parseRelationColumn parses one column of a Relation message.
-func parseRelationColumn(r *reader) (Column, error) {
+func parseRelationColumn(r *reader) (outbox.Column, error) {
 	if _, err := r.uint8("flags"); err != nil {
-		return Column{}, err
+		return outbox.Column{}, err
 	}
 	name, err := r.cstring("name")
 	if err != nil {
-		return Column{}, err
+		return outbox.Column{}, err
 	}
 	oid, err := r.uint32("type")
 	if err != nil {
-		return Column{}, err
+		return outbox.Column{}, err
 	}
 	mod, err := r.uint32("type modifier")
 	if err != nil {
-		return Column{}, err
+		return outbox.Column{}, err
 	}
-	return Column{Name: string(name), TypeOID: oid, TypeMod: int32(mod)}, nil
+	return outbox.Column{Name: string(name), TypeOID: oid, TypeMod: int32(mod)}, nil
 }

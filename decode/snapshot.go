@@ -11,7 +11,7 @@ import (
 
 // Snapshot turns rows read from an outbox table with SELECT into the
 // Messages the replication stream gives for inserts of the same rows: one
-// Begin, an event (or a *RowError) per row, one Commit. It frames each row
+// Begin, a KindRow per row, one Commit. It frames each row
 // as the pgoutput message (protocol version 1) the walsender would have
 // sent, with every column in text form as pgoutput sends it, and decodes
 // it with a Decoder of its own. So a backfilled row and a streamed row
@@ -33,15 +33,14 @@ type Snapshot struct {
 	buf        []byte
 }
 
-// NewSnapshot returns a Snapshot decoding with the outbox column names
-// whose transaction ends at the slot's consistent point (not zero), and
+// NewSnapshot returns a Snapshot whose transaction ends at the slot's consistent point (not zero), and
 // the Begin message of its transaction. Describe each table with Table
 // before its rows.
-func NewSnapshot(names Columns, consistentPoint outbox.LSN, commitTime time.Time) (*Snapshot, Message, error) {
+func NewSnapshot(consistentPoint outbox.LSN, commitTime time.Time) (*Snapshot, Message, error) {
 	if consistentPoint == 0 {
 		return nil, Message{}, errors.New("backfill snapshot: the consistent point is 0/0")
 	}
-	s := &Snapshot{d: NewDecoder(names), commitLSN: consistentPoint - 1, endLSN: consistentPoint, commitTime: commitTime}
+	s := &Snapshot{d: NewDecoder(""), commitLSN: consistentPoint - 1, endLSN: consistentPoint, commitTime: commitTime}
 	// Begin: final LSN, commit time, xid (none: the snapshot is no transaction).
 	b := append(s.buf[:0], 'B')
 	b = binary.BigEndian.AppendUint64(b, uint64(s.commitLSN))
@@ -54,9 +53,8 @@ func NewSnapshot(names Columns, consistentPoint outbox.LSN, commitTime time.Time
 
 // Table describes table schema.name, whose rows have the columns cols (in
 // the order the SELECT returns them), as a Relation message would, and
-// returns the id its rows are passed with. A table without usable outbox
-// columns is accepted: each of its rows is then a *RowError.
-func (s *Snapshot) Table(schema, name string, cols []Column) (uint32, error) {
+// returns the id its rows are passed with.
+func (s *Snapshot) Table(schema, name string, cols []outbox.Column) (uint32, error) {
 	s.tables++
 	b := append(s.buf[:0], 'R')
 	b = binary.BigEndian.AppendUint32(b, s.tables)
@@ -78,9 +76,9 @@ func (s *Snapshot) Table(schema, name string, cols []Column) (uint32, error) {
 }
 
 // Row decodes one row of the table rel: values holds each column's text
-// form, nil for NULL. Its errors are those of Decoder.Decode for an insert
-// (a *RowError for a row that cannot become a record). Events are indexed
-// in the order of their rows, across tables.
+// form, nil for NULL. Its errors are those of Decoder.Decode for an
+// insert. Rows are indexed in their order, across tables; the KindRow
+// Message aliases the Snapshot's buffer until the next call.
 func (s *Snapshot) Row(rel uint32, values [][]byte) (Message, error) {
 	b := append(s.buf[:0], 'I')
 	b = binary.BigEndian.AppendUint32(b, rel)

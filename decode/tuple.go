@@ -1,22 +1,14 @@
 package decode
 
-import "fmt"
+import (
+	"fmt"
 
-// Kinds of a TupleData column value.
-const (
-	valueNull      = 'n' // NULL
-	valueUnchanged = 'u' // unchanged TOASTed value, not sent
-	valueText      = 't' // text format
-	valueBinary    = 'b' // binary format
+	"github.com/outboxd/outboxd/outbox"
 )
 
-// value is one column of a TupleData. data aliases the message.
-type value struct {
-	kind byte // 0 when the column is absent from the table
-	data []byte
-}
-
-func (v value) present() bool { return v.kind == valueText || v.kind == valueBinary }
+// valueUnchanged marks an unchanged TOASTed value, not sent: the one
+// TupleData kind besides outbox.ValueNull, ValueText and ValueBinary.
+const valueUnchanged = 'u'
 
 // nextValue reads one TupleData column: Byte1 kind, and for 't' and 'b' an
 // Int32 length and that many bytes. data aliases the message.
@@ -26,9 +18,9 @@ func nextValue(r *reader) (kind byte, data []byte, err error) {
 		return 0, nil, err
 	}
 	switch kind {
-	case valueNull, valueUnchanged:
+	case outbox.ValueNull, valueUnchanged:
 		return kind, nil, nil
-	case valueText, valueBinary:
+	case outbox.ValueText, outbox.ValueBinary:
 		n, err := r.length("value length", "value")
 		if err != nil {
 			return 0, nil, err

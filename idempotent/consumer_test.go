@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxd/outboxd/idempotent"
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/idempotent"
 )
 
 // bed is one test's database (with a business table), topic and brokers.

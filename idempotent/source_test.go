@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxd/outboxd/decode"
-	"github.com/outboxd/outboxd/idempotent"
+	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/idempotent"
 )
 
 // Two sources as outboxd names them: two databases of two clusters whose
@@ -25,8 +25,8 @@ const (
 
 func TestSourceAndID(t *testing.T) {
 	t.Parallel()
-	if idempotent.SourceHeader != decode.SourceHeader {
-		t.Fatalf("idempotent.SourceHeader %q, decode.SourceHeader %q: the consumer must read the header outboxd writes", idempotent.SourceHeader, decode.SourceHeader)
+	if idempotent.SourceHeader != outbox.SourceHeader {
+		t.Fatalf("idempotent.SourceHeader %q, outbox.SourceHeader %q: the consumer must read the header outboxd writes", idempotent.SourceHeader, outbox.SourceHeader)
 	}
 	h := func(kv ...string) []kgo.RecordHeader {
 		var hs []kgo.RecordHeader

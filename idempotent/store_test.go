@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outboxd/outboxd/idempotent"
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/idempotent"
 )
 
 // Maintain keeps processed_keys to the TTL by whole days: partitions whose

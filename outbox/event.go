@@ -16,7 +16,7 @@ type Event struct {
 	Value []byte // payload as stored; nil when NULL (a tombstone)
 	// Headers[0] is {"id", the outbox id in text form} (see ID); then,
 	// when the stream's server is known, {"outboxd.source", where the
-	// event comes from} (decode.SourceHeader); then the headers of the
+	// event comes from} (SourceHeader); then the headers of the
 	// mapping and one per member of the row's headers object, in the order
 	// of its text.
 	Headers    []Header
@@ -78,6 +78,29 @@ type Commit struct {
 	CommitLSN  LSN
 	EndLSN     LSN // the end of the commit record: the confirmable position
 	CommitTime time.Time
+	// SentTime is when the walsender sent the commit (its XLogData
+	// header's server clock); zero when not known (a backfill).
+	SentTime time.Time
+}
+
+// ChangeKind says what a Change is.
+type ChangeKind uint8
+
+// The kinds of Change.
+const (
+	ChangeBegin  ChangeKind = iota + 1 // Change.Begin: a transaction starts
+	ChangeEvent                        // Change.Event: one of its events
+	ChangeCommit                       // Change.Commit: it ends
+)
+
+// Change is one step of the committed stream, in order: a transaction's
+// Begin, one of its Events, or its Commit. Which field is set depends on
+// Kind.
+type Change struct {
+	Kind   ChangeKind
+	Begin  Begin
+	Event  Event
+	Commit Commit
 }
 
 // ErrRecordTooLarge is matched (errors.Is) by every error that says a

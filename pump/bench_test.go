@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/decode"
-	"github.com/outboxd/outboxd/outbox"
+		"github.com/outboxd/outboxd/outbox"
 )
 
 // benchSink holds the done callbacks until the benchmark acknowledges them.
@@ -36,16 +35,16 @@ func BenchmarkApplyAck(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i += 10 {
-		if err := p.Apply(ctx, decode.Message{Kind: decode.KindBegin, FinalLSN: lsn, CommitTime: now}); err != nil {
+		if err := p.Apply(ctx, outbox.Change{Kind: outbox.ChangeBegin, Begin: outbox.Begin{CommitLSN: lsn, CommitTime: now}}); err != nil {
 			b.Fatal(err)
 		}
 		for range 10 {
 			ev.CommitLSN = lsn
-			if err := p.Apply(ctx, decode.Message{Kind: decode.KindEvent, Event: ev}); err != nil {
+			if err := p.Apply(ctx, outbox.Change{Kind: outbox.ChangeEvent, Event: ev}); err != nil {
 				b.Fatal(err)
 			}
 		}
-		if err := p.Apply(ctx, decode.Message{Kind: decode.KindCommit, CommitLSN: lsn, EndLSN: lsn + 8, CommitTime: now}); err != nil {
+		if err := p.Apply(ctx, outbox.Change{Kind: outbox.ChangeCommit, Commit: outbox.Commit{CommitLSN: lsn, EndLSN: lsn + 8, CommitTime: now}}); err != nil {
 			b.Fatal(err)
 		}
 		for j := len(s.dones) - 1; j >= 0; j-- {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -34,14 +33,14 @@ func deadLetterRecord(orig *outbox.Event, topic string, cause error) outbox.Even
 // rejectedRecord is a row that could not become a record: its key and
 // payload as far as they could be read, the id header when the id could be
 // read, and the dead-letter headers.
-func rejectedRecord(re *decode.RowError, topic string) outbox.Event {
+func rejectedRecord(re *outbox.RowError, topic string) outbox.Event {
 	ev := outbox.Event{Table: re.Table, Topic: topic, Key: re.Key, Value: re.Value,
 		CommitTime: re.CommitTime, CommitLSN: re.CommitLSN, Index: re.Index}
 	if re.ID != "" {
 		ev.Headers = append(ev.Headers, outbox.Header{Key: "id", Value: []byte(re.ID)})
 	}
 	if re.Source != "" {
-		ev.Headers = append(ev.Headers, outbox.Header{Key: decode.SourceHeader, Value: []byte(re.Source)})
+		ev.Headers = append(ev.Headers, outbox.Header{Key: outbox.SourceHeader, Value: []byte(re.Source)})
 	}
 	ev.Headers = append(ev.Headers, dlHeaders(re.Topic, re.ID, &ev, re)...)
 	return ev
@@ -55,7 +54,7 @@ func deadLetterReference(dl *outbox.Event, cause error) outbox.Event {
 	ev.Value = nil
 	ev.Headers = nil
 	for _, h := range dl.Headers {
-		if h.Key == "id" || h.Key == decode.SourceHeader || strings.HasPrefix(h.Key, "outboxd.dlq.") {
+		if h.Key == "id" || h.Key == outbox.SourceHeader || strings.HasPrefix(h.Key, "outboxd.dlq.") {
 			ev.Headers = append(ev.Headers, h)
 		}
 	}

@@ -10,8 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/outboxd/outboxd/decode"
-	"github.com/outboxd/outboxd/outbox"
+		"github.com/outboxd/outboxd/outbox"
 )
 
 // Issue 37 item 18: a row that could not become a record (a NULL topic)
@@ -21,7 +20,7 @@ import (
 // position, table and reason.
 func TestDeadLetterLogsOneErrorNamingIt(t *testing.T) {
 	t.Parallel()
-	nullTopic := &decode.RowError{Table: "public.outbox", Column: "topic", ID: "7", Err: errors.New("null topic"),
+	nullTopic := &outbox.RowError{Table: "public.outbox", Column: "topic", ID: "7", Err: errors.New("null topic"),
 		Key: []byte("k"), Value: []byte(`{"a": 1}`), CommitLSN: 0x100, Index: 3}
 	tests := []struct {
 		name string

@@ -18,7 +18,7 @@ func TestStatsOldestInFlightCommit(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	txn := func(id int64, end outbox.LSN, at time.Time) {
 		ev, c := event(id, "x"), commit(end)
-		ev.Event.CommitTime, c.CommitTime = at, at
+		ev.Event.CommitTime, c.Commit.CommitTime = at, at
 		apply(t, p, begin(end-0x10), ev, c)
 	}
 	if got := p.Stats().OldestInFlightCommit; !got.IsZero() {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/checkpoint"
-	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -76,20 +75,21 @@ func (p *Pump) Start(start outbox.LSN) {
 	p.txn, p.standalone = 0, false
 }
 
-// Apply takes one decoded message, in stream order. For an event it waits
+// Apply takes one change of the stream, in stream order. For an event it waits
 // while the window is full; when ctx ends meanwhile it returns ctx's error
 // having taken nothing, so the same message can be applied again. Any
 // other error is permanent: the latched failure of an earlier record, or a
 // broken transaction frame.
-func (p *Pump) Apply(ctx context.Context, m decode.Message) error {
+func (p *Pump) Apply(ctx context.Context, c outbox.Change) error {
 	tr := p.tr.Load()
-	switch m.Kind {
-	case decode.KindBegin:
+	switch c.Kind {
+	case outbox.ChangeBegin:
 		p.txn = tr.Begin()
-	case decode.KindEvent:
-		r := &record{p: p, txn: p.txn, ev: m.Event}
+	case outbox.ChangeEvent:
+		r := &record{p: p, txn: p.txn, ev: c.Event}
 		return p.publish(ctx, tr, r)
-	case decode.KindCommit:
+	case outbox.ChangeCommit:
+		m := c.Commit
 		if err := tr.Commit(p.txn, m.EndLSN, m.CommitTime); err != nil {
 			return err
 		}
@@ -101,7 +101,7 @@ func (p *Pump) Apply(ctx context.Context, m decode.Message) error {
 		if err := p.Err(); err != nil {
 			return err
 		}
-		return p.sink.EndTxn(ctx, m.Commit())
+		return p.sink.EndTxn(ctx, m)
 	}
 	return nil
 }
@@ -115,7 +115,7 @@ func (p *Pump) Apply(ctx context.Context, m decode.Message) error {
 // in a transaction of its own, ending just after the message: once its dead
 // letter is acknowledged the slot may be confirmed past it; without a
 // dead-letter topic the error names the LSN to advance the slot past.
-func (p *Pump) Reject(ctx context.Context, re *decode.RowError) error {
+func (p *Pump) Reject(ctx context.Context, re *outbox.RowError) error {
 	if p.cfg.DeadLetterTopic == "" {
 		if re.Standalone {
 			return fmt.Errorf("%w (to move past it: --dead-letter-topic; or, with run stopped and every transaction before it confirmed, "+
@@ -138,7 +138,7 @@ func (p *Pump) Reject(ctx context.Context, re *decode.RowError) error {
 		return nil
 	}
 	p.standalone = false
-	return p.Apply(ctx, decode.Message{Kind: decode.KindCommit, CommitLSN: re.MessageLSN, EndLSN: re.MessageLSN + 1, CommitTime: re.CommitTime})
+	return p.Apply(ctx, outbox.Change{Kind: outbox.ChangeCommit, Commit: outbox.Commit{CommitLSN: re.MessageLSN, EndLSN: re.MessageLSN + 1, CommitTime: re.CommitTime}})
 }
 
 func (p *Pump) publish(ctx context.Context, tr *checkpoint.Tracker, r *record) error {

@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/decode"
-	"github.com/outboxd/outboxd/outbox"
+		"github.com/outboxd/outboxd/outbox"
 )
 
 // fakeSink records what the pump hands it; the test completes records.
@@ -96,17 +95,17 @@ func (s *fakeSink) publishedIDs() []string {
 	return out
 }
 
-func begin(lsn outbox.LSN) decode.Message {
-	return decode.Message{Kind: decode.KindBegin, FinalLSN: lsn}
+func begin(lsn outbox.LSN) outbox.Change {
+	return outbox.Change{Kind: outbox.ChangeBegin, Begin: outbox.Begin{CommitLSN: lsn}}
 }
 
-func event(id int64, payload string) decode.Message {
-	return decode.Message{Kind: decode.KindEvent, Event: outbox.Event{Topic: "t", Key: []byte("k"), Value: []byte(payload),
+func event(id int64, payload string) outbox.Change {
+	return outbox.Change{Kind: outbox.ChangeEvent, Event: outbox.Event{Topic: "t", Key: []byte("k"), Value: []byte(payload),
 		Headers: []outbox.Header{{Key: "id", Value: []byte(fmt.Sprint(id))}}, Table: "public.outbox", CommitLSN: 0x100}}
 }
 
-func commit(end outbox.LSN) decode.Message {
-	return decode.Message{Kind: decode.KindCommit, CommitLSN: end - 0x10, EndLSN: end}
+func commit(end outbox.LSN) outbox.Change {
+	return outbox.Change{Kind: outbox.ChangeCommit, Commit: outbox.Commit{CommitLSN: end - 0x10, EndLSN: end}}
 }
 
 func newPump(t *testing.T, cfg Config, sink Sink) *Pump {
@@ -131,7 +130,7 @@ func runPump(t *testing.T, p *Pump) <-chan error {
 	return done
 }
 
-func apply(t *testing.T, p *Pump, msgs ...decode.Message) {
+func apply(t *testing.T, p *Pump, msgs ...outbox.Change) {
 	t.Helper()
 	for i, m := range msgs {
 		if err := p.Apply(t.Context(), m); err != nil {
@@ -406,13 +405,13 @@ func TestDeadLetterTooLargeGoesAsReference(t *testing.T) {
 	p := newPump(t, Config{DeadLetterTopic: "dlq"}, s)
 	runPump(t, p)
 	ev := event(1, strings.Repeat("x", 100))
-	ev.Event.Headers = append(ev.Event.Headers, outbox.Header{Key: decode.SourceHeader, Value: []byte("7001/app/public.outbox")},
+	ev.Event.Headers = append(ev.Event.Headers, outbox.Header{Key: outbox.SourceHeader, Value: []byte("7001/app/public.outbox")},
 		outbox.Header{Key: "type", Value: []byte("big")})
 	apply(t, p, begin(0x100), ev, commit(0x200))
 	waitFor(t, func() bool { return p.Flushed() == 0x200 })
 	ref := s.published[len(s.published)-1]
 	if ref.Value != nil || header(&ref, hdrSize) != "100" || header(&ref, "id") != "1" || ref.Topic != "dlq" ||
-		header(&ref, decode.SourceHeader) != "7001/app/public.outbox" || header(&ref, "type") != "" {
+		header(&ref, outbox.SourceHeader) != "7001/app/public.outbox" || header(&ref, "type") != "" {
 		t.Errorf("reference %+v, want no value, the size, the id and the source, no other header, on dlq", ref)
 	}
 	if calls != 3 {
@@ -441,7 +440,7 @@ func TestDeadLetterRefusedStops(t *testing.T) {
 
 func TestRejectedRow(t *testing.T) {
 	t.Parallel()
-	re := &decode.RowError{Table: "public.outbox", Column: "headers", ID: "7", Source: "7001/app/public.outbox", Err: errors.New("headers are a JSON array"),
+	re := &outbox.RowError{Table: "public.outbox", Column: "headers", ID: "7", Source: "7001/app/public.outbox", Err: errors.New("headers are a JSON array"),
 		Topic: "orders", Key: []byte("k"), Value: []byte(`{"a": 1}`), CommitLSN: 0x100, Index: 3}
 	t.Run("stops without a dead-letter topic", func(t *testing.T) {
 		t.Parallel()
@@ -467,8 +466,8 @@ func TestRejectedRow(t *testing.T) {
 		}
 		// Regression (issue 37): a dead-lettered row lost its source, so a
 		// consumer of the dead-letter topic could not key it as the record.
-		if got := header(&dl, decode.SourceHeader); got != "7001/app/public.outbox" {
-			t.Errorf("dead-letter record's %s header %q, want the row's source", decode.SourceHeader, got)
+		if got := header(&dl, outbox.SourceHeader); got != "7001/app/public.outbox" {
+			t.Errorf("dead-letter record's %s header %q, want the row's source", outbox.SourceHeader, got)
 		}
 		if p.Flushed() != 0x10 {
 			t.Fatal("confirmed before the dead-letter record was acknowledged")
@@ -487,7 +486,7 @@ func TestRejectedRow(t *testing.T) {
 // the window was full at the first offer.
 func TestRejectedStandaloneMessage(t *testing.T) {
 	t.Parallel()
-	re := &decode.RowError{Table: "message:outboxd.event", ID: "0/250", MessageLSN: 0x250, Standalone: true,
+	re := &outbox.RowError{Table: "message:outboxd.event", ID: "0/250", MessageLSN: 0x250, Standalone: true,
 		Err: errors.New("a non-transactional message"), Topic: "orders", Value: []byte("1"), CommitLSN: 0x250}
 	t.Run("stops without a dead-letter topic", func(t *testing.T) {
 		t.Parallel()
@@ -598,14 +597,14 @@ func TestObserverHearsEachCommit(t *testing.T) {
 	p.Observe(&obs)
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	c1, c2 := commit(0x200), commit(0x400)
-	c1.CommitTime, c2.CommitTime = at, at.Add(time.Second)
-	c1.SentTime, c2.SentTime = at.Add(time.Millisecond), at.Add(time.Second+time.Millisecond)
+	c1.Commit.CommitTime, c2.Commit.CommitTime = at, at.Add(time.Second)
+	c1.Commit.SentTime, c2.Commit.SentTime = at.Add(time.Millisecond), at.Add(time.Second+time.Millisecond)
 	apply(t, p, begin(0x100), event(1, "a"), c1, begin(0x300), c2)
 	if len(obs.received) != 2 || !obs.received[0].Equal(at) || !obs.received[1].Equal(at.Add(time.Second)) {
 		t.Errorf("observer received commit times %v, want %v and one second later", obs.received, at)
 	}
-	if len(obs.sent) != 2 || !obs.sent[0].Equal(c1.SentTime) || !obs.sent[1].Equal(c2.SentTime) {
-		t.Errorf("observer received send times %v, want %v and %v", obs.sent, c1.SentTime, c2.SentTime)
+	if len(obs.sent) != 2 || !obs.sent[0].Equal(c1.Commit.SentTime) || !obs.sent[1].Equal(c2.Commit.SentTime) {
+		t.Errorf("observer received send times %v, want %v and %v", obs.sent, c1.Commit.SentTime, c2.Commit.SentTime)
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -79,7 +79,7 @@ func CheckCovers(ctx context.Context, q Querier, publication, table string) erro
 // in it has the outbox columns with usable types. It returns the tables;
 // its errors wrap ErrPublicationMissing or ErrTableUnusable, the latter
 // listing every problem of every table.
-func CheckPublication(ctx context.Context, conn *pgx.Conn, publication string, cols decode.Columns) ([]string, error) {
+func CheckPublication(ctx context.Context, conn *pgx.Conn, publication string, cols layout.Columns) ([]string, error) {
 	exists, err := publicationExists(ctx, conn, publication)
 	if err != nil {
 		return nil, err
@@ -99,7 +99,7 @@ func CheckPublication(ctx context.Context, conn *pgx.Conn, publication string, c
 	}
 	var errs []error
 	for _, t := range tables {
-		if err := decode.ValidateTable(t, columns[t], cols); err != nil {
+		if err := layout.ValidateTable(t, columns[t], cols); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -113,7 +113,7 @@ func CheckPublication(ctx context.Context, conn *pgx.Conn, publication string, c
 // outbox columns with usable types, as CheckPublication checks each table
 // of a publication: migrate checks an own table with it before creating
 // anything for it. Its error wraps ErrTableUnusable.
-func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols decode.Columns) error {
+func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols layout.Columns) error {
 	tables, columns, err := readColumns(ctx, conn, `SELECT n.nspname || '.' || c.relname, a.attname, a.atttypid::int8
 		FROM pg_catalog.pg_class c
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -126,7 +126,7 @@ func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols decode.C
 	if len(tables) == 0 {
 		return fmt.Errorf("%w: %s", ErrTableMissing, table)
 	}
-	if err := decode.ValidateTable(tables[0], columns[tables[0]], cols); err != nil {
+	if err := layout.ValidateTable(tables[0], columns[tables[0]], cols); err != nil {
 		return fmt.Errorf("%w: %w", ErrTableUnusable, err)
 	}
 	return nil
@@ -134,20 +134,20 @@ func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols decode.C
 
 // readColumns runs a query of (table, column name, type oid) rows in
 // column order and groups them by table, the tables in the order met.
-func readColumns(ctx context.Context, conn *pgx.Conn, query string, arg any) ([]string, map[string][]decode.Column, error) {
+func readColumns(ctx context.Context, conn *pgx.Conn, query string, arg any) ([]string, map[string][]outbox.Column, error) {
 	rows, err := conn.Query(ctx, query, arg)
 	if err != nil {
 		return nil, nil, err
 	}
 	var tables []string
-	columns := map[string][]decode.Column{}
+	columns := map[string][]outbox.Column{}
 	var table, name string
 	var oid int64
 	_, err = pgx.ForEachRow(rows, []any{&table, &name, &oid}, func() error {
 		if _, ok := columns[table]; !ok {
 			tables = append(tables, table)
 		}
-		columns[table] = append(columns[table], decode.Column{Name: name, TypeOID: uint32(oid)})
+		columns[table] = append(columns[table], outbox.Column{Name: name, TypeOID: uint32(oid)})
 		return nil
 	})
 	return tables, columns, err

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxd/outboxd/idempotent"
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/idempotent"
 )
 
 // The replay-twice test of issue 16, standing: outboxd publishes a batch

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/config"
 	"github.com/outboxd/outboxd/harness/testbed"
+	"github.com/outboxd/outboxd/internal/config"
 )
 
 func TestHelpDocumentsEveryFlagWithDefaultAndEnv(t *testing.T) {

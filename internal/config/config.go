@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
-	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/internal/retention"
+	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/slot"
@@ -36,11 +36,11 @@ type Config struct {
 
 	// CloudEvents turns on CE: records as CloudEvents (see Mapping).
 	CloudEvents bool
-	CE          decode.CloudEvents
+	CE          layout.CloudEvents
 	// Layout is LayoutDefault or LayoutDebezium: DZ (with DZPlacement,
 	// table.fields.additional.placement as text) then shapes the records.
 	Layout      string
-	DZ          decode.Debezium
+	DZ          layout.Debezium
 	DZPlacement string
 
 	Table       string // migrate's and prune's outbox table, SQL syntax
@@ -90,7 +90,7 @@ const (
 
 // Mapping is the column mapping the options ask for: Stream.Columns, with
 // CE when CloudEvents is on and DZ with --layout debezium.
-func (c *Config) Mapping() decode.Columns {
+func (c *Config) Mapping() layout.Columns {
 	m := c.Stream.Columns
 	if c.CloudEvents {
 		ce := c.CE
@@ -98,7 +98,7 @@ func (c *Config) Mapping() decode.Columns {
 	}
 	if c.Layout == LayoutDebezium {
 		dz := c.DZ
-		dz.AdditionalPlacement, _ = decode.ParsePlacements(c.DZPlacement) // validated
+		dz.AdditionalPlacement, _ = layout.ParsePlacements(c.DZPlacement) // validated
 		m.Debezium = &dz
 	}
 	// Whatever the delivery mode: another outboxd on the cluster may keep
@@ -122,7 +122,7 @@ func (c *Config) ApplyLayout(fs *flag.FlagSet) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	d := decode.DebeziumColumns()
+	d := layout.DebeziumColumns()
 	if !set["key-column"] {
 		c.Stream.Columns.Key = d.Key
 	}
@@ -145,10 +145,10 @@ func Default() Config {
 		Delivery: DeliveryAtLeastOnce,
 		Txn:      publish.TxnConfig{}.WithDefaults(),
 		Monitor:  slot.MonitorConfig{}.WithDefaults(),
-		CE:       decode.CloudEvents{ContentType: decode.DefaultCloudEventsContentType},
+		CE:       layout.CloudEvents{ContentType: layout.DefaultCloudEventsContentType},
 		Layout:   LayoutDefault,
-		DZ: decode.Debezium{RouteByField: decode.DefaultRouteByField, RouteTopicReplacement: decode.DefaultRouteTopicReplacement,
-			KeyConverter: decode.ConverterString, ValueConverter: decode.ConverterString},
+		DZ: layout.Debezium{RouteByField: layout.DefaultRouteByField, RouteTopicReplacement: layout.DefaultRouteTopicReplacement,
+			KeyConverter: layout.ConverterString, ValueConverter: layout.ConverterString},
 		Table:     "public.outbox",
 		Prune:     retention.Config{RecoveryMargin: slot.RecoveryMargin}.WithDefaults(),
 		LogLevel:  "info",

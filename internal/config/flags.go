@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
-	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/internal/sqlquote"
+	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/slot"
 )
@@ -179,7 +179,7 @@ func flags() []flagSpec {
 				"(placeholder columns text, varchar, uuid or integer; NULL or empty in a row makes it unreadable: the run stops at it, or --dead-letter-topic takes it); no placeholder: one topic for every row",
 			bind: str(func(c *Config) *string { return &c.Stream.Columns.TopicTemplate }),
 			check: func(c *Config) string {
-				return errText(decode.Columns{TopicTemplate: c.Stream.Columns.TopicTemplate}.Validate())
+				return errText(layout.Columns{TopicTemplate: c.Stream.Columns.TopicTemplate}.Validate())
 			}},
 		{name: "payload-column", group: GroupColumns, usage: "the record value column (jsonb, json, bytea, text or varchar); NULL is a tombstone",
 			bind:  str(func(c *Config) *string { return &c.Stream.Columns.Payload }),
@@ -193,7 +193,7 @@ func flags() []flagSpec {
 				fs.Var((*stringList)(&c.Stream.Columns.HeaderColumns), name, usage)
 			},
 			check: func(c *Config) string {
-				return errText(decode.Columns{HeaderColumns: c.Stream.Columns.HeaderColumns, CloudEvents: c.Mapping().CloudEvents}.Validate())
+				return errText(layout.Columns{HeaderColumns: c.Stream.Columns.HeaderColumns, CloudEvents: c.Mapping().CloudEvents}.Validate())
 			}},
 		{name: "timestamp-column", group: GroupColumns,
 			usage: "a timestamptz or timestamp (taken as UTC) column whose value is the record timestamp; NULL in a row: the commit time (empty: always the commit time)",
@@ -205,7 +205,7 @@ func flags() []flagSpec {
 				"A malformed envelope or a non-transactional message under the prefix stops the run like an unreadable row (or goes to --dead-letter-topic). Empty: off (outboxd_emit's default prefix is outboxd.event)",
 			bind: str(func(c *Config) *string { return &c.Stream.Columns.MessagePrefix }),
 			check: func(c *Config) string {
-				return errText(decode.Columns{MessagePrefix: c.Stream.Columns.MessagePrefix}.Validate())
+				return errText(layout.Columns{MessagePrefix: c.Stream.Columns.MessagePrefix}.Validate())
 			}},
 		{name: "layout", group: GroupColumns,
 			usage: "default: records as the column flags say. debezium: records as Debezium 3.6's outbox EventRouter makes them from its outbox table (id uuid, aggregatetype, aggregateid, type, payload), " +
@@ -221,7 +221,7 @@ func flags() []flagSpec {
 					if c.Stream.Columns.TopicTemplate != "" || len(c.Stream.Columns.HeaderColumns) > 0 {
 						problems = append(problems, "the Debezium layout routes and places headers itself: use --debezium-route-topic-replacement and --debezium-table-fields-additional-placement, not --topic-template or --header-columns")
 					}
-					if _, err := decode.ParsePlacements(c.DZPlacement); err != nil {
+					if _, err := layout.ParsePlacements(c.DZPlacement); err != nil {
 						problems = append(problems, err.Error())
 					}
 					if err := c.Mapping().Validate(); err != nil && len(problems) == 0 {
@@ -257,7 +257,7 @@ func flags() []flagSpec {
 				if !c.CloudEvents {
 					return ""
 				}
-				return errText(decode.Columns{CloudEvents: &c.CE}.Validate())
+				return errText(layout.Columns{CloudEvents: &c.CE}.Validate())
 			}},
 		{name: "cloudevents-type", group: GroupColumns, usage: "with --cloudevents: ce_type, fixed (com.example.order.created) or a template over columns like --topic-template (com.example.{type}) (required)",
 			bind: str(func(c *Config) *string { return &c.CE.Type })},

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/internal/retention"
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/internal/retention"
 	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/slot"
 )

@@ -34,8 +34,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxd/outboxd/idempotent"
 	"github.com/outboxd/outboxd/harness/testbed"
+	"github.com/outboxd/outboxd/idempotent"
 )
 
 type options struct {

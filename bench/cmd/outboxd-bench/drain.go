@@ -22,8 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxd/outboxd/bench/relay"
-	"github.com/outboxd/outboxd/internal/demo/pgtemp"
 	"github.com/outboxd/outboxd/harness/procstat"
+	"github.com/outboxd/outboxd/internal/demo/pgtemp"
 	"github.com/outboxd/outboxd/migrations"
 )
 

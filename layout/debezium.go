@@ -1,4 +1,4 @@
-package decode
+package layout
 
 import (
 	"encoding/base64"
@@ -27,7 +27,7 @@ import (
 //     payload expanded (see debezium_json.go); NULL: a tombstone with the
 //     string converter, `null` with the JSON one;
 //   - headers: id (the id column, default id: a uuid), outboxd's own
-//     SourceHeader when Columns.Source is set (Debezium has no such
+//     outbox.SourceHeader when Columns.Source is set (Debezium has no such
 //     header: the comparisons leave outboxd.* headers out), then each
 //     AdditionalPlacement column in order, under its alias, written as
 //     SimpleHeaderConverter writes Debezium's value of it (a timestamptz
@@ -153,10 +153,10 @@ func (dz Debezium) validate() []error {
 	if dz.ExpandJSONPayload && dz.ValueConverter != ConverterJSON {
 		errs = append(errs, errors.New("expanding the JSON payload needs the json value converter (with the string converter Debezium writes a Java object's toString)"))
 	}
-	seen := map[string]bool{"id": true, SourceHeader: true} // the headers outboxd sets
+	seen := map[string]bool{"id": true, outbox.SourceHeader: true} // the headers outboxd sets
 	for _, p := range dz.AdditionalPlacement {
 		if seen[p.Alias] {
-			errs = append(errs, fmt.Errorf("additional placement: header %q twice (or one outboxd sets: id, %s)", p.Alias, SourceHeader))
+			errs = append(errs, fmt.Errorf("additional placement: header %q twice (or one outboxd sets: id, %s)", p.Alias, outbox.SourceHeader))
 		}
 		seen[p.Alias] = true
 	}
@@ -174,29 +174,29 @@ func headerPlaceable(oid uint32) bool {
 }
 
 // appendDebeziumHeader appends a placed column's header value.
-func (d *Decoder) appendDebeziumHeader(buf []byte, v value, c Column) ([]byte, error) {
-	if v.kind != valueText {
+func (l *Layout) appendDebeziumHeader(buf []byte, v outbox.Value, c outbox.Column) ([]byte, error) {
+	if v.Format != outbox.ValueText {
 		return buf, fmt.Errorf("binary value of %s: only text format is placed as a Debezium header", describeType(c.TypeOID))
 	}
 	switch c.TypeOID {
 	case oidBool:
-		switch string(v.data) {
+		switch string(v.Data) {
 		case "t":
 			return append(buf, "true"...), nil
 		case "f":
 			return append(buf, "false"...), nil
 		}
-		return buf, fmt.Errorf("boolean %s", quoteShort(v.data))
+		return buf, fmt.Errorf("boolean %s", quoteShort(v.Data))
 	case oidBytea:
-		raw, err := appendBytea(nil, v.data)
+		raw, err := appendBytea(nil, v.Data)
 		if err != nil {
 			return buf, err
 		}
 		return base64.StdEncoding.AppendEncode(buf, raw), nil
 	case oidTimestamptz, oidTimestamp, oidDate:
-		return d.appendDebeziumTime(buf, v, c)
+		return l.appendDebeziumTime(buf, v, c)
 	}
-	return append(buf, v.data...), nil
+	return append(buf, v.Data...), nil
 }
 
 // appendDebeziumTime appends a time column as Debezium's PostgreSQL
@@ -205,22 +205,22 @@ func (d *Decoder) appendDebeziumHeader(buf []byte, v value, c Column) ([]byte, e
 // column's precision (6 when it has none); timestamp as epoch
 // milliseconds for a precision up to 3, else microseconds; date as days
 // since the epoch.
-func (d *Decoder) appendDebeziumTime(buf []byte, v value, c Column) ([]byte, error) {
+func (l *Layout) appendDebeziumTime(buf []byte, v outbox.Value, c outbox.Column) ([]byte, error) {
 	var t time.Time
 	var err error
 	if c.TypeOID == oidDate {
 		// pgx's codec reads every form PostgreSQL writes (BC, offsets
 		// with seconds); infinity is refused, as for a timestamp column.
 		var dt pgtype.Date
-		if err = d.typeMap().Scan(c.TypeOID, pgtype.TextFormatCode, v.data, &dt); err == nil && dt.InfinityModifier != pgtype.Finite {
+		if err = l.typeMap().Scan(c.TypeOID, pgtype.TextFormatCode, v.Data, &dt); err == nil && dt.InfinityModifier != pgtype.Finite {
 			err = errors.New("not a finite date")
 		}
 		t = dt.Time
 	} else {
-		t, err = d.parseTimestamp(v, c.TypeOID)
+		t, err = l.parseTimestamp(v, c.TypeOID)
 	}
 	if err != nil {
-		return buf, fmt.Errorf("%s value %s: %w", typeName(c.TypeOID), quoteShort(v.data), err)
+		return buf, fmt.Errorf("%s value %s: %w", typeName(c.TypeOID), quoteShort(v.Data), err)
 	}
 	precision := int(c.TypeMod)
 	if precision < 0 || precision > 6 {
@@ -303,77 +303,76 @@ func tracingHeaders(text []byte) []outbox.Header {
 }
 
 // buildDebeziumEvent is buildEvent for --layout debezium.
-func (d *Decoder) buildDebeziumEvent(rel *relation, row []value) (outbox.Event, error) {
-	dz := d.cols.Debezium
+func (l *Layout) buildDebeziumEvent(rel *table, row []outbox.Value) (outbox.Event, error) {
+	dz := l.cols.Debezium
 	id := rel.val(row, roleID)
-	topic, col, err := d.appendTopic(d.scratch[:0], rel, row)
-	d.scratch = topic[:0]
+	topic, col, err := l.appendTopic(l.scratch[:0], rel, row)
+	l.scratch = topic[:0]
 	if err != nil {
-		return outbox.Event{}, d.rowError(rel, row, col, err)
+		return outbox.Event{}, l.rowError(rel, row, col, err)
 	}
-	ev := outbox.Event{Table: rel.table, Topic: d.intern(topic), CommitTime: d.commitTime, CommitLSN: d.commitLSN, Index: d.index}
-	if ts := rel.val(row, roleTimestamp); ts.present() {
-		if ev.Timestamp, err = d.parseTimestamp(ts, rel.oid[roleTimestamp]); err != nil {
-			return outbox.Event{}, d.rowError(rel, row, rel.pos[roleTimestamp], err)
+	ev := outbox.Event{Table: rel.table, Topic: l.intern(topic), CommitTime: l.commitTime, CommitLSN: l.commitLSN, Index: l.index}
+	if ts := rel.val(row, roleTimestamp); ts.Present() {
+		if ev.Timestamp, err = l.parseTimestamp(ts, rel.oid[roleTimestamp]); err != nil {
+			return outbox.Event{}, l.rowError(rel, row, rel.pos[roleTimestamp], err)
 		}
 	}
 	key, payload := rel.val(row, roleKey), rel.val(row, rolePayload)
-	size := 40 + len(id.data) + 2*len(key.data) + 2*len(payload.data) + len(rel.source)
+	size := 40 + len(id.Data) + 2*len(key.Data) + 2*len(payload.Data) + len(rel.source)
 	for _, p := range rel.hdr {
-		size += 2 * len(row[p].data)
+		size += 2 * len(row[p].Data)
 	}
 	buf, err := appendID(make([]byte, 0, size), id, rel.oid[roleID])
 	if err != nil {
-		return outbox.Event{}, d.rowError(rel, row, rel.pos[roleID], err)
+		return outbox.Event{}, l.rowError(rel, row, rel.pos[roleID], err)
 	}
 	idValue := buf[:len(buf):len(buf)]
 	// With NoKey, no key at all: a JSON null would send every record to
 	// one partition.
-	if !d.cols.NoKey && (key.present() || dz.KeyConverter == ConverterJSON) {
+	if !l.cols.NoKey && (key.Present() || dz.KeyConverter == ConverterJSON) {
 		k, err := appendKey(nil, key, rel.oid[roleKey])
 		if err != nil {
-			return outbox.Event{}, d.rowError(rel, row, rel.pos[roleKey], err)
+			return outbox.Event{}, l.rowError(rel, row, rel.pos[roleKey], err)
 		}
 		start := len(buf)
 		integer := rel.oid[roleKey] == oidInt8 || rel.oid[roleKey] == oidInt4 || rel.oid[roleKey] == oidInt2
-		buf = dz.appendKey(buf, k, key.present(), integer)
+		buf = dz.appendKey(buf, k, key.Present(), integer)
 		ev.Key = buf[start:len(buf):len(buf)]
 	}
-	if payload.present() || dz.ValueConverter == ConverterJSON {
+	if payload.Present() || dz.ValueConverter == ConverterJSON {
 		var raw []byte
-		if payload.present() {
+		if payload.Present() {
 			if raw, err = appendPayload(nil, payload, rel.oid[rolePayload]); err != nil {
-				return outbox.Event{}, d.rowError(rel, row, rel.pos[rolePayload], err)
+				return outbox.Event{}, l.rowError(rel, row, rel.pos[rolePayload], err)
 			}
 		}
 		start := len(buf)
-		if buf, err = dz.appendValue(buf, raw, payload.present(), rel.oid[rolePayload]); err != nil {
-			return outbox.Event{}, d.rowError(rel, row, rel.pos[rolePayload], err)
+		if buf, err = dz.appendValue(buf, raw, payload.Present(), rel.oid[rolePayload]); err != nil {
+			return outbox.Event{}, l.rowError(rel, row, rel.pos[rolePayload], err)
 		}
 		ev.Value = buf[start:len(buf):len(buf)]
 	}
-	d.hdrs = append(d.hdrs[:0], outbox.Header{Key: "id", Value: idValue})
-	buf = d.appendSource(buf, rel.source)
+	l.hdrs = append(l.hdrs[:0], outbox.Header{Key: "id", Value: idValue})
+	buf = l.appendSource(buf, rel.source)
 	for i, p := range rel.hdr {
 		h := outbox.Header{Key: dz.AdditionalPlacement[i].Alias}
-		if v := row[p]; v.present() {
+		if v := row[p]; v.Present() {
 			start := len(buf)
-			if buf, err = d.appendDebeziumHeader(buf, v, rel.columns[p]); err != nil {
-				clear(d.hdrs)
-				return outbox.Event{}, d.rowError(rel, row, p, fmt.Errorf("additional placement: %w", err))
+			if buf, err = l.appendDebeziumHeader(buf, v, rel.columns[p]); err != nil {
+				clear(l.hdrs)
+				return outbox.Event{}, l.rowError(rel, row, p, fmt.Errorf("additional placement: %w", err))
 			}
 			h.Value = buf[start:len(buf):len(buf)]
 		}
-		d.hdrs = append(d.hdrs, h)
+		l.hdrs = append(l.hdrs, h)
 	}
 	if rel.trace >= 0 {
-		if v := row[rel.trace]; v.present() {
-			d.hdrs = append(d.hdrs, tracingHeaders(v.data)...)
+		if v := row[rel.trace]; v.Present() {
+			l.hdrs = append(l.hdrs, tracingHeaders(v.Data)...)
 		}
 	}
-	ev.Headers = make([]outbox.Header, len(d.hdrs))
-	copy(ev.Headers, d.hdrs)
-	clear(d.hdrs)
-	d.index++
+	ev.Headers = make([]outbox.Header, len(l.hdrs))
+	copy(ev.Headers, l.hdrs)
+	clear(l.hdrs)
 	return ev, nil
 }

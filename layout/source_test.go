@@ -1,4 +1,4 @@
-package decode
+package layout
 
 import (
 	"strings"
@@ -91,8 +91,8 @@ func TestSourceHeader(t *testing.T) {
 			if tt.source == "" {
 				return
 			}
-			if hs := m.Event.Headers; len(hs) < 2 || hs[1].Key != SourceHeader || string(hs[1].Value) != tt.source {
-				t.Errorf("headers %q, want %s=%q second", hs, SourceHeader, tt.source)
+			if hs := m.Event.Headers; len(hs) < 2 || hs[1].Key != outbox.SourceHeader || string(hs[1].Value) != tt.source {
+				t.Errorf("headers %q, want %s=%q second", hs, outbox.SourceHeader, tt.source)
 			}
 			if want := tt.source[len(testSource)+1:]; m.Event.Table != want {
 				t.Errorf("Event.Table %q, want the source's table part %q", m.Event.Table, want)
@@ -146,7 +146,7 @@ func TestSourceNamesNeverRunTogether(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, h := range m.Event.Headers {
-			if h.Key == SourceHeader {
+			if h.Key == outbox.SourceHeader {
 				return string(h.Value)
 			}
 		}

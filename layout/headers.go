@@ -1,4 +1,4 @@
-package decode
+package layout
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 // The text is checked with json.Valid first, so the scan below only has to
 // find the boundaries of valid JSON; it still checks every index, and reports
 // anything unexpected as an error rather than panicking.
-func (d *Decoder) appendHeaders(hdrs []outbox.Header, buf []byte, raw []byte) ([]outbox.Header, []byte, error) {
+func (l *Layout) appendHeaders(hdrs []outbox.Header, buf []byte, raw []byte) ([]outbox.Header, []byte, error) {
 	if !json.Valid(raw) {
 		return hdrs, buf, errors.New("headers are not valid JSON")
 	}
@@ -38,15 +38,15 @@ func (d *Decoder) appendHeaders(hdrs []outbox.Header, buf []byte, raw []byte) ([
 		if end < 0 {
 			return hdrs, buf, errMalformed
 		}
-		key, err := d.headerKey(raw[i:end])
+		key, err := l.headerKey(raw[i:end])
 		if err != nil {
 			return hdrs, buf, err
 		}
 		switch key {
 		case "id":
 			return hdrs, buf, errors.New(`header "id" is reserved for the outbox id`)
-		case SourceHeader:
-			return hdrs, buf, errors.New(`header "` + SourceHeader + `" is reserved for the record's source`)
+		case outbox.SourceHeader:
+			return hdrs, buf, errors.New(`header "` + outbox.SourceHeader + `" is reserved for the record's source`)
 		}
 		i = skipSpace(raw, end)
 		if i >= len(raw) || raw[i] != ':' {
@@ -80,9 +80,9 @@ func (d *Decoder) appendHeaders(hdrs []outbox.Header, buf []byte, raw []byte) ([
 const errMalformed = constError("malformed JSON object")
 
 // headerKey returns the unescaped member name of a quoted JSON string.
-func (d *Decoder) headerKey(quoted []byte) (string, error) {
+func (l *Layout) headerKey(quoted []byte) (string, error) {
 	if plainString(quoted) {
-		return d.intern(quoted[1 : len(quoted)-1]), nil
+		return l.intern(quoted[1 : len(quoted)-1]), nil
 	}
 	var s string
 	if err := json.Unmarshal(quoted, &s); err != nil {

@@ -1,4 +1,4 @@
-package decode
+package layout
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // Columns maps the columns of the tables in the publication to the parts of
@@ -32,7 +34,7 @@ type Columns struct {
 	// column: literal text with {column} placeholders, each replaced by the
 	// column's text form, e.g. "orders.{aggregatetype}". A placeholder
 	// column is text, varchar, uuid or an integer; NULL or empty in a row
-	// is a *RowError. Default "": the topic column.
+	// is a *outbox.RowError. Default "": the topic column.
 	TopicTemplate string
 	// HeaderColumns are placed as record headers after the id header, each
 	// named after its column, its value the column's text form (NULL: a
@@ -55,7 +57,7 @@ type Columns struct {
 	// Source is the server's system identifier and database,
 	// "<system identifier>/<database>", naming where the events come from
 	// (cdc sets it for every session and backfill from IDENTIFY_SYSTEM).
-	// When set, every record gets a SourceHeader right after the id
+	// When set, every record gets a outbox.SourceHeader right after the id
 	// header, its value Source + "/" + the event's table (schema "."
 	// table, each as SourceName writes it, or "message:<prefix>" for a
 	// table-less event), computed once per Relation message. Build the
@@ -64,24 +66,11 @@ type Columns struct {
 	// ReservedTopics are topics no record may name: outboxd's own progress
 	// and dead-letter topics. A row or message naming one of them, or a
 	// Kafka internal topic (a name beginning with "__", always refused), is
-	// a *RowError: a record there could forge outboxd's state (a progress
+	// a *outbox.RowError: a record there could forge outboxd's state (a progress
 	// record skips events at the next start) or be taken for a dead letter.
 	// Default none besides the internal topics.
 	ReservedTopics []string
 }
-
-// SourceHeader is the header naming a record's source when
-// Columns.Source is set: "<system identifier>/<database>/<schema.table>",
-// or ".../message:<prefix>" for a table-less event. With the id header it
-// is the idempotency key that is unique across sources (package
-// idempotent's SourceAndID): two tables or two databases with the same ids
-// are two sources. The system identifier is the cluster's
-// (pg_control_system()): a physical standby promoted in a failover keeps
-// it, so the source stays the same; a cluster restored from a base backup
-// keeps it as well, while one made by initdb, pg_upgrade or a logical
-// copy has a new one and is a new source. Outboxd's header comes before
-// the row's own headers: a consumer reads the first one of that name.
-const SourceHeader = "outboxd.source"
 
 // ReservedMessagePrefix is the prefix of outboxd's own heartbeat messages,
 // never one of events.
@@ -133,15 +122,6 @@ func (c Columns) WithDefaults() Columns {
 		}
 	}
 	return c
-}
-
-// Column is one column of a relation as the catalog or a Relation message describes it.
-type Column struct {
-	Name    string
-	TypeOID uint32
-	// TypeMod is the column's type modifier (atttypmod): -1 when it has
-	// none, e.g. 3 for timestamptz(3). Only --layout debezium reads it.
-	TypeMod int32
 }
 
 // The roles an outbox column plays, used as indexes.
@@ -274,9 +254,9 @@ func describeAccepted(oids []uint32) string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// layout is where a table keeps the parts of a record: the result of
+// plan is where a table keeps the parts of a record: the result of
 // checking a mapping against its columns.
-type layout struct {
+type plan struct {
 	pos  [numRoles]int    // per role: its column position, or -1 (absent or not mapped)
 	oid  [numRoles]uint32 // per role: the column's type OID
 	tmpl []tmplPart       // the topic template, its placeholders resolved to positions; nil: the topic column
@@ -292,7 +272,7 @@ type layout struct {
 // locate finds the columns of the mapping want in cols and reports every
 // problem: an invalid mapping, a name mapped to two roles, a missing
 // column, a column whose type its role does not accept.
-func locate(table string, cols []Column, want Columns) (l layout, errs []error) {
+func locate(table string, cols []outbox.Column, want Columns) (l plan, errs []error) {
 	want = want.WithDefaults()
 	if err := want.Validate(); err != nil {
 		return l, []error{fmt.Errorf("table %s: %w", table, err)}
@@ -385,7 +365,7 @@ func locate(table string, cols []Column, want Columns) (l layout, errs []error) 
 // (missing, or its type name/oid and what is accepted). Reports every problem
 // at once (errors.Join). Empty names in want mean their defaults; the headers
 // column may be absent.
-func ValidateTable(table string, cols []Column, want Columns) error {
+func ValidateTable(table string, cols []outbox.Column, want Columns) error {
 	_, errs := locate(table, cols, want)
 	return errors.Join(errs...)
 }

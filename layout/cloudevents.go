@@ -1,4 +1,4 @@
-package decode
+package layout
 
 import (
 	"errors"
@@ -59,10 +59,10 @@ func (c *CloudEvents) validate() []error {
 }
 
 // appendCloudEvents adds the CloudEvents attribute headers of a row to
-// d.hdrs (see appendCloudEventsWith). col is the column at fault on error.
-func (d *Decoder) appendCloudEvents(buf []byte, rel *relation, row []value, id []byte, at time.Time) (_ []byte, col int, err error) {
+// l.hdrs (see appendCloudEventsWith). col is the column at fault on error.
+func (l *Layout) appendCloudEvents(buf []byte, rel *table, row []outbox.Value, id []byte, at time.Time) (_ []byte, col int, err error) {
 	col = -1
-	buf, err = d.appendCloudEventsWith(buf, id, at, func(buf []byte) ([]byte, error) {
+	buf, err = l.appendCloudEventsWith(buf, id, at, func(buf []byte) ([]byte, error) {
 		var err error
 		buf, col, err = appendTemplate(buf, "CloudEvents type template", rel.ceType, row, false)
 		return buf, err
@@ -70,18 +70,18 @@ func (d *Decoder) appendCloudEvents(buf []byte, rel *relation, row []value, id [
 	return buf, col, err
 }
 
-// appendCloudEventsWith adds the CloudEvents attribute headers to d.hdrs,
+// appendCloudEventsWith adds the CloudEvents attribute headers to l.hdrs,
 // their values carved from buf (ce_id shares the id header's bytes);
 // appendType appends ce_type.
-func (d *Decoder) appendCloudEventsWith(buf, id []byte, at time.Time, appendType func([]byte) ([]byte, error)) ([]byte, error) {
-	ce := d.cols.CloudEvents
+func (l *Layout) appendCloudEventsWith(buf, id []byte, at time.Time, appendType func([]byte) ([]byte, error)) ([]byte, error) {
+	ce := l.cols.CloudEvents
 	start := 0
 	put := func(key string) {
-		d.hdrs = append(d.hdrs, outbox.Header{Key: key, Value: buf[start:len(buf):len(buf)]})
+		l.hdrs = append(l.hdrs, outbox.Header{Key: key, Value: buf[start:len(buf):len(buf)]})
 	}
 	start, buf = len(buf), append(buf, "1.0"...)
 	put("ce_specversion")
-	d.hdrs = append(d.hdrs, outbox.Header{Key: "ce_id", Value: id})
+	l.hdrs = append(l.hdrs, outbox.Header{Key: "ce_id", Value: id})
 	start, buf = len(buf), append(buf, ce.Source...)
 	put("ce_source")
 	start = len(buf)
@@ -98,13 +98,13 @@ func (d *Decoder) appendCloudEventsWith(buf, id []byte, at time.Time, appendType
 }
 
 // checkCloudEventsHeaders refuses, in CloudEvents mode, a header of the
-// event's own (d.hdrs from fixed on) that sets one of the attributes
+// event's own (l.hdrs from fixed on) that sets one of the attributes
 // outboxd sets.
-func (d *Decoder) checkCloudEventsHeaders(fixed int) error {
-	if d.cols.CloudEvents == nil {
+func (l *Layout) checkCloudEventsHeaders(fixed int) error {
+	if l.cols.CloudEvents == nil {
 		return nil
 	}
-	for _, h := range d.hdrs[fixed:] {
+	for _, h := range l.hdrs[fixed:] {
 		if ceReserved(h.Key) {
 			return fmt.Errorf("header %q is set by CloudEvents", h.Key)
 		}

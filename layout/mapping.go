@@ -1,4 +1,4 @@
-package decode
+package layout
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // roleTemplate is not a column role but the type rule of the columns a
@@ -69,8 +71,8 @@ func (c Columns) Validate() error {
 			errs = append(errs, errors.New("header columns: empty column name"))
 		case h == "id":
 			errs = append(errs, errors.New(`header columns: "id" is reserved for the outbox id header`))
-		case h == SourceHeader:
-			errs = append(errs, errors.New(`header columns: "`+SourceHeader+`" is reserved for the record's source`))
+		case h == outbox.SourceHeader:
+			errs = append(errs, errors.New(`header columns: "`+outbox.SourceHeader+`" is reserved for the record's source`))
 		case c.CloudEvents != nil && ceReserved(h):
 			errs = append(errs, fmt.Errorf("header columns: %q is set by CloudEvents", h))
 		case seen[h]:
@@ -99,20 +101,20 @@ func (c Columns) Validate() error {
 // appendText appends a column value's text form: a text-format value as
 // sent; a binary one for the types that have an obvious text form
 // (integers, uuid, text, json), an error for any other.
-func appendText(buf []byte, v value, oid uint32) ([]byte, error) {
-	if v.kind == valueText {
-		return append(buf, v.data...), nil
+func appendText(buf []byte, v outbox.Value, oid uint32) ([]byte, error) {
+	if v.Format == outbox.ValueText {
+		return append(buf, v.Data...), nil
 	}
 	switch oid {
 	case oidInt8, oidInt4, oidInt2:
 		return appendID(buf, v, oid)
 	case oidUUID:
-		if len(v.data) != 16 {
-			return buf, fmt.Errorf("binary uuid is %d bytes, want 16", len(v.data))
+		if len(v.Data) != 16 {
+			return buf, fmt.Errorf("binary uuid is %d bytes, want 16", len(v.Data))
 		}
-		return appendUUID(buf, v.data), nil
+		return appendUUID(buf, v.Data), nil
 	case oidText, oidVarchar, oidJSON:
-		return append(buf, v.data...), nil
+		return append(buf, v.Data...), nil
 	case oidJSONB:
 		raw, err := jsonText(v, oid)
 		if err != nil {
@@ -128,31 +130,31 @@ func appendText(buf []byte, v value, oid uint32) ([]byte, error) {
 // timestamp without time zone is UTC. infinity is an error: a record
 // timestamp is a finite time.
 // typeMap returns pgx's codecs, made when first needed.
-func (d *Decoder) typeMap() *pgtype.Map {
-	if d.types == nil {
-		d.types = pgtype.NewMap()
+func (l *Layout) typeMap() *pgtype.Map {
+	if l.types == nil {
+		l.types = pgtype.NewMap()
 	}
-	return d.types
+	return l.types
 }
 
-func (d *Decoder) parseTimestamp(v value, oid uint32) (time.Time, error) {
-	d.typeMap()
+func (l *Layout) parseTimestamp(v outbox.Value, oid uint32) (time.Time, error) {
+	l.typeMap()
 	format := int16(pgtype.TextFormatCode)
-	if v.kind == valueBinary {
+	if v.Format == outbox.ValueBinary {
 		format = pgtype.BinaryFormatCode
 	}
 	var ts pgtype.Timestamptz
 	if oid == oidTimestamp {
 		var t pgtype.Timestamp
-		if err := d.types.Scan(oid, format, v.data, &t); err != nil {
-			return time.Time{}, fmt.Errorf("timestamp %s: %w", quoteShort(v.data), err)
+		if err := l.types.Scan(oid, format, v.Data, &t); err != nil {
+			return time.Time{}, fmt.Errorf("timestamp %s: %w", quoteShort(v.Data), err)
 		}
 		ts = pgtype.Timestamptz{Time: t.Time, InfinityModifier: t.InfinityModifier, Valid: t.Valid}
-	} else if err := d.types.Scan(oid, format, v.data, &ts); err != nil {
-		return time.Time{}, fmt.Errorf("timestamp %s: %w", quoteShort(v.data), err)
+	} else if err := l.types.Scan(oid, format, v.Data, &ts); err != nil {
+		return time.Time{}, fmt.Errorf("timestamp %s: %w", quoteShort(v.Data), err)
 	}
 	if ts.InfinityModifier != pgtype.Finite {
-		return time.Time{}, fmt.Errorf("timestamp %s is not a finite time", quoteShort(v.data))
+		return time.Time{}, fmt.Errorf("timestamp %s is not a finite time", quoteShort(v.Data))
 	}
 	return ts.Time, nil
 }
