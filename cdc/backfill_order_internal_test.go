@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // Issue 37, item 14: the rule that chooses the column a table's backfill

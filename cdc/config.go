@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/outboxd/outboxd/layout"
@@ -195,12 +196,51 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-func (c Config) validate() error {
+// Validate reports every problem of c at once, each a *FieldError naming
+// the field; zero fields mean their defaults. New refuses a Config that
+// does not validate.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
 	if c.DatabaseURL == "" {
-		return errors.New("cdc: no database URL given")
+		bad("DatabaseURL", "required")
 	}
-	if c.BackfillWhere != "" && !c.CreateSlot {
-		return errors.New("cdc: a backfill goes with creating the slot (CreateSlot)")
+	if c.Slot != "" {
+		if err := slot.ValidName(c.Slot); err != nil {
+			bad("Slot", err.Error())
+		}
 	}
-	return nil
+	if c.FailoverSlot != "" {
+		if _, err := slot.ParseFailoverMode(string(c.FailoverSlot)); err != nil {
+			bad("FailoverSlot", fmt.Sprintf("%q is not auto, on or off", c.FailoverSlot))
+		}
+	}
+	if c.BackfillWhere != "" {
+		if !c.CreateSlot {
+			bad("BackfillWhere", "a backfill goes with creating the slot (create-slot): its rows are read in the snapshot the slot is created with")
+		}
+		if err := slot.CheckBackfillWhere(c.BackfillWhere); err != nil {
+			bad("BackfillWhere", err.Error())
+		}
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"StatusInterval", c.StatusInterval}, {"IdleWait", c.IdleWait}, {"ShutdownTimeout", c.ShutdownTimeout},
+		{"SlotRetryInterval", c.SlotRetryInterval}, {"ReconnectMaxInterval", c.ReconnectMaxInterval}, {"ServerTimeout", c.ServerTimeout}} {
+		if d.v < 0 {
+			bad(d.field, "must not be negative")
+		}
+	}
+	if c.ReadLinger < 0 || c.ReadLinger > MaxReadLinger {
+		bad("ReadLinger", "must be between 0 and "+MaxReadLinger.String())
+	}
+	// Silence is noticed only after a status asked for a reply.
+	if d := c.WithDefaults(); c.ServerTimeout >= 0 && c.StatusInterval >= 0 && d.ServerTimeout <= d.StatusInterval {
+		bad("ServerTimeout", "must exceed the status interval ("+d.StatusInterval.String()+")")
+	}
+	if err := c.Columns.Validate(); err != nil {
+		bad("Columns", err.Error())
+	}
+	return errors.Join(errs...)
 }

@@ -225,7 +225,7 @@ func (c *recordingConsumer) kinds() []outbox.ChangeKind {
 
 type nopConsumer struct{}
 
-func (nopConsumer) Apply(context.Context, outbox.Change) error    { return nil }
+func (nopConsumer) Apply(context.Context, outbox.Change) error     { return nil }
 func (nopConsumer) Reject(context.Context, *outbox.RowError) error { return nil }
 
 type fixedWatermark outbox.LSN

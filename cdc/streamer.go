@@ -126,10 +126,10 @@ func (s *Streamer) columns() layout.Columns {
 
 // New returns a Streamer feeding p. cfg's zero fields take their defaults.
 func New(cfg Config, p *pump.Pump, log *slog.Logger) (*Streamer, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	if p == nil {
 		return nil, errors.New("cdc: no pump")
 	}

@@ -97,10 +97,10 @@ type Producer struct {
 // New creates the producer. It does not contact Kafka until the first
 // record or Ping.
 func New(cfg Config, log *slog.Logger) (*Producer, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	p := &Producer{maxRecordBytes: cfg.MaxRecordBytes}
 	p.dataLoss.log = log
 	cl, err := kgo.NewClient(clientOpts(cfg, log, p.dataLoss.detected)...)
@@ -148,19 +148,42 @@ func clientOpts(cfg Config, log *slog.Logger, onDataLoss func(string, int32)) []
 	return append(opts, cfg.Opts...)
 }
 
-// validate checks what New and NewTxn refuse; cfg has its defaults.
-func (cfg Config) validate() error {
+// Validate reports every problem of cfg at once, each a *FieldError
+// naming the field; zero fields mean their defaults. New and NewTxn refuse
+// a Config that does not validate.
+func (cfg Config) Validate() error {
+	var errs []error
+	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
 	if len(cfg.Brokers) == 0 {
-		return errors.New("creating Kafka producer: no brokers given")
+		bad("Brokers", "required")
 	}
-	if _, ok := compressions[cfg.Compression]; !ok {
-		return fmt.Errorf("creating Kafka producer: compression %q is not one of %s", cfg.Compression, strings.Join(Compressions(), ", "))
+	for _, b := range cfg.Brokers {
+		if i := strings.LastIndex(b, ":"); i <= 0 || i == len(b)-1 {
+			bad("Brokers", strconv.Quote(b)+" is not HOST:PORT")
+		}
 	}
-	if cfg.MaxRecordBytes > 1<<30 {
-		return fmt.Errorf("creating Kafka producer: a record batch of %d bytes is over franz-go's limit of 1 GiB", cfg.MaxRecordBytes)
+	if c := cfg.Compression; c != "" {
+		if _, ok := compressions[c]; !ok {
+			bad("Compression", fmt.Sprintf("%q is not one of %s", c, strings.Join(Compressions(), ", ")))
+		}
 	}
-	return nil
+	if n := cfg.MaxRecordBytes; n != 0 && (n < 1024 || n > 1<<30) {
+		bad("MaxRecordBytes", "must be between 1024 and 1073741824")
+	}
+	if cfg.Linger < 0 {
+		bad("Linger", "must not be negative")
+	}
+	return errors.Join(errs...)
 }
+
+// FieldError is a problem with one field of a Config or TxnConfig (see
+// their Validate).
+type FieldError struct{ Field, Problem string }
+
+// FieldProblem returns the field and what is wrong with it.
+func (e *FieldError) FieldProblem() (field, problem string) { return e.Field, e.Problem }
+
+func (e *FieldError) Error() string { return "publish: " + e.Field + ": " + e.Problem }
 
 // toRecord is ev as a Kafka record (see the record contract).
 func toRecord(ev *outbox.Event) *kgo.Record {

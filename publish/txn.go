@@ -91,13 +91,10 @@ type Server struct {
 // the progress key (both) are derived from it. Nothing contacts Kafka
 // before Run.
 func NewTxn(cfg TxnConfig, kafka Config, slot string, identify func(context.Context) (Server, error), log *slog.Logger) (*TxnProducer, error) {
-	cfg, kafka = cfg.WithDefaults(), kafka.WithDefaults()
-	if err := kafka.validate(); err != nil {
-		return nil, err
-	}
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(kafka.Validate(), cfg.Validate()); err != nil {
 		return nil, fmt.Errorf("creating the transactional Kafka producer: %w", err)
 	}
+	cfg, kafka = cfg.WithDefaults(), kafka.WithDefaults()
 	t := &TxnProducer{cfg: cfg, kafka: kafka, slot: slot, identify: identify, log: log,
 		wake: make(chan struct{}, 1), abort: make(chan struct{}, 1), stopped: make(chan struct{})}
 	t.dataLoss.log = log

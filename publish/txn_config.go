@@ -3,6 +3,8 @@ package publish
 import (
 	"errors"
 	"time"
+
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // TxnConfig configures the exactly-once sink ([TxnProducer]). Zero values
@@ -74,11 +76,28 @@ func (c TxnConfig) WithDefaults() TxnConfig {
 	return c
 }
 
-// Validate reports what NewTxn would refuse.
+// Validate reports every problem of c at once, each a *FieldError naming
+// the field; zero fields mean their defaults. NewTxn refuses a TxnConfig
+// that does not validate.
 func (c TxnConfig) Validate() error {
 	var errs []error
-	if c.Timeout > 0 && c.Interval >= c.Timeout {
-		errs = append(errs, errors.New("the transaction interval must be shorter than the transaction timeout"))
+	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
+	if t := c.ProgressTopic; t != "" {
+		if err := outbox.ValidTopic(t); err != nil {
+			bad("ProgressTopic", err.Error())
+		}
+	}
+	for _, n := range []struct {
+		field string
+		neg   bool
+	}{{"Interval", c.Interval < 0}, {"MaxRecords", c.MaxRecords < 0}, {"MaxBytes", c.MaxBytes < 0}, {"Timeout", c.Timeout < 0}} {
+		if n.neg {
+			bad(n.field, "must not be negative")
+		}
+	}
+	// A transaction is committed every Interval: Kafka must not abort it first.
+	if d := c.WithDefaults(); c.Timeout >= 0 && c.Interval >= 0 && d.Timeout <= d.Interval {
+		bad("Timeout", "must be longer than the transaction interval ("+d.Interval.String()+")")
 	}
 	return errors.Join(errs...)
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-		"github.com/outboxd/outboxd/outbox"
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // benchSink holds the done callbacks until the benchmark acknowledges them.

@@ -1,6 +1,11 @@
 package pump
 
-import "errors"
+import (
+	"errors"
+	"strings"
+
+	"github.com/outboxd/outboxd/outbox"
+)
 
 // Config configures a Pump. Zero fields take the defaults below.
 type Config struct {
@@ -40,6 +45,36 @@ func (c Config) WithDefaults() Config {
 	}
 	return c
 }
+
+// Validate reports every problem of c at once, each a *FieldError naming
+// the field; zero fields mean their defaults. New refuses a Config that
+// does not validate.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
+	if c.MaxInFlightRecords < 0 {
+		bad("MaxInFlightRecords", "must not be negative")
+	}
+	if c.MaxInFlightBytes < 0 {
+		bad("MaxInFlightBytes", "must not be negative")
+	}
+	if t := c.DeadLetterTopic; t != "" {
+		if err := outbox.ValidTopic(t); err != nil {
+			bad("DeadLetterTopic", err.Error())
+		} else if strings.HasPrefix(t, "__") {
+			bad("DeadLetterTopic", "a name beginning with \"__\" is a Kafka internal topic's")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// FieldError is a problem with one field of a Config (see Config.Validate).
+type FieldError struct{ Field, Problem string }
+
+// FieldProblem returns the field and what is wrong with it.
+func (e *FieldError) FieldProblem() (field, problem string) { return e.Field, e.Problem }
+
+func (e *FieldError) Error() string { return "pump: " + e.Field + ": " + e.Problem }
 
 // errNoSink is New's answer without a sink.
 var errNoSink = errors.New("pump: no sink")

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-		"github.com/outboxd/outboxd/outbox"
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // Issue 37 item 18: a row that could not become a record (a NULL topic)

@@ -55,6 +55,9 @@ func New(cfg Config, sink Sink, log *slog.Logger) (*Pump, error) {
 	if sink == nil {
 		return nil, errNoSink
 	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if o, ok := sink.(PositionOrdered); ok && o.NeedsPositionOrder() && cfg.DeadLetterTopic != "" {
 		return nil, errDeadLetterOutOfOrder
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-		"github.com/outboxd/outboxd/outbox"
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // fakeSink records what the pump hands it; the test completes records.

@@ -180,3 +180,24 @@ func isUndefinedTable(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
 }
+
+// maxNameLen is PostgreSQL's longest name (NAMEDATALEN - 1).
+const maxNameLen = 63
+
+// ValidName checks a replication slot name as PostgreSQL does
+// (ReplicationSlotValidateName): 1 to 63 lower-case letters, digits and
+// underscores.
+func ValidName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("must not be empty")
+	case len(name) > maxNameLen:
+		return fmt.Errorf("%q is %d bytes: a slot name has at most %d", name, len(name), maxNameLen)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return fmt.Errorf("%q: slot names use lower-case letters, digits and underscores only", name)
+		}
+	}
+	return nil
+}

@@ -46,6 +46,35 @@ type Monitor struct {
 	recorded time.Time // the acknowledged commit time last recorded
 }
 
+// Validate reports every problem of c at once, each a *FieldError naming
+// the field; zero fields mean their defaults. NewMonitor refuses a
+// MonitorConfig that does not validate.
+func (c MonitorConfig) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		field string
+		bad   bool
+		why   string
+	}{
+		{"DatabaseURL", c.DatabaseURL == "", "required"}, {"Slot", c.Slot == "", "required"}, {"Publication", c.Publication == "", "required"},
+		{"Interval", c.Interval < 0, "must not be negative"}, {"WarnBytes", c.WarnBytes < 0, "must not be negative"},
+	} {
+		if f.bad {
+			errs = append(errs, &FieldError{Field: f.field, Problem: f.why})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// FieldError is a problem with one field of a Config (see
+// MonitorConfig.Validate).
+type FieldError struct{ Field, Problem string }
+
+// FieldProblem returns the field and what is wrong with it.
+func (e *FieldError) FieldProblem() (field, problem string) { return e.Field, e.Problem }
+
+func (e *FieldError) Error() string { return "slot: " + e.Field + ": " + e.Problem }
+
 // WithDefaults returns c with every zero field set to its default.
 func (c MonitorConfig) WithDefaults() MonitorConfig {
 	if c.Interval <= 0 {
@@ -59,11 +88,10 @@ func (c MonitorConfig) WithDefaults() MonitorConfig {
 
 // NewMonitor fills cfg's zero fields with the defaults and checks it.
 func NewMonitor(cfg MonitorConfig, log *slog.Logger) (*Monitor, error) {
-	cfg = cfg.WithDefaults()
-	if cfg.DatabaseURL == "" || cfg.Slot == "" || cfg.Publication == "" {
-		return nil, errors.New("slot monitor: database URL, slot and publication are required")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	return &Monitor{cfg: cfg, log: log}, nil
+	return &Monitor{cfg: cfg.WithDefaults(), log: log}, nil
 }
 
 // Retained returns the retained WAL in bytes at the last check (-1 before).

@@ -220,18 +220,91 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 }
 
 // Validate reports every problem with the flags the command registered,
-// naming each flag and its variable.
+// naming each flag and its variable: the flags' own checks, then each
+// component's Validate, whose problems with a field are reported under the
+// flag that sets it (flagSpec.field). A problem with a field no registered
+// flag sets is not this command's.
 func (c *Config) Validate(fs *flag.FlagSet) error {
 	var errs []error
+	flagged := map[string]bool{}
+	byField := map[string]string{}
 	for _, f := range flags() {
+		if f.field != "" {
+			byField[f.field] = f.name
+		}
 		if f.check == nil || fs.Lookup(f.name) == nil {
 			continue
 		}
 		if msg := f.check(c); msg != "" {
-			errs = append(errs, fmt.Errorf("--%s (%s): %s", f.name, EnvName(f.name), msg))
+			errs = append(errs, flagError(f.name, msg))
+			flagged[f.name] = true
+		}
+	}
+	for _, p := range c.componentProblems() {
+		name, ok := byField[p.field]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s: %s", p.field, p.problem)) // a rule without a flag: still reported
+		case fs.Lookup(name) == nil || flagged[name]:
+		default:
+			errs = append(errs, flagError(name, p.problem))
+			flagged[name] = true
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func flagError(name, problem string) error {
+	return fmt.Errorf("--%s (%s): %s", name, EnvName(name), problem)
+}
+
+// problem is one problem a component's Validate found with a field,
+// named "<Config field>.<component field>" ("Stream.ReadLinger").
+type problem struct{ field, problem string }
+
+// componentProblems runs every component's Validate. The column mapping
+// (Stream.Columns) is checked by the column flags themselves, one flag at
+// a time.
+func (c *Config) componentProblems() []problem {
+	mon := c.Monitor
+	mon.DatabaseURL, mon.Slot, mon.Publication = c.Stream.DatabaseURL, c.Stream.Slot, c.Stream.Publication
+	stream := c.Stream
+	stream.Columns = layout.Columns{}
+	var out []problem
+	add := func(component string, err error) {
+		for _, e := range unjoin(err) {
+			var fe interface{ FieldProblem() (string, string) }
+			if errors.As(e, &fe) {
+				field, why := fe.FieldProblem()
+				out = append(out, problem{component + "." + field, why})
+				continue
+			}
+			out = append(out, problem{component, e.Error()})
+		}
+	}
+	add("Stream", stream.Validate())
+	add("Pump", c.Pump.Validate())
+	add("Kafka", c.Kafka.Validate())
+	add("Txn", c.Txn.Validate())
+	add("Monitor", mon.Validate())
+	for i, p := range out {
+		switch p.field { // the monitor's names come from the stream's flags
+		case "Monitor.DatabaseURL", "Monitor.Slot", "Monitor.Publication":
+			out[i].field = "Stream." + strings.TrimPrefix(p.field, "Monitor.")
+		}
+	}
+	return out
+}
+
+// unjoin returns the errors errors.Join joined, or err alone.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // Logger builds the logger the options ask for, writing to w.

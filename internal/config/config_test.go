@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/pump"
 )
 
 // TestDescribeDatabase pins the bug where a URL that url.Parse refused
@@ -153,10 +154,10 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			[]string{"exactly-once does not support --dead-letter-topic yet"}},
 		{"delivery modes", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--delivery", "exactly_once", "--transaction-timeout", "50ms", "--progress-topic", ""},
 			[]string{`--delivery (OUTBOXD_DELIVERY): "exactly_once" is not at-least-once or exactly-once`,
-				"--transaction-timeout (OUTBOXD_TRANSACTION_TIMEOUT): must be longer than --transaction-interval", "--progress-topic (OUTBOXD_PROGRESS_TOPIC): must not be empty"}},
+				"--transaction-timeout (OUTBOXD_TRANSACTION_TIMEOUT): must be longer than the transaction interval", "--progress-topic (OUTBOXD_PROGRESS_TOPIC): must not be empty"}},
 		{"backfill with a created slot", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--create-slot", "--backfill-where", "published_at IS NULL"}, nil},
 		{"backfill without creating the slot", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--backfill-where", "id > 5"},
-			[]string{"--backfill-where (OUTBOXD_BACKFILL_WHERE): needs --create-slot"}},
+			[]string{"--backfill-where (OUTBOXD_BACKFILL_WHERE): a backfill goes with creating the slot (create-slot)"}},
 		{"blank backfill predicate", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--create-slot", "--backfill-where", "  "},
 			[]string{"--backfill-where (OUTBOXD_BACKFILL_WHERE): must not be blank"}},
 		{"backfill with exactly-once", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--create-slot", "--backfill-where", "true", "--delivery", "exactly-once"},
@@ -284,4 +285,37 @@ func TestValidatePrune(t *testing.T) {
 			t.Errorf("--older-than %q accepted as %s", bad, time.Duration(d))
 		}
 	}
+}
+
+// Every problem a component's Validate can find with a field is reported
+// under the flag that sets it: a field without a flag would reach users as
+// a Go field name they cannot set.
+func TestEveryComponentProblemNamesAFlag(t *testing.T) {
+	c := Default()
+	c.Stream.DatabaseURL, c.Stream.Slot, c.Stream.FailoverSlot, c.Stream.BackfillWhere = "", "A", "x", " "
+	c.Stream.ReadLinger, c.Stream.ServerTimeout, c.Stream.IdleWait = -1, -1, -1
+	c.Stream.StatusInterval, c.Stream.ShutdownTimeout, c.Stream.SlotRetryInterval, c.Stream.ReconnectMaxInterval = -1, -1, -1, -1
+	c.Pump = pumpConfigAllWrong()
+	c.Kafka.Brokers, c.Kafka.Compression, c.Kafka.MaxRecordBytes, c.Kafka.Linger = nil, "x", 1, -1
+	c.Txn.ProgressTopic, c.Txn.Interval, c.Txn.MaxRecords, c.Txn.Timeout = "a b", -1, -1, -1
+	c.Monitor.Interval, c.Monitor.WarnBytes = -1, -1
+	byField := map[string]bool{}
+	for _, f := range flags() {
+		if f.field != "" {
+			byField[f.field] = true
+		}
+	}
+	problems := c.componentProblems()
+	if len(problems) < 20 {
+		t.Fatalf("only %d problems found: %v", len(problems), problems)
+	}
+	for _, p := range problems {
+		if !byField[p.field] && p.field != "Txn.MaxBytes" { // no flag sets it: library use only
+			t.Errorf("%s (%s): no flag sets this field", p.field, p.problem)
+		}
+	}
+}
+
+func pumpConfigAllWrong() pump.Config {
+	return pump.Config{MaxInFlightRecords: -1, MaxInFlightBytes: -1, DeadLetterTopic: "__x"}
 }

@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,8 +14,6 @@ import (
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/layout"
-	"github.com/outboxd/outboxd/publish"
-	"github.com/outboxd/outboxd/slot"
 )
 
 // flagSpec is one flag: its name, group, help, binding to a field, check,
@@ -25,8 +22,12 @@ type flagSpec struct {
 	name, usage string
 	group       Group
 	bind        func(fs *flag.FlagSet, c *Config, name, usage string)
-	check       func(c *Config) string // "" when fine
-	show        func(v string) string  // the startup dump's rendering; nil: as is
+	check       func(c *Config) string // "" when fine; the flag's own syntax, and rules no component owns
+	// field is the component Config field the flag sets, "Stream.ReadLinger":
+	// the component's Validate owns the field's rules, and its problems are
+	// reported under the flag's name.
+	field string
+	show  func(v string) string // the startup dump's rendering; nil: as is
 }
 
 // flags is the table of every flag.
@@ -34,11 +35,13 @@ func flags() []flagSpec {
 	return []flagSpec{
 		{name: "database-url", group: GroupDatabase,
 			usage: "PostgreSQL URL or keyword/value string, e.g. postgres://user:pass@host:5432/app (required); the replication connection adds replication=database",
+			field: "Stream.DatabaseURL",
 			bind:  str(func(c *Config) *string { return &c.Stream.DatabaseURL }),
 			check: func(c *Config) string {
-				// Parsed by what connects, so what is checked is what is used.
+				// Parsed by what connects, so what is checked is what is
+				// used; cdc requires one.
 				if c.Stream.DatabaseURL == "" {
-					return "required"
+					return ""
 				}
 				_, msg := parseDatabase(c.Stream.DatabaseURL)
 				return msg
@@ -100,21 +103,13 @@ func flags() []flagSpec {
 		{name: "dry-run", group: GroupPrune, usage: "say what would be removed, and remove nothing",
 			bind: boolean(func(c *Config) *bool { return &c.Prune.DryRun })},
 		{name: "publication", group: GroupPublication, usage: "publication over the outbox table",
+			field: "Stream.Publication",
 			bind:  str(func(c *Config) *string { return &c.Stream.Publication }),
 			check: func(c *Config) string { return nonEmpty(c.Stream.Publication) }},
 		{name: "slot", group: GroupSlot, usage: "logical replication slot (pgoutput); an unused slot retains WAL until outboxd confirms it",
-			bind: str(func(c *Config) *string { return &c.Stream.Slot }),
-			check: func(c *Config) string {
-				if c.Stream.Slot == "" {
-					return "must not be empty"
-				}
-				for _, r := range c.Stream.Slot {
-					if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
-						return "\"" + c.Stream.Slot + "\": slot names use lower-case letters, digits and underscores only"
-					}
-				}
-				return ""
-			}},
+			field: "Stream.Slot",
+			bind:  str(func(c *Config) *string { return &c.Stream.Slot }),
+		},
 		{name: "create-slot", group: GroupCreateSlot,
 			usage: "create the replication slot when it is missing. migrate (default true) creates it only on a fresh install: never where outboxd_slots records a slot that is gone, nor over an outbox table that already holds rows. " +
 				"run (default false) otherwise stops on a missing slot, saying whether it was lost and how to recover; with this flag it creates it, and rows committed before then are published only with --backfill-where",
@@ -123,30 +118,20 @@ func flags() []flagSpec {
 			usage: "failover slot (PostgreSQL 17+): a slot created with FAILOVER true is kept on standbys that run with sync_replication_slots = on, so a failover to one needs no recovery (docs/recovery.md, Failover slots). " +
 				"auto: create new slots as failover slots where the server supports it, and log how to turn it on for an existing slot; " +
 				"on: also turn it on for an existing slot (while no process streams from it), an error before 17; off: neither",
-			bind: str(func(c *Config) *string { return (*string)(&c.Stream.FailoverSlot) }),
-			check: func(c *Config) string {
-				if _, err := slot.ParseFailoverMode(string(c.Stream.FailoverSlot)); err != nil {
-					return "\"" + string(c.Stream.FailoverSlot) + "\" is not auto, on or off"
-				}
-				return ""
-			}},
+			field: "Stream.FailoverSlot",
+			bind:  str(func(c *Config) *string { return (*string)(&c.Stream.FailoverSlot) }),
+		},
 		{name: "backfill-where", group: GroupBackfill,
 			usage: "with --create-slot, when run creates the slot: an SQL predicate over the outbox table (e.g. \"published_at IS NULL\" after a polling relay, or \"id > 123456\" after a lost slot). " +
 				"The slot is created with an exported snapshot, the rows matching the predicate in that snapshot are published first (each key's rows in the order they were written: see --backfill-order-column; read in a read-only transaction), " +
 				"and streaming starts once Kafka acknowledged them all: no gap and no overlap. Ignored when the slot exists; a backfill interrupted by a crash runs again whole on the next start (duplicates, no loss)",
-			bind: str(func(c *Config) *string { return &c.Stream.BackfillWhere }),
+			field: "Stream.BackfillWhere",
+			bind:  str(func(c *Config) *string { return &c.Stream.BackfillWhere }),
 			check: func(c *Config) string {
-				switch {
-				case c.Stream.BackfillWhere == "":
-				case !c.Stream.CreateSlot:
-					return "needs --create-slot: a backfill goes with creating the slot"
-				case c.Delivery == DeliveryExactlyOnce:
+				// cdc checks the predicate and that it goes with creating
+				// the slot; this rule is the command's, across components.
+				if c.Stream.BackfillWhere != "" && c.Delivery == DeliveryExactlyOnce {
 					return "not supported with --delivery exactly-once yet: run the backfill with at-least-once, then switch"
-				}
-				if w := c.Stream.BackfillWhere; w != "" {
-					if err := slot.CheckBackfillWhere(w); err != nil {
-						return err.Error()
-					}
 				}
 				return ""
 			}},
@@ -266,84 +251,63 @@ func flags() []flagSpec {
 			check: func(c *Config) string { return nonEmpty(c.CE.ContentType) }},
 
 		{name: "status-interval", group: GroupStream, usage: "longest time between standby status updates; keep well below the server's wal_sender_timeout",
-			bind: duration(func(c *Config) *time.Duration { return &c.Stream.StatusInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.StatusInterval })},
+			field: "Stream.StatusInterval",
+			bind:  duration(func(c *Config) *time.Duration { return &c.Stream.StatusInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.StatusInterval })},
 		{name: "idle-wait", group: GroupStream, usage: "longest the reader sleeps when nothing is due: no message, every transaction received confirmed (until then it wakes every 100 ms), no status on schedule. It bounds how late an idle stream checks --server-timeout; shorter wakes outboxd more often when idle",
-			bind: duration(func(c *Config) *time.Duration { return &c.Stream.IdleWait }), check: positive(func(c *Config) time.Duration { return c.Stream.IdleWait })},
+			field: "Stream.IdleWait",
+			bind:  duration(func(c *Config) *time.Duration { return &c.Stream.IdleWait }), check: positive(func(c *Config) time.Duration { return c.Stream.IdleWait })},
 		{name: "read-linger", group: GroupStream, usage: fmt.Sprintf("trade latency for CPU at steady rates: while transactions come fast enough that at least %d are expected within this time, wait up to this long after each and read what came meanwhile in one go (one wake-up, one produce request). Adds up to this much to each event's latency; a slower stream is read as it arrives. The default engages from %.0f transactions a second; 0: off, every transaction read as it arrives. At most %s; plain TCP on Linux only",
 			cdc.LingerMinTransactions, cdc.LingerEngagesFrom(cdc.DefaultReadLinger), cdc.MaxReadLinger),
-			bind: duration(func(c *Config) *time.Duration { return &c.Stream.ReadLinger }),
-			check: func(c *Config) string {
-				if v := c.Stream.ReadLinger; v < 0 || v > cdc.MaxReadLinger {
-					return "must be between 0 and " + cdc.MaxReadLinger.String()
-				}
-				return ""
-			}},
+			field: "Stream.ReadLinger",
+			bind:  duration(func(c *Config) *time.Duration { return &c.Stream.ReadLinger }),
+		},
 		{name: "server-timeout", group: GroupStream,
 			usage: "how long PostgreSQL may stay silent on the replication connection (a status after --status-interval of silence asks it for a reply), and how long setting a session up may take, before the connection is taken for broken and replaced: a network partition or a half-open TCP connection never errors by itself. Keep it above the server's wal_sender_timeout/2 plus --status-interval (a walsender replaying a long transaction of unpublished changes answers only that often; a warning says so); must exceed --status-interval",
+			field: "Stream.ServerTimeout",
 			bind:  duration(func(c *Config) *time.Duration { return &c.Stream.ServerTimeout }),
-			check: func(c *Config) string {
-				if c.Stream.ServerTimeout <= c.Stream.StatusInterval {
-					return "must exceed --status-interval (" + c.Stream.StatusInterval.String() + ")"
-				}
-				return ""
-			}},
+		},
 		{name: "shutdown-timeout", group: GroupStream, usage: "on SIGTERM/SIGINT, how long to finish the open transaction, wait for Kafka and confirm",
-			bind: duration(func(c *Config) *time.Duration { return &c.Stream.ShutdownTimeout }), check: positive(func(c *Config) time.Duration { return c.Stream.ShutdownTimeout })},
+			field: "Stream.ShutdownTimeout",
+			bind:  duration(func(c *Config) *time.Duration { return &c.Stream.ShutdownTimeout }), check: positive(func(c *Config) time.Duration { return c.Stream.ShutdownTimeout })},
 		{name: "slot-retry-interval", group: GroupStream, usage: "how often a standby retries a slot another process is using",
-			bind: duration(func(c *Config) *time.Duration { return &c.Stream.SlotRetryInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.SlotRetryInterval })},
+			field: "Stream.SlotRetryInterval",
+			bind:  duration(func(c *Config) *time.Duration { return &c.Stream.SlotRetryInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.SlotRetryInterval })},
 		{name: "reconnect-max-interval", group: GroupStream, usage: "longest wait between reconnects after a lost connection (exponential backoff)",
-			bind: duration(func(c *Config) *time.Duration { return &c.Stream.ReconnectMaxInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.ReconnectMaxInterval })},
+			field: "Stream.ReconnectMaxInterval",
+			bind:  duration(func(c *Config) *time.Duration { return &c.Stream.ReconnectMaxInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.ReconnectMaxInterval })},
 
 		{name: "max-in-flight-records", group: GroupPump, usage: "records sent to Kafka and not yet acknowledged, at most; bounds memory and the duplicates after a crash",
-			bind: integer(func(c *Config) *int { return &c.Pump.MaxInFlightRecords }), check: positiveInt(func(c *Config) int { return c.Pump.MaxInFlightRecords })},
+			field: "Pump.MaxInFlightRecords",
+			bind:  integer(func(c *Config) *int { return &c.Pump.MaxInFlightRecords }), check: positiveInt(func(c *Config) int { return c.Pump.MaxInFlightRecords })},
 		{name: "max-in-flight-bytes", group: GroupPump, usage: "key, value and header bytes of those records, at most: with large payloads this bounds memory (a single larger record is still sent, alone)",
-			bind: integer(func(c *Config) *int { return &c.Pump.MaxInFlightBytes }), check: positiveInt(func(c *Config) int { return c.Pump.MaxInFlightBytes })},
+			field: "Pump.MaxInFlightBytes",
+			bind:  integer(func(c *Config) *int { return &c.Pump.MaxInFlightBytes }), check: positiveInt(func(c *Config) int { return c.Pump.MaxInFlightBytes })},
 		{name: "dead-letter-topic", group: GroupPump,
 			usage: "send a record Kafka refuses for good (too large, invalid or deleted topic, denied) or a row that cannot become a record to this topic, with headers saying why and an Error log naming it, and move on (empty: stop at it, the default: nothing is ever skipped; not with --delivery exactly-once). " +
 				"Checked at start without creating it: a missing one stops the run, or with --allow-auto-topic-creation is created then with the broker's default partitions and replication factor",
-			bind: str(func(c *Config) *string { return &c.Pump.DeadLetterTopic })},
+			field: "Pump.DeadLetterTopic",
+			bind:  str(func(c *Config) *string { return &c.Pump.DeadLetterTopic })},
 
 		{name: "brokers", group: GroupKafka, usage: "Kafka bootstrap brokers, HOST:PORT[,HOST:PORT...] (required)",
+			field: "Kafka.Brokers",
 			bind: func(fs *flag.FlagSet, c *Config, name, usage string) {
 				fs.Var((*stringList)(&c.Kafka.Brokers), name, usage)
 			},
-			check: func(c *Config) string {
-				if len(c.Kafka.Brokers) == 0 {
-					return "required"
-				}
-				for _, b := range c.Kafka.Brokers {
-					if i := strings.LastIndex(b, ":"); i <= 0 || i == len(b)-1 {
-						return "\"" + b + "\" is not HOST:PORT"
-					}
-				}
-				return ""
-			}},
+		},
 		{name: "max-record-bytes", group: GroupKafka,
 			usage: "largest record batch sent, framing included (Kafka's max.message.bytes); a record too large for it alone is refused before sending; raise it only as far as every topic allows, since batches of small records grow up to it",
+			field: "Kafka.MaxRecordBytes",
 			bind:  integer(func(c *Config) *int { return &c.Kafka.MaxRecordBytes }),
-			check: func(c *Config) string {
-				if c.Kafka.MaxRecordBytes < 1024 || c.Kafka.MaxRecordBytes > 1<<30 {
-					return "must be between 1024 and 1073741824"
-				}
-				return ""
-			}},
+		},
 		{name: "linger", group: GroupKafka, usage: "how long a Kafka batch waits for more records (0: send at once; raise for throughput at the cost of latency)",
-			bind: duration(func(c *Config) *time.Duration { return &c.Kafka.Linger }),
-			check: func(c *Config) string {
-				if c.Kafka.Linger < 0 {
-					return "must not be negative"
-				}
-				return ""
-			}},
+			field: "Kafka.Linger",
+			bind:  duration(func(c *Config) *time.Duration { return &c.Kafka.Linger }),
+		},
 		{name: "compression", group: GroupKafka,
 			usage: "codec of the batches sent to Kafka: none, gzip, snappy, lz4 or zstd; a batch goes compressed only where that makes it smaller, and every consumer must decode the codec",
+			field: "Kafka.Compression",
 			bind:  str(func(c *Config) *string { return &c.Kafka.Compression }),
-			check: func(c *Config) string {
-				if !slices.Contains(publish.Compressions(), c.Kafka.Compression) {
-					return "\"" + c.Kafka.Compression + "\" is not one of " + strings.Join(publish.Compressions(), ", ")
-				}
-				return ""
-			}},
+		},
 		{name: "allow-auto-topic-creation", group: GroupKafka, usage: "let the broker create unknown topics (needs auto.create.topics.enable); otherwise a record for an unknown topic stops the run. " +
 			"A missing --dead-letter-topic is created at start instead (CreateTopics with the broker's defaults: needs the CREATE ACL, not auto.create.topics.enable)",
 			bind: boolean(func(c *Config) *bool { return &c.Kafka.AllowAutoTopicCreation })},
@@ -409,23 +373,22 @@ func flags() []flagSpec {
 			bind:  str(func(c *Config) *string { return &c.Txn.TransactionalID })},
 		{name: "progress-topic", group: GroupDelivery,
 			usage: "exactly-once: compacted topic holding each slot's last committed position, written in the same transactions; created (1 partition, cleanup.policy=compact) when missing",
+			field: "Txn.ProgressTopic",
 			bind:  str(func(c *Config) *string { return &c.Txn.ProgressTopic }),
 			check: func(c *Config) string { return nonEmpty(c.Txn.ProgressTopic) }},
 		{name: "transaction-interval", group: GroupDelivery,
 			usage: "exactly-once: longest a Kafka transaction stays open, holding many PostgreSQL transactions; longer means fewer commits but later visibility to read_committed consumers",
+			field: "Txn.Interval",
 			bind:  duration(func(c *Config) *time.Duration { return &c.Txn.Interval }), check: positive(func(c *Config) time.Duration { return c.Txn.Interval })},
 		{name: "transaction-max-records", group: GroupDelivery,
 			usage: "exactly-once: a Kafka transaction commits early once it holds this many records (keep below --max-in-flight-records)",
+			field: "Txn.MaxRecords",
 			bind:  integer(func(c *Config) *int { return &c.Txn.MaxRecords }), check: positiveInt(func(c *Config) int { return c.Txn.MaxRecords })},
 		{name: "transaction-timeout", group: GroupDelivery,
 			usage: "exactly-once: Kafka aborts a transaction open longer (a stalled publisher); must not exceed the brokers' transaction.max.timeout.ms (Kafka's default 15m) and must exceed --transaction-interval",
+			field: "Txn.Timeout",
 			bind:  duration(func(c *Config) *time.Duration { return &c.Txn.Timeout }),
-			check: func(c *Config) string {
-				if c.Txn.Timeout <= c.Txn.Interval {
-					return "must be longer than --transaction-interval"
-				}
-				return ""
-			}},
+		},
 
 		{name: "metrics-addr", group: GroupOps, usage: "serve Prometheus /metrics, /healthz and /readyz on this address, e.g. :9187 (empty: off)",
 			bind: str(func(c *Config) *string { return &c.MetricsAddr }),
@@ -450,8 +413,10 @@ func flags() []flagSpec {
 				return ""
 			}},
 		{name: "wal-check-interval", group: GroupOps, usage: "how often to check the WAL the slot retains (and whether PostgreSQL invalidated it)",
-			bind: duration(func(c *Config) *time.Duration { return &c.Monitor.Interval }), check: positive(func(c *Config) time.Duration { return c.Monitor.Interval })},
+			field: "Monitor.Interval",
+			bind:  duration(func(c *Config) *time.Duration { return &c.Monitor.Interval }), check: positive(func(c *Config) time.Duration { return c.Monitor.Interval })},
 		{name: "wal-retained-warn-bytes", group: GroupOps, usage: "log a warning when the slot retains more WAL than this many bytes",
+			field: "Monitor.WarnBytes",
 			bind: func(fs *flag.FlagSet, c *Config, name, usage string) {
 				fs.Int64Var(&c.Monitor.WarnBytes, name, c.Monitor.WarnBytes, usage)
 			},
