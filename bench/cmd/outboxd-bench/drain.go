@@ -135,8 +135,8 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 	if rep == 0 && watchSlot != "" && e.o.perf {
 		perfc = walsenderPerf(ctx, w, 3*time.Second)
 	}
-	// The drain is timed from the first record in Kafka: a system's
-	// start-up (Debezium's JVM and Connect) is reported apart.
+	// The first record in Kafka is noted too: after the stream's start,
+	// it shows how long a system buffers before its first send.
 	var first func() time.Time
 	kafkaTopic := "" // where the system's records go
 	switch {
@@ -147,10 +147,13 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 	}
 	if kafkaTopic != "" {
 		first = e.firstRecord(ctx, kafkaTopic)
-	}
-	if first != nil {
 		defer first() // stops the polling when the drain fails
 	}
+	stream, err := e.watchStream(ctx, db, watchSlot)
+	if err != nil {
+		return d, "", err
+	}
+	defer stream.stop()
 	start := time.Now()
 	var u usage
 	switch {
@@ -170,15 +173,22 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 	if end.IsZero() {
 		end = time.Now()
 	}
-	from := start
+	seen := stream.stop()
+	seen.Launched = start
+	timing, err := timeDrain(seen, end)
+	if err != nil {
+		return d, "", fmt.Errorf("timing the drain of %s: %w", sys, err)
+	}
+	from := start.Add(timing.Startup)
+	d.TimedFrom = timing.From
+	d.StartupSeconds = timing.Startup.Seconds()
+	d.Seconds = timing.Drain.Seconds()
+	d.EventsPerSec = float64(e.o.events) / d.Seconds
 	if first != nil {
-		if at := first(); !at.IsZero() && at.Before(end) {
-			from = at
+		if at := first(); !at.IsZero() && !at.Before(from) {
+			d.FirstRecordSeconds = min(at.Sub(from), end.Sub(from)).Seconds() // polled: it may be seen after the end
 		}
 	}
-	d.StartupSeconds = from.Sub(start).Seconds()
-	d.Seconds = end.Sub(from).Seconds()
-	d.EventsPerSec = float64(e.o.events) / d.Seconds
 	d.PeakRSSBytes, d.CPUSeconds = u.maxRSS, u.cpu
 	d.WalsenderCPUSeconds, d.MachineBusy = w.finish(from.Sub(w.start), end.Sub(w.start))
 	if perfc != nil {

@@ -244,9 +244,31 @@ func write(dir string, r Results) error {
 }
 
 type row struct {
-	System                                             string
-	Rate, Ratio, RSS, CPU, InsWAL, DrainWAL, Dead, Upd string
-	Walsender, Busy, WalsenderUs, Startup, TopicBytes  string
+	System                                                         string
+	Rate, Ratio, RSS, CPU, InsWAL, DrainWAL, Dead, Upd             string
+	Walsender, Busy, WalsenderUs, Startup, FirstRecord, TopicBytes string
+}
+
+// streamStart is Settings["drain_timed_from"] in runs whose drains are
+// timed from each system's stream start; runs recorded before it timed
+// them from the first record in Kafka, and their report says so.
+const streamStart = "stream start"
+
+// drainTimedFromStream reports whether r's drains are timed from the
+// stream's start.
+func drainTimedFromStream(r Results) bool { return r.Settings["drain_timed_from"] == streamStart }
+
+// startupCell is a drain's start-up as the table shows it, saying where
+// the stream was not seen and the drain was timed from launch.
+func startupCell(s summary) string {
+	switch {
+	case s.TimedFromLaunch == 0:
+		return fmt.Sprintf("%.1f", s.StartupSeconds)
+	case s.TimedFromLaunch >= s.Reps:
+		return "- (stream not seen: timed from launch)"
+	default:
+		return fmt.Sprintf("%.1f (%d of %d repetitions timed from launch: stream not seen)", s.StartupSeconds, s.TimedFromLaunch, s.Reps)
+	}
 }
 
 func view(r Results) map[string]any {
@@ -261,13 +283,16 @@ func view(r Results) map[string]any {
 		rows = append(rows, row{System: sys, Rate: fmt.Sprintf("%.0f", s.EventsPerSec), Ratio: "-",
 			RSS: fmt.Sprintf("%.0f", float64(s.PeakRSSBytes)/(1<<20)), CPU: fmt.Sprintf("%.2f", s.CPUSecondsPer100k),
 			InsWAL: fmt.Sprintf("%.0f", s.InsertWALPerEvent), DrainWAL: fmt.Sprintf("%.0f", s.DrainWALPerEvent), Dead: fmt.Sprintf("%.2f", s.DeadTuplesPerEvent), Upd: fmt.Sprintf("%.2f", s.UpdatesPerEvent),
-			Walsender: "-", WalsenderUs: "-", Busy: fmt.Sprintf("%.0f", 100*s.MachineBusy), Startup: fmt.Sprintf("%.1f", s.StartupSeconds),
-			TopicBytes: fmt.Sprintf("%.0f", s.TopicBytesPerEvent)})
+			Walsender: "-", WalsenderUs: "-", Busy: fmt.Sprintf("%.0f", 100*s.MachineBusy), Startup: startupCell(s),
+			FirstRecord: fmt.Sprintf("%.2f", s.FirstRecordSeconds), TopicBytes: fmt.Sprintf("%.0f", s.TopicBytesPerEvent)})
 		if strings.HasPrefix(sys, "debezium") {
 			rows[len(rows)-1].RSS += " (JVM heap -Xms1g -Xmx1g)"
 		}
 		if sys == "pg_recvlogical" {
-			rows[len(rows)-1].Startup, rows[len(rows)-1].TopicBytes = "-", "-"
+			rows[len(rows)-1].FirstRecord, rows[len(rows)-1].TopicBytes = "-", "-"
+			if !drainTimedFromStream(r) {
+				rows[len(rows)-1].Startup = "-" // timed from its launch
+			}
 		}
 		if x, ok := r.RatioToRef[sys]; ok && x > 0 {
 			rows[len(rows)-1].Ratio = fmt.Sprintf("%.2f", x)
@@ -282,7 +307,8 @@ func view(r Results) map[string]any {
 		targets = append(targets, k+": "+v)
 	}
 	sort.Strings(targets)
-	return map[string]any{"R": r, "Rows": rows, "Targets": targets, "Highest": highestSustained(r.LatencySum), "CPURows": cpuRows(r.LatencySum), "ProduceRows": produceRows(r), "TxSize": txSize(r)}
+	return map[string]any{"R": r, "Rows": rows, "Targets": targets, "Highest": highestSustained(r.LatencySum), "CPURows": cpuRows(r.LatencySum), "ProduceRows": produceRows(r), "TxSize": txSize(r),
+		"StreamTimed": drainTimedFromStream(r)}
 }
 
 type cpuRow struct {
@@ -362,14 +388,32 @@ Settings: {{range $k, $v := .R.Settings}}{{$k}} {{$v}}; {{end}}
 
 ## Backlog drain (median of the repetitions)
 
-Time from the first record in Kafka until the whole backlog is acknowledged
-(outboxd: the slot confirmed the backlog's end; Debezium: every record in
-the routed topic; relay: nothing left unpublished). "start-up s" is from
-launching the system to that first record, apart: a user restarting
-Debezium pays its JVM and Kafka Connect start, but it is not drain speed.
+{{if .StreamTimed}}Each drain is timed from the start of the system's stream until the whole
+backlog is acknowledged. The stream's start is seen on the server: the
+slot's walsender taking the slot (START_REPLICATION) for pg_recvlogical,
+outboxd and Debezium, the relay's first connection (its first poll) for
+the relay; the bench polls for it every 5 ms and takes the latest moment
+known to precede it, so the poll can cost a system at most 5 ms, never
+flatter it. The end is the last record acknowledged (outboxd: the slot
+confirmed the backlog's end; Debezium: every record in the routed topic;
+relay: nothing left unpublished; pg_recvlogical, which decodes the slot to
+/dev/null and writes no records: its exit at the backlog's end). A system
+that holds records back before its first send is timed with that wait
+in: "first record s" is from the stream's start to the first record in
+Kafka. "start-up s" is from launching the system to its stream's start,
+apart: a user restarting Debezium pays its JVM and Kafka Connect start,
+but it is not drain speed. Where the stream was not seen (a drain
+shorter than the poll), the drain is timed from launch and the start-up
+column says so. CPU per 100k events includes the start-up. The WAL was
+{{else}}This run timed each drain from the first record in Kafka (the bench did
+so before it saw the stream's start; the first record favours a system
+that buffers before its first send) until the whole backlog is
+acknowledged (outboxd: the slot confirmed the backlog's end; Debezium:
+every record in the routed topic; relay: nothing left unpublished).
+"start-up s" is from launching the system to that first record, apart.
 CPU per 100k events includes the start-up. pg_recvlogical decodes the slot
 to /dev/null, timed from its launch (it writes no records). The WAL was
-read into the page cache before each timing. "Dead row versions" counts
+{{end}}read into the page cache before each timing. "Dead row versions" counts
 the rows updated (each UPDATE leaves the old version behind); "dead tuples
 left" is what remained after the drain with autovacuum off on the table:
 the relay's own reads prune most dead versions as they go. "Walsender
@@ -386,9 +430,9 @@ by default; outboxd-none, -gzip, -lz4 and -zstd are outboxd with that
 --compression). The payload is synthetic (a number and 200 repeated
 characters), so it compresses better than most real events.
 
-| system | events/s | ratio to pg_recvlogical | start-up s | peak RSS MiB | CPU s per 100k events | walsender µs/event | walsender busy, share of the limit | machine CPU busy % | Kafka B/event | insert WAL B/event | WAL written while draining B/event | dead row versions/event | dead tuples left/event |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
-{{range .Rows}}| {{.System}} | {{.Rate}} | {{.Ratio}} | {{.Startup}} | {{.RSS}} | {{.CPU}} | {{.WalsenderUs}} | {{.Walsender}} | {{.Busy}} | {{.TopicBytes}} | {{.InsWAL}} | {{.DrainWAL}} | {{.Upd}} | {{.Dead}} |
+| system | {{if .StreamTimed}}drain events/s, stream start to last ack | ratio to pg_recvlogical | start-up s, launch to stream start | first record s, after stream start{{else}}drain events/s, first record to last ack | ratio to pg_recvlogical | start-up s, launch to first record{{end}} | peak RSS MiB | CPU s per 100k events | walsender µs/event | walsender busy, share of the limit | machine CPU busy % | Kafka B/event | insert WAL B/event | WAL written while draining B/event | dead row versions/event | dead tuples left/event |
+|---|---|---|---|{{if .StreamTimed}}---|{{end}}---|---|---|---|---|---|---|---|---|---|
+{{range .Rows}}| {{.System}} | {{.Rate}} | {{.Ratio}} | {{.Startup}} | {{if $.StreamTimed}}{{.FirstRecord}} | {{end}}{{.RSS}} | {{.CPU}} | {{.WalsenderUs}} | {{.Walsender}} | {{.Busy}} | {{.TopicBytes}} | {{.InsWAL}} | {{.DrainWAL}} | {{.Upd}} | {{.Dead}} |
 {{end}}
 ## Steady latency: commit (as the writer saw it) to receipt by a consumer
 
@@ -512,7 +556,8 @@ Highest rate sustained (every event delivered, median p99 under 1 s):
 {{with index .R.Summary "debezium"}}{{if .Reps}}- Debezium is bound by its own CPU: its JVM uses {{printf "%.2f" .CPUSecondsPer100k}} CPU seconds per
   100k events (its JVM start included), {{printf "%.2f" (cores .CPUSecondsPer100k .EventsPerSec)}} cores at its rate, while its walsender
   mostly waits. Its JVM is started for each drain, as after a restart:
-  {{printf "%.0f" .StartupSeconds}} s to its first record, left out of its drain time.
+  {{if $.StreamTimed}}{{printf "%.0f" .StartupSeconds}} s to its stream's start, left out of its drain time; from there,
+  {{printf "%.1f" .FirstRecordSeconds}} s to its first record in Kafka, counted in it.{{else}}{{printf "%.0f" .StartupSeconds}} s to its first record, left out of its drain time.{{end}}
 {{end}}{{end}}{{with index .R.Summary "relay"}}{{if .Reps}}- The polling relay is bound by PostgreSQL: its SELECT ... FOR UPDATE SKIP
   LOCKED and UPDATE run in server backends (machine {{printf "%.0f" (mul100 .MachineBusy)}}% busy). 5 x the
   relay would be several times what one slot delivers to any reader on
@@ -636,7 +681,11 @@ func highestSustained(sum []latencySummary) []string {
 func chart(r Results) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="900" height="420" font-family="sans-serif" font-size="12">`+"\n")
-	fmt.Fprintf(&b, `<text x="20" y="24" font-size="15">Backlog drain, events/s (median)</text>`+"\n")
+	from := "first record"
+	if drainTimedFromStream(r) {
+		from = "stream start"
+	}
+	fmt.Fprintf(&b, `<text x="20" y="24" font-size="15">Backlog drain, events/s from %s (median)</text>`+"\n", from)
 	order := []string{"pg_recvlogical", "outboxd", "outboxd-eos", "outboxd-baseline", "outboxd-linger", "debezium", "debezium-eos", "relay"}
 	colors := map[string]string{"pg_recvlogical": "#888", "outboxd": "#2a7", "outboxd-eos": "#175", "outboxd-baseline": "#9c9", "outboxd-linger": "#5b8",
 		"debezium": "#c63", "debezium-eos": "#933", "relay": "#36c"}

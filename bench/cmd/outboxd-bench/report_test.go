@@ -122,3 +122,51 @@ func TestReportSpeaksOfTheRelayOnlyWhenItRan(t *testing.T) {
 		})
 	}
 }
+
+// The drain table's columns say what they measure: from the stream's
+// start in runs timed so, from the first record in Kafka in runs recorded
+// before (re-rendering an older run must not relabel its figures); a
+// repetition whose stream was not seen says it was timed from launch.
+func TestReportSaysWhatTheDrainIsTimedFrom(t *testing.T) {
+	t.Parallel()
+	sum := func(fromLaunch int) map[string]summary {
+		return map[string]summary{"outboxd": {Reps: 3, EventsPerSec: 100000, StartupSeconds: 0.2, FirstRecordSeconds: 0.01, TimedFromLaunch: fromLaunch}}
+	}
+	tests := []struct {
+		name     string
+		r        Results
+		want     []string
+		wantNone []string
+	}{
+		{"timed from the stream start", Results{Settings: map[string]string{"drain_timed_from": streamStart}, Summary: sum(0)},
+			[]string{"drain events/s, stream start to last ack", "start-up s, launch to stream start", "first record s, after stream start", "| outboxd | 100000 | - | 0.2 | 0.01 |"},
+			[]string{"first record to last ack"}},
+		{"recorded before: from the first record", Results{Summary: sum(0)},
+			[]string{"drain events/s, first record to last ack", "start-up s, launch to first record", "| outboxd | 100000 | - | 0.2 |"},
+			[]string{"stream start to last ack", "first record s, after stream start"}},
+		{"one repetition not seen", Results{Settings: map[string]string{"drain_timed_from": streamStart}, Summary: sum(1)},
+			[]string{"| 0.2 (1 of 3 repetitions timed from launch: stream not seen) |"}, nil},
+		{"no repetition seen", Results{Settings: map[string]string{"drain_timed_from": streamStart}, Summary: sum(3)},
+			[]string{"| - (stream not seen: timed from launch) |"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.r.Date = "2026-12-05T00:00:00Z"
+			got := render(t, tt.r)
+			for _, want := range tt.want {
+				if !strings.Contains(got, want) {
+					t.Errorf("report does not say %q", want)
+				}
+			}
+			for _, not := range tt.wantNone {
+				if strings.Contains(got, not) {
+					t.Errorf("report says %q", not)
+				}
+			}
+			if from := map[bool]string{true: "stream start", false: "first record"}[drainTimedFromStream(tt.r)]; !strings.Contains(chart(tt.r), "events/s from "+from) {
+				t.Errorf("chart does not say the drain is timed from %s", from)
+			}
+		})
+	}
+}

@@ -41,19 +41,29 @@ type drainResult struct {
 	System string `json:"system"`
 	Rep    int    `json:"rep"`
 	Events int    `json:"events"`
-	// Seconds is the drain's time from the first record in Kafka to the
-	// last acknowledged (pg_recvlogical, which writes no records: from its
-	// launch); StartupSeconds is from launching the system to that first
-	// record (a JVM and Kafka Connect for Debezium), reported apart.
+	// Seconds is the drain's time from the start of the system's stream
+	// (its walsender acquiring the slot; the relay's first connection) to
+	// its last record acknowledged (outboxd: the slot confirmed the
+	// backlog's end; pg_recvlogical, which writes no records: its exit at
+	// the backlog's end). StartupSeconds is from launching the system to
+	// its stream's start (a JVM and Kafka Connect for Debezium), reported
+	// apart. TimedFrom is "stream start", or "launch" where the stream was
+	// not seen (then there is no start-up); runs recorded before it timed
+	// the drain from the first record in Kafka (see drainTimedFrom).
 	Seconds        float64 `json:"seconds"`
 	StartupSeconds float64 `json:"startup_seconds"`
-	EventsPerSec   float64 `json:"events_per_second"`
-	PeakRSSBytes   int64   `json:"peak_rss_bytes"`
-	CPUSeconds     float64 `json:"cpu_seconds"`
-	InsertWALBytes int64   `json:"insert_wal_bytes"` // WAL the backlog's inserts wrote
-	DrainWALBytes  int64   `json:"drain_wal_bytes"`  // WAL written while draining (the relay's UPDATEs)
-	DeadTuples     int64   `json:"dead_tuples"`      // left in the table after the drain (pgstattuple; autovacuum off)
-	UpdatedRows    int64   `json:"updated_rows"`     // each update leaves a dead row version to prune or vacuum
+	TimedFrom      string  `json:"timed_from,omitempty"`
+	// FirstRecordSeconds is from the stream's start to the first record
+	// in Kafka: how long the system held its first records back (0 for
+	// pg_recvlogical).
+	FirstRecordSeconds float64 `json:"first_record_seconds,omitempty"`
+	EventsPerSec       float64 `json:"events_per_second"`
+	PeakRSSBytes       int64   `json:"peak_rss_bytes"`
+	CPUSeconds         float64 `json:"cpu_seconds"`
+	InsertWALBytes     int64   `json:"insert_wal_bytes"` // WAL the backlog's inserts wrote
+	DrainWALBytes      int64   `json:"drain_wal_bytes"`  // WAL written while draining (the relay's UPDATEs)
+	DeadTuples         int64   `json:"dead_tuples"`      // left in the table after the drain (pgstattuple; autovacuum off)
+	UpdatedRows        int64   `json:"updated_rows"`     // each update leaves a dead row version to prune or vacuum
 	// TopicBytes is the size of the system's topic on the broker after the
 	// drain: the record batches as sent, compressed or not (0 for
 	// pg_recvlogical, which writes no records).
@@ -107,8 +117,12 @@ type summary struct {
 	// is the drain rate of a walsender kept fully busy.
 	WalsenderUsPerEvent float64 `json:"walsender_cpu_us_per_event"`
 	StartupSeconds      float64 `json:"startup_seconds"`
-	MachineBusy         float64 `json:"machine_cpu_busy"`
-	Reps                int     `json:"reps"`
+	FirstRecordSeconds  float64 `json:"first_record_seconds,omitempty"`
+	// TimedFromLaunch counts the repetitions whose stream was not seen,
+	// timed from launch instead.
+	TimedFromLaunch int     `json:"timed_from_launch,omitempty"`
+	MachineBusy     float64 `json:"machine_cpu_busy"`
+	Reps            int     `json:"reps"`
 }
 
 func run(ctx context.Context, o options, log *slog.Logger) error {
@@ -134,7 +148,8 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		Args:    o.args,
 		Machine: machine(),
 		Settings: map[string]string{"events": strconv.Itoa(o.events), "reps": strconv.Itoa(o.reps), "transaction_size": strconv.Itoa(o.txSize), "payload": "jsonb {\"n\": N, \"pad\": 200 x} (about 230 bytes with the key)", "partitions": "6",
-			"postgres": "15, fsync=on, full_page_writes=on, synchronous_commit=on (the backlog writer alone uses synchronous_commit=off)", "kafka": "4.1.1 single node KRaft, acks=all"},
+			"drain_timed_from": streamStart,
+			"postgres":         "15, fsync=on, full_page_writes=on, synchronous_commit=on (the backlog writer alone uses synchronous_commit=off)", "kafka": "4.1.1 single node KRaft, acks=all"},
 		Summary: map[string]summary{}, Errors: map[string]string{}, RatioToRef: map[string]float64{},
 	}
 	if err := e.warmKafka(ctx, 1_000_000); err != nil {
@@ -169,7 +184,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 				res.Errors[sys] = err.Error()
 				continue
 			}
-			log.Info("drained", "system", sys, "events_per_second", int(d.EventsPerSec), "peak_rss_mib", d.PeakRSSBytes>>20, "cpu_s", d.CPUSeconds)
+			log.Info("drained", "system", sys, "events_per_second", int(d.EventsPerSec), "timed_from", d.TimedFrom, "startup_s", d.StartupSeconds, "peak_rss_mib", d.PeakRSSBytes>>20, "cpu_s", d.CPUSeconds)
 			res.Drains = append(res.Drains, d)
 		}
 	}
@@ -250,13 +265,20 @@ func summarize(all []drainResult, sys string) summary {
 	}
 	slices.SortFunc(ds, func(a, b drainResult) int { return int(a.EventsPerSec - b.EventsPerSec) })
 	m := ds[len(ds)/2]
+	fromLaunch := 0
+	for _, d := range ds {
+		if d.TimedFrom == "launch" {
+			fromLaunch++
+		}
+	}
 	ev := float64(m.Events)
 	return summary{
 		EventsPerSec: m.EventsPerSec, PeakRSSBytes: m.PeakRSSBytes, CPUSecondsPer100k: m.CPUSeconds / ev * 100000,
 		InsertWALPerEvent: float64(m.InsertWALBytes) / ev, DrainWALPerEvent: float64(m.DrainWALBytes) / ev,
 		DeadTuplesPerEvent: float64(m.DeadTuples) / ev, UpdatesPerEvent: float64(m.UpdatedRows) / ev, TopicBytesPerEvent: float64(m.TopicBytes) / ev,
 		WalsenderCores: m.WalsenderCPUSeconds / m.Seconds, WalsenderUsPerEvent: m.WalsenderCPUSeconds / ev * 1e6,
-		StartupSeconds: m.StartupSeconds, MachineBusy: m.MachineBusy, Reps: len(ds),
+		StartupSeconds: m.StartupSeconds, FirstRecordSeconds: m.FirstRecordSeconds, MachineBusy: m.MachineBusy, Reps: len(ds),
+		TimedFromLaunch: fromLaunch,
 	}
 }
 
