@@ -263,11 +263,11 @@ func drainTimedFromStream(r Results) bool { return r.Settings["drain_timed_from"
 func startupCell(s summary) string {
 	switch {
 	case s.TimedFromLaunch == 0:
-		return fmt.Sprintf("%.1f", s.StartupSeconds)
+		return fmt.Sprintf("%.2f", s.StartupSeconds)
 	case s.TimedFromLaunch >= s.Reps:
 		return "- (stream not seen: timed from launch)"
 	default:
-		return fmt.Sprintf("%.1f (%d of %d repetitions timed from launch: stream not seen)", s.StartupSeconds, s.TimedFromLaunch, s.Reps)
+		return fmt.Sprintf("%.2f (%d of %d repetitions timed from launch: stream not seen)", s.StartupSeconds, s.TimedFromLaunch, s.Reps)
 	}
 }
 

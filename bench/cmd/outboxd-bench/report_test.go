@@ -139,13 +139,13 @@ func TestReportSaysWhatTheDrainIsTimedFrom(t *testing.T) {
 		wantNone []string
 	}{
 		{"timed from the stream start", Results{Settings: map[string]string{"drain_timed_from": streamStart}, Summary: sum(0)},
-			[]string{"drain events/s, stream start to last ack", "start-up s, launch to stream start", "first record s, after stream start", "| outboxd | 100000 | - | 0.2 | 0.01 |"},
+			[]string{"drain events/s, stream start to last ack", "start-up s, launch to stream start", "first record s, after stream start", "| outboxd | 100000 | - | 0.20 | 0.01 |"},
 			[]string{"first record to last ack"}},
 		{"recorded before: from the first record", Results{Summary: sum(0)},
-			[]string{"drain events/s, first record to last ack", "start-up s, launch to first record", "| outboxd | 100000 | - | 0.2 |"},
+			[]string{"drain events/s, first record to last ack", "start-up s, launch to first record", "| outboxd | 100000 | - | 0.20 |"},
 			[]string{"stream start to last ack", "first record s, after stream start"}},
 		{"one repetition not seen", Results{Settings: map[string]string{"drain_timed_from": streamStart}, Summary: sum(1)},
-			[]string{"| 0.2 (1 of 3 repetitions timed from launch: stream not seen) |"}, nil},
+			[]string{"| 0.20 (1 of 3 repetitions timed from launch: stream not seen) |"}, nil},
 		{"no repetition seen", Results{Settings: map[string]string{"drain_timed_from": streamStart}, Summary: sum(3)},
 			[]string{"| - (stream not seen: timed from launch) |"}, nil},
 	}
