@@ -35,9 +35,9 @@ func TestCPUClockOfThisProcessIsItsCPUTime(t *testing.T) {
 }
 
 // Regression: CPU time came from /proc/PID/stat in 10 ms ticks, which at
-// 10 events/s over a 10 s run is 100 µs per event: more than outboxd's
-// whole cost per event. It is read to the nanosecond now, for another
-// process too, and agrees with /proc.
+// 10 events/s over a 10 s run is 100 µs per event: coarser than the CPU
+// per event it was to measure. It is read to the nanosecond now, for
+// another process too, and agrees with /proc.
 func TestCPUSecondsOfAnotherProcessToTheNanosecond(t *testing.T) {
 	cmd := exec.Command("sh", "-c", "while :; do :; done")
 	if err := cmd.Start(); err != nil {

@@ -40,8 +40,8 @@ func PeakRSS(pid int) (int64, error) {
 //
 // It reads the process's CPU-time clock (clock_getcpuclockid(3)), which
 // the scheduler keeps in nanoseconds. /proc/PID/stat gives the same time
-// in 10 ms ticks: over a 10 s run at 10 events/s (100 events) a tick is
-// 100 µs per event, more than outboxd spends on one.
+// in 10 ms ticks, too coarse for CPU per event at low rates: over a 10 s
+// run at 10 events/s (100 events) one tick is 100 µs per event.
 func CPUSeconds(pid int) (float64, error) {
 	ns, err := cpuClock(pid)
 	if err != nil {

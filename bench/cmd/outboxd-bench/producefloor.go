@@ -38,7 +38,8 @@ func (e *env) measureProduceFloors(ctx context.Context, rates []int, reps int) (
 		return nil, err
 	}
 	// Unmeasured: the new topic's partitions and the broker's first
-	// requests to them (a first measured run had its p50 at 10 ms).
+	// requests to them, which would otherwise weigh on the first rate's
+	// acknowledgment latency.
 	if out, err := exec.CommandContext(ctx, bin, "-brokers", e.kafka.Addr, "-topic", topic, "-rate", fmt.Sprint(rates[0]), "-transaction-size", fmt.Sprint(e.o.txSize), "-duration", "3s").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("warming producecost up: %w\n%s", err, out)
 	}

@@ -163,8 +163,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		// An untimed, profiled outboxd drain first. It also warms the
 		// broker up for small produce requests: whichever system first sent
 		// those was measured against a cold JIT (outboxd's first timed drain
-		// was 79-89k events/s against 116-163k after it, with or without
-		// profiling).
+		// was markedly slower than those after it, profiled or not).
 		log.Info("drain", "system", "outboxd", "untimed", true, "profiled", true)
 		if _, prof, err := e.drain(ctx, "outboxd", -1, true); err != nil {
 			res.Profile = "profiled drain: " + err.Error()

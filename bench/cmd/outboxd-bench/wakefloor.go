@@ -38,13 +38,14 @@ type wakeFloor struct {
 
 // pairGap is the gap between the two wake-ups of one transaction in the
 // floor: about the broker's acknowledgment p50 to outboxd's producer alone
-// on this machine (0.3-0.9 ms in the 2026-12-03 make bench).
+// on this machine (the report's producer-alone table measures it).
 // At rates where transactions come closer than twice that, the gap is
 // half the interval.
 const pairGap = 500 * time.Microsecond
 
 // wakeFloorReps is how many times each wake-up figure is measured; the
-// median is kept (single runs of the pair at 100/s ranged 67-112 µs).
+// median is kept, since single runs of one figure spread widely on a
+// shared VM.
 const wakeFloorReps = 5
 
 // FloorUsPerEvent is the least CPU per event a publisher woken twice per

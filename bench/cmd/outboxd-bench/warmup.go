@@ -46,8 +46,8 @@ func (e *env) warmKafka(ctx context.Context, records int) error {
 
 // warmTransactions sends records through Kafka transactions. The first
 // transactional producer on a cluster creates the transaction state topic
-// and loads its coordinator: without this, outboxd-eos's first drain ran at
-// 35-36k events/s against 81-105k for the others, in both recorded runs.
+// and loads its coordinator: without this, outboxd-eos's first drain paid
+// for both and ran far slower than the drains after it.
 func (e *env) warmTransactions(ctx context.Context, topic string, value []byte, records int) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.kafka.Addr), kgo.DefaultProduceTopic(topic), kgo.TransactionalID("bench.warmup"))
 	if err != nil {
