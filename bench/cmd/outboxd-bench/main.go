@@ -2,7 +2,9 @@
 // limit of one slot (pg_recvlogical), Debezium (Kafka Connect + the Outbox
 // Event Router) and the polling relay outboxd replaces, in one run, on the
 // same PostgreSQL and Kafka (private ones, started through the test bed).
-// It writes docs/bench/results.json, docs/bench/README.md and a chart.
+// It writes docs/bench/results.json, docs/bench/README.md and a chart,
+// replacing the current run: move that run under docs/bench/history first
+// (docs/bench/history.md says how).
 //
 //	make bench      (not part of make test)
 package main
