@@ -49,7 +49,7 @@ type drainResult struct {
 	// its stream's start (a JVM and Kafka Connect for Debezium), reported
 	// apart. TimedFrom is "stream start", or "launch" where the stream was
 	// not seen (then there is no start-up); runs recorded before it timed
-	// the drain from the first record in Kafka (see drainTimedFrom).
+	// the drain from the first record in Kafka (see drainTimedFromStream).
 	Seconds        float64 `json:"seconds"`
 	StartupSeconds float64 `json:"startup_seconds"`
 	TimedFrom      string  `json:"timed_from,omitempty"`
