@@ -12,12 +12,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/internal/retention"
 	"github.com/outboxd/outboxd/layout"
+	"github.com/outboxd/outboxd/pipeline"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/slot"
@@ -78,8 +80,8 @@ const DefaultMaxProcs = 1
 
 // The delivery modes of --delivery.
 const (
-	DeliveryAtLeastOnce = "at-least-once"
-	DeliveryExactlyOnce = "exactly-once"
+	DeliveryAtLeastOnce = pipeline.AtLeastOnce
+	DeliveryExactlyOnce = pipeline.ExactlyOnce
 )
 
 // The layouts of --layout.
@@ -243,6 +245,8 @@ func (c *Config) Validate(fs *flag.FlagSet) error {
 	for _, p := range c.componentProblems() {
 		name, ok := byField[p.field]
 		switch {
+		case !ok && p.field == "":
+			errs = append(errs, errors.New(p.problem))
 		case !ok:
 			errs = append(errs, fmt.Errorf("%s: %s", p.field, p.problem)) // a rule without a flag: still reported
 		case fs.Lookup(name) == nil || flagged[name]:
@@ -262,38 +266,43 @@ func flagError(name, problem string) error {
 // named "<Config field>.<component field>" ("Stream.ReadLinger").
 type problem struct{ field, problem string }
 
-// componentProblems runs every component's Validate. The column mapping
-// (Stream.Columns) is checked by the column flags themselves, one flag at
-// a time.
+// componentProblems runs the pipeline's Validate: every stage's own and
+// the rules that span stages. The column mapping (Stream.Columns) is
+// checked by the column flags themselves, one flag at a time.
 func (c *Config) componentProblems() []problem {
-	mon := c.Monitor
-	mon.DatabaseURL, mon.Slot, mon.Publication = c.Stream.DatabaseURL, c.Stream.Slot, c.Stream.Publication
-	stream := c.Stream
-	stream.Columns = layout.Columns{}
+	pc := c.pipeline()
+	pc.Stream.Columns = layout.Columns{}
 	var out []problem
-	add := func(component string, err error) {
-		for _, e := range unjoin(err) {
-			var fe interface{ FieldProblem() (string, string) }
-			if errors.As(e, &fe) {
-				field, why := fe.FieldProblem()
-				out = append(out, problem{component + "." + field, why})
-				continue
-			}
-			out = append(out, problem{component, e.Error()})
+	for _, e := range unjoin(pc.Validate()) {
+		var fe *pipeline.FieldError
+		if errors.As(e, &fe) {
+			out = append(out, problem{fe.Field, fe.Problem})
+			continue
 		}
-	}
-	add("Stream", stream.Validate())
-	add("Pump", c.Pump.Validate())
-	add("Kafka", c.Kafka.Validate())
-	add("Txn", c.Txn.Validate())
-	add("Monitor", mon.Validate())
-	for i, p := range out {
-		switch p.field { // the monitor's names come from the stream's flags
-		case "Monitor.DatabaseURL", "Monitor.Slot", "Monitor.Publication":
-			out[i].field = "Stream." + strings.TrimPrefix(p.field, "Monitor.")
-		}
+		out = append(out, problem{"", e.Error()})
 	}
 	return out
+}
+
+// pipeline is the pipeline the options describe, without the Kafka
+// client's TLS and SASL options (see Pipeline).
+func (c *Config) pipeline() pipeline.Config {
+	s := c.Stream
+	s.Columns = c.Mapping()
+	return pipeline.Config{Stream: s, Pump: c.Pump, Kafka: c.Kafka, Delivery: c.Delivery, Txn: c.Txn, Monitor: c.Monitor, Heartbeat: c.Heartbeat}
+}
+
+// Pipeline is the pipeline run's options describe: each stage's Config
+// as the flags set it, the column mapping (Mapping), and the Kafka
+// client's TLS and SASL options.
+func (c *Config) Pipeline() (pipeline.Config, error) {
+	kopts, err := c.KafkaOpts()
+	if err != nil {
+		return pipeline.Config{}, err
+	}
+	pc := c.pipeline()
+	pc.Kafka.Opts = append(slices.Clone(pc.Kafka.Opts), kopts...)
+	return pc, nil
 }
 
 // unjoin returns the errors errors.Join joined, or err alone.

@@ -127,14 +127,7 @@ func flags() []flagSpec {
 				"and streaming starts once Kafka acknowledged them all: no gap and no overlap. Ignored when the slot exists; a backfill interrupted by a crash runs again whole on the next start (duplicates, no loss)",
 			field: "Stream.BackfillWhere",
 			bind:  str(func(c *Config) *string { return &c.Stream.BackfillWhere }),
-			check: func(c *Config) string {
-				// cdc checks the predicate and that it goes with creating
-				// the slot; this rule is the command's, across components.
-				if c.Stream.BackfillWhere != "" && c.Delivery == DeliveryExactlyOnce {
-					return "not supported with --delivery exactly-once yet: run the backfill with at-least-once, then switch"
-				}
-				return ""
-			}},
+		},
 		{name: "backfill-order-column", group: GroupBackfill,
 			usage: "the column a backfill reads each table's rows in order of, ties broken by --id-column (ORDER BY col NULLS LAST, id), so each key's rows reach Kafka in the order they were written: " +
 				"a timestamptz, timestamp or integer column set in that order (e.g. DEFAULT clock_timestamp(), or a bigserial); every table of the publication must have it. " +
@@ -354,20 +347,8 @@ func flags() []flagSpec {
 			usage: "at-least-once: each record is acknowledged on its own and a crash sends the unconfirmed tail again (consumers dedupe on the id header). " +
 				"exactly-once: records go in Kafka transactions with a progress record, and a restart or takeover resumes exactly after the last committed one; " +
 				"consumers must read with isolation.level=read_committed (a read_uncommitted consumer also sees aborted records); needs Kafka transactions allowed for the transactional id, and no --dead-letter-topic",
-			bind: str(func(c *Config) *string { return &c.Delivery }),
-			check: func(c *Config) string {
-				if c.Delivery != DeliveryAtLeastOnce && c.Delivery != DeliveryExactlyOnce {
-					return "\"" + c.Delivery + "\" is not at-least-once or exactly-once"
-				}
-				if c.Delivery == DeliveryExactlyOnce && c.Pump.DeadLetterTopic != "" {
-					// A dead letter is written after the records behind it;
-					// the exactly-once sink takes it for a record it already
-					// holds and reports it done unwritten: lost every time,
-					// no crash needed. pump.New refuses it too.
-					return "exactly-once does not support --dead-letter-topic yet: a record that cannot be published stops the run"
-				}
-				return ""
-			}},
+			bind:  str(func(c *Config) *string { return &c.Delivery }),
+			field: "Delivery"},
 		{name: "transactional-id", group: GroupDelivery,
 			usage: "exactly-once: Kafka transactional id; every process publishing the slot must share it, and a standby taking over fences the one it replaces; changing it starts exactly-once progress anew (the slot's unconfirmed tail is published again) (empty: outboxd-<slot>-<the server's system identifier>)",
 			bind:  str(func(c *Config) *string { return &c.Txn.TransactionalID })},
@@ -427,13 +408,8 @@ func flags() []flagSpec {
 				return ""
 			}},
 		{name: "heartbeat-interval", group: GroupOps, usage: "write a pg_logical_emit_message heartbeat this often (0: off; only needed where keepalives do not advance an idle slot)",
-			bind: duration(func(c *Config) *time.Duration { return &c.Heartbeat }),
-			check: func(c *Config) string {
-				if c.Heartbeat < 0 {
-					return "must not be negative"
-				}
-				return ""
-			}},
+			bind:  duration(func(c *Config) *time.Duration { return &c.Heartbeat }),
+			field: "Heartbeat"},
 
 		{name: "log-level", group: GroupLog, usage: "log level: debug, info, warn, error",
 			bind: str(func(c *Config) *string { return &c.LogLevel }),
