@@ -159,6 +159,7 @@ func RecordAcknowledged(ctx context.Context, q Querier, slot string, commit time
 type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 func catalogWriteError(doing string, err error) error {
