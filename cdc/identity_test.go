@@ -21,12 +21,12 @@ func TestServerIsTheStreamsOwnIdentity(t *testing.T) {
 	if _, _, _, err := s.Server(early); err == nil {
 		t.Fatal("Server answered before a replication connection identified the server")
 	}
-	s.ident.set(serverID{systemID: "7001", timeline: 3}, 0x5000)
+	s.ident.set(slot.ServerID{SystemID: "7001", Timeline: 3}, 0x5000)
 	sys, tl, walEnd, err := s.Server(t.Context())
 	if err != nil || sys != "7001" || tl != 3 || walEnd != 0x5000 {
 		t.Fatalf("Server = %s, %d, %s, %v; want the stream's 7001, timeline 3, WAL end 0/5000", sys, tl, walEnd, err)
 	}
-	s.ident.set(serverID{systemID: "7001", timeline: 4}, 0x6000) // the next session's
+	s.ident.set(slot.ServerID{SystemID: "7001", Timeline: 4}, 0x6000) // the next session's
 	if _, tl, _, _ := s.Server(t.Context()); tl != 4 {
 		t.Errorf("Server's timeline %d after the next session identified timeline 4", tl)
 	}
@@ -63,8 +63,8 @@ func TestCarriedPositionMustFitTheServersWAL(t *testing.T) {
 func TestBackfillsServerIsComparedByTheFirstSession(t *testing.T) {
 	t.Parallel()
 	s := &Streamer{}
-	s.ident.set(serverID{systemID: "7001", timeline: 1, database: "app"}, 0x5000) // as createSlotWithBackfill does
-	_, err := serverChange(s.ident.get(), serverID{systemID: "7001", timeline: 2, database: "app"}, slot.Status{ServerVersion: 170006}, "s", true)
+	s.ident.set(slot.ServerID{SystemID: "7001", Timeline: 1, Database: "app"}, 0x5000) // as createSlotWithBackfill does
+	_, err := serverChange(s.ident.get(), slot.ServerID{SystemID: "7001", Timeline: 2, Database: "app"}, slot.Status{ServerVersion: 170006}, "s", true)
 	if err == nil {
 		t.Error("a server change between the backfill and the first session went unnoticed in exactly-once mode")
 	}

@@ -12,20 +12,20 @@ import (
 // primary's return (issue 15), without servers.
 func TestServerChange(t *testing.T) {
 	yes, no := true, false
-	t1 := serverID{systemID: "7001", timeline: 1}
-	t2 := serverID{systemID: "7001", timeline: 2}
-	other := serverID{systemID: "8002", timeline: 1}
+	t1 := slot.ServerID{SystemID: "7001", Timeline: 1}
+	t2 := slot.ServerID{SystemID: "7001", Timeline: 2}
+	other := slot.ServerID{SystemID: "8002", Timeline: 1}
 	synced17 := slot.Status{ServerVersion: 170006, Synced: &yes}
 	unsynced17 := slot.Status{ServerVersion: 170006, Synced: &no}
 	for _, tc := range []struct {
 		name         string
-		prev, now    serverID
+		prev, now    slot.ServerID
 		info         slot.Status
 		stopOnChange bool
 		changed      bool
 		err          string // substring; "" for none
 	}{
-		{"first session", serverID{}, t1, unsynced17, false, false, ""},
+		{"first session", slot.ServerID{}, t1, unsynced17, false, false, ""},
 		{"same server", t1, t1, unsynced17, true, false, ""},
 		{"promoted standby, synchronized slot", t1, t2, synced17, false, true, ""},
 		{"promoted standby, slot not synchronized (17)", t1, t2, unsynced17, false, true, "synced is false"},

@@ -48,37 +48,39 @@ type Streamer struct {
 	// (checkServer), and the exactly-once sink keys its progress with it
 	// (Server).
 	ident identity
+	// prov sets the slot up (setUpSlot) and checks it for each session.
+	prov *slot.Provisioner
 }
 
 // identity is a server identity set by the streamer's goroutine and read
 // by others.
 type identity struct {
 	mu     sync.Mutex
-	id     serverID
+	id     slot.ServerID
 	walEnd outbox.LSN    // the server's WAL end when it was identified
 	known  chan struct{} // closed once id is set
 }
 
-func (i *identity) set(id serverID, walEnd outbox.LSN) {
+func (i *identity) set(id slot.ServerID, walEnd outbox.LSN) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.known == nil {
 		i.known = make(chan struct{})
 	}
-	if i.id == (serverID{}) {
+	if i.id == (slot.ServerID{}) {
 		close(i.known)
 	}
 	i.id, i.walEnd = id, walEnd
 }
 
 // get returns the identity set last (zero before the first).
-func (i *identity) get() serverID {
+func (i *identity) get() slot.ServerID {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return i.id
 }
 
-func (i *identity) wait(ctx context.Context) (serverID, outbox.LSN, error) {
+func (i *identity) wait(ctx context.Context) (slot.ServerID, outbox.LSN, error) {
 	i.mu.Lock()
 	if i.known == nil {
 		i.known = make(chan struct{})
@@ -88,7 +90,7 @@ func (i *identity) wait(ctx context.Context) (serverID, outbox.LSN, error) {
 	select {
 	case <-known:
 	case <-ctx.Done():
-		return serverID{}, 0, fmt.Errorf("waiting for the replication stream to identify the server: %w", ctx.Err())
+		return slot.ServerID{}, 0, fmt.Errorf("waiting for the replication stream to identify the server: %w", ctx.Err())
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -105,7 +107,7 @@ func (i *identity) wait(ctx context.Context) (serverID, outbox.LSN, error) {
 // progress past the WAL end (a storage rollback).
 func (s *Streamer) Server(ctx context.Context) (systemID string, timeline int32, walEnd outbox.LSN, err error) {
 	id, walEnd, err := s.ident.wait(ctx)
-	return id.systemID, id.timeline, walEnd, err
+	return id.SystemID, id.Timeline, walEnd, err
 }
 
 // columns returns the Columns the records are decoded with, for a session
@@ -118,8 +120,8 @@ func (s *Streamer) Server(ctx context.Context) (systemID string, timeline int32,
 // cluster made anew (initdb, pg_upgrade) is a new source.
 func (s *Streamer) columns() layout.Columns {
 	cols := s.cfg.Columns
-	if id := s.ident.get(); id.systemID != "" && id.database != "" {
-		cols.Source = id.systemID + "/" + layout.SourceName(id.database)
+	if id := s.ident.get(); id.SystemID != "" && id.Database != "" {
+		cols.Source = id.SystemID + "/" + layout.SourceName(id.Database)
 	}
 	return cols
 }
@@ -133,7 +135,13 @@ func New(cfg Config, p *pump.Pump, log *slog.Logger) (*Streamer, error) {
 	if p == nil {
 		return nil, errors.New("cdc: no pump")
 	}
-	return &Streamer{cfg: cfg, pump: p, log: log}, nil
+	s := &Streamer{cfg: cfg, pump: p, log: log}
+	prov, err := s.provisioner(cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("cdc: %w", err)
+	}
+	s.prov = prov
+	return s, nil
 }
 
 // Run streams until ctx ends (then finishes the open transaction, drains,
@@ -141,7 +149,7 @@ func New(cfg Config, p *pump.Pump, log *slog.Logger) (*Streamer, error) {
 // connections and a slot held by another process are retried. The pump's
 // Run runs alongside for as long.
 //
-// PostgreSQL refusing the credentials (an *AuthError: a wrong password,
+// PostgreSQL refusing the credentials (a *slot.AuthError: a wrong password,
 // no pg_hba.conf entry) is permanent until the process has been let in
 // once, up to the first session's replication connection: at start the
 // database URL is simply wrong and retrying cannot help. Once in, a
@@ -210,7 +218,7 @@ func (s *Streamer) loop(ctx context.Context) error {
 		var inUse *slot.InUseError
 		var wait time.Duration
 		switch {
-		case errors.Is(err, errBackfillUnderWay):
+		case errors.Is(err, slot.ErrBackfillUnderWay):
 			// Set the slot up again: that waits on the lock while another
 			// process backfills, and backfills anew when that process died
 			// before finishing (nothing waits on a backfill forever).
@@ -233,7 +241,7 @@ func (s *Streamer) loop(ctx context.Context) error {
 			wait = s.cfg.SlotRetryInterval
 			s.counters.state.Store(int32(StateStandby))
 		default:
-			var auth *AuthError
+			var auth *slot.AuthError
 			if errors.As(err, &auth) && !s.authenticated {
 				s.counters.permanentErrors.Add(1)
 				return permanent(err) // the first connections: see Run
@@ -271,7 +279,7 @@ func (s *Streamer) loop(ctx context.Context) error {
 func (s *Streamer) setUp(ctx context.Context) error {
 	return backoff.RetryNotify(func() error {
 		err := s.setUpSlot(ctx)
-		var auth *AuthError
+		var auth *slot.AuthError
 		switch {
 		case err == nil:
 			return nil
@@ -287,7 +295,7 @@ func (s *Streamer) setUp(ctx context.Context) error {
 		}
 		return backoff.Permanent(err)
 	}, backoff.WithContext(s.reconnectBackOff(), ctx), func(err error, wait time.Duration) {
-		var auth *AuthError
+		var auth *slot.AuthError
 		if errors.As(err, &auth) {
 			s.log.Warn("authentication failed (was the password rotated, or pg_hba.conf changed?); reconnecting to set the slot up", "slot", s.cfg.Slot, "err", err, "retry_in", wait)
 			return
@@ -310,7 +318,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	// query would otherwise wait for ever.
 	setup, cancelSetup := context.WithTimeoutCause(ctx, s.cfg.ServerTimeout, errSetupTimeout)
 	defer cancelSetup()
-	info, err := prepare(setup, s.cfg, s.log)
+	info, err := prepare(setup, s.cfg, s.prov, s.log)
 	if err != nil {
 		return false, setupError(setup, err)
 	}
@@ -373,33 +381,20 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 }
 
 // prepare runs the checks of one session on a regular connection and
-// returns the slot's state.
-func prepare(ctx context.Context, cfg Config, log *slog.Logger) (slot.Status, error) {
-	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+// returns the slot's state: the publication, then the slot
+// (Provisioner.Ready: a missing slot is refused as lost, one another
+// process is backfilling is waited for as one in use).
+func prepare(ctx context.Context, cfg Config, prov *slot.Provisioner, log *slog.Logger) (slot.Status, error) {
+	conn, err := slot.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
-		return slot.Status{}, fmt.Errorf("connecting to PostgreSQL: %w", authFailure(err))
+		return slot.Status{}, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := checkPublication(ctx, conn, cfg, log); err != nil {
 		return slot.Status{}, err
 	}
-	info, err := slot.Ensure(ctx, conn, cfg.Slot)
-	if errors.Is(err, slot.ErrMissing) {
-		// Dropped while this process ran, or gone in a failover.
-		return slot.Status{}, lostSlot(ctx, conn, cfg)
-	}
-	if err != nil {
-		return info, err
-	}
-	// Another process is backfilling this slot (it streams only once
-	// Kafka acknowledged the backfill): wait as for a slot in use.
-	if rec, _, err := slot.ReadRecord(ctx, conn, cfg.Slot); err == nil && rec.BackfillPending() {
-		return info, &slot.InUseError{Slot: cfg.Slot, Err: errBackfillUnderWay}
-	}
-	return info, nil
+	return prov.Ready(ctx, conn)
 }
-
-var errBackfillUnderWay = errors.New("a backfill of the slot is under way")
 
 // checkPublication checks that the publication exists and that its tables
 // have usable outbox columns (or tolerates them, for the dead-letter topic).

@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/internal/config"
 	"github.com/outboxd/outboxd/internal/retention"
 	"github.com/outboxd/outboxd/internal/sqlquote"
@@ -111,61 +110,31 @@ func migrationTarget(cfg config.Config) migrations.Target {
 	return migrations.Target{Table: cfg.Table, Publication: cfg.Stream.Publication, OwnTable: cfg.OwnTable, Partitioned: cfg.Partitioned}
 }
 
-// migrateSlot creates the slot on a fresh install only: never where
-// outboxd_slots says a slot existed and is gone (events committed since
-// are in no slot: recovery is run --create-slot --backfill-where), and
-// never over an outbox table that already holds rows (they would never be
-// published).
+// migrateSlot creates the slot on a fresh install only
+// (slot.CreateOnFreshInstall): never where outboxd_slots says a slot
+// existed and is gone (events committed since are in no slot: recovery is
+// run --create-slot --backfill-where), and never over an outbox table that
+// already holds rows (they would never be published). An existing slot is
+// adopted, as run adopts it.
 func migrateSlot(ctx context.Context, conn *pgx.Conn, cfg config.Config, log *slog.Logger) error {
-	name := cfg.Stream.Slot
-	unlock, err := slot.Lock(ctx, conn, name)
+	prov, err := slot.NewProvisioner(slot.Config{
+		DatabaseURL:    cfg.Stream.DatabaseURL,
+		Slot:           cfg.Stream.Slot,
+		Failover:       cfg.Stream.FailoverSlot,
+		Create:         slot.CreateOnFreshInstall,
+		Table:          cfg.Table,
+		RecordRequired: true, // migrate has just made outboxd_slots: a record it cannot write is a fault
+	}, log)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	systemID, timeline, err := cdc.IdentifyServer(ctx, cfg.Stream.DatabaseURL)
+	out, err := prov.Provision(ctx, conn)
 	if err != nil {
 		return err
 	}
-	st, err := slot.Read(ctx, conn, name)
-	if err != nil {
-		return err
+	if !out.Created {
+		log.Info("replication slot exists", "slot", cfg.Stream.Slot, "confirmed_lsn", out.Status.ConfirmedFlushLSN)
 	}
-	rec, found, err := slot.ReadRecord(ctx, conn, name)
-	if err != nil {
-		return err
-	}
-	switch {
-	case st.OtherDatabase: // never adopted, nor recorded here: it is another database's
-		return slot.OtherDatabaseError(st)
-	case st.Exists:
-		if err := slot.Adopt(ctx, conn, st, rec, found, systemID, timeline, log); err != nil {
-			return err
-		}
-		log.Info("replication slot exists", "slot", name, "confirmed_lsn", st.ConfirmedFlushLSN)
-		return nil
-	case found:
-		return slot.LostError(name, rec, found, systemID, timeline)
-	}
-	table, err := sqlquote.ParseQualified(cfg.Table)
-	if err != nil {
-		return err
-	}
-	// Checked in the slot's own snapshot: a row committed while the slot
-	// was being created is either in that snapshot (refused) or in the slot.
-	lsn, empty, err := cdc.CreateSlotIfEmpty(ctx, cfg.Stream.DatabaseURL, name, table, cfg.Stream.FailoverSlot)
-	if err != nil {
-		return err
-	}
-	if !empty {
-		return fmt.Errorf("%s already holds rows, which a slot created now would never publish: to publish them, run `outboxd migrate --create-slot=false` "+
-			"and then `outboxd run --create-slot --backfill-where \"<predicate>\"` (e.g. \"published_at IS NULL\" after a polling relay); "+
-			"to leave them unpublished, run `outboxd migrate --create-slot=false` and then `outboxd run --create-slot`", cfg.Table)
-	}
-	if err := slot.SaveRecord(ctx, conn, slot.Record{Slot: name, SystemID: systemID, Timeline: timeline, CreatedBy: slot.CreatedByMigrate, ConsistentPoint: lsn}); err != nil {
-		return err
-	}
-	log.Info("created replication slot; it retains WAL until `outboxd run` confirms it", "slot", name, "lsn", lsn)
 	return nil
 }
 

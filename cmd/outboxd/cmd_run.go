@@ -60,7 +60,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	if err := runPublisher(ctx, cfg, log); err != nil {
 		log.Error("outboxd run stopped", "err", err)
 		printRecovery(stderr, err)
-		var auth *cdc.AuthError
+		var auth *slot.AuthError
 		if errors.As(err, &auth) {
 			// Refused at start: the database URL's credentials are
 			// configuration, and no retry fixes them (cdc.Streamer.Run).
