@@ -20,6 +20,8 @@ func (s *Streamer) connectReplication(ctx context.Context, act *activity) (*pgco
 	return connectReplicationWatched(ctx, s.cfg.DatabaseURL, act)
 }
 
+// connectReplication is a stream connection nobody watches for activity
+// (the tests' own sessions).
 func connectReplication(ctx context.Context, url string) (*pgconn.PgConn, error) {
 	return connectReplicationWatched(ctx, url, nil)
 }
