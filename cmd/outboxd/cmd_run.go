@@ -12,11 +12,11 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/internal/config"
 	"github.com/outboxd/outboxd/internal/ops"
 	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/pipeline"
+	"github.com/outboxd/outboxd/slot"
 )
 
 func envName(flagName string) string { return config.EnvName(flagName) }
