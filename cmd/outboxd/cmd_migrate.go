@@ -145,7 +145,7 @@ func printMigrationSQL(w io.Writer, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "-- outboxd %s: schema for table %s, publication %s, slot %s.\n", version, cfg.Table, cfg.Stream.Publication, cfg.Stream.Slot)
+	fmt.Fprintf(w, "-- outboxd %s: schema for table %s, publication %s, slot %s.\n", buildVersion(version, readBuildInfo()), cfg.Table, cfg.Stream.Publication, cfg.Stream.Slot)
 	fmt.Fprintln(w, "-- Each statement is safe to run again. outboxd run needs a role with REPLICATION")
 	fmt.Fprintln(w, "-- and CONNECT on the database; it never reads the outbox table itself (see docs/operating.md, Least privilege).")
 	for _, m := range ms {

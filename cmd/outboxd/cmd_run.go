@@ -56,7 +56,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 		runtime.GOMAXPROCS(cfg.MaxProcs)
 	}
 	log := cfg.Logger(os.Stderr)
-	log.Info("starting", "version", version, "config", config.Dump(fs))
+	log.Info("starting", "version", buildVersion(version, readBuildInfo()), "config", config.Dump(fs))
 	if err := runPublisher(ctx, cfg, log); err != nil {
 		log.Error("outboxd run stopped", "err", err)
 		printRecovery(stderr, err)

@@ -23,8 +23,6 @@ const (
 	exitUsage = 2 // bad flags or configuration (run: PostgreSQL refuses the database URL's credentials at start)
 )
 
-var version = "dev" // set with -ldflags "-X main.version=..."
-
 const usage = `outboxd publishes committed outbox rows from PostgreSQL's WAL to Kafka, in
 commit order, confirming the replication slot only after Kafka acknowledges.
 
@@ -44,7 +42,7 @@ Usage:
                                           consumers (package idempotent): partitions, TTL
   outboxd demo                            a throwaway PostgreSQL and in-process Kafka, with
                                           sample orders flowing through
-  outboxd version                         print the version
+  outboxd version                         print the version, VCS revision and time, and Go version
 
 Every flag can also be set with an environment variable: OUTBOXD_ and the flag
 name in upper snake case (--database-url is OUTBOXD_DATABASE_URL); a flag on
@@ -85,7 +83,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	case "prune":
 		return cmdPrune(ctx, rest, stdout, stderr, getenv)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "outboxd", version)
+		fmt.Fprint(stdout, describeBuild(version, readBuildInfo()))
 		return exitOK
 	case "help", "--help", "-help", "-h":
 		fmt.Fprint(stdout, usage)
