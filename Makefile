@@ -28,6 +28,8 @@
 #                (docs/soak/)
 #   make compare-debezium  outboxd --layout debezium beside Debezium's outbox
 #                EventRouter, record by record (docs/debezium/)
+#   make docs    regenerate docs/configuration.md from the flags each command
+#                registers (a test fails while it is stale)
 
 SHELL := /bin/bash
 GO ?= go
@@ -83,7 +85,7 @@ CORE_TEST_NAMES := TestMissingSlotStopsWithTheRecoveryCommand \
 	TestChaosShort
 CORE_TESTS := ^($(subst $(space),|,$(strip $(CORE_TEST_NAMES))))$$
 
-.PHONY: test test-go up down env build chaos bench bench-compression compare-debezium soak
+.PHONY: test test-go up down env build docs chaos bench bench-compression compare-debezium soak
 
 test:
 	OUTBOXD_PG_VERSIONS="$(PG_VERSIONS)" $(TESTBED) run -- $(MAKE) --no-print-directory test-go
@@ -115,6 +117,12 @@ env:
 
 build:
 	$(GO) build -o bin/outboxd ./cmd/outboxd
+
+# The configuration reference: every command's flags, environment variables,
+# defaults and meanings (outboxd help config), written only when it succeeds.
+docs:
+	$(GO) run ./cmd/outboxd help config > docs/configuration.md.tmp || { rm -f docs/configuration.md.tmp; exit 1; }
+	mv docs/configuration.md.tmp docs/configuration.md
 
 CHAOS_FLAGS ?=
 chaos: build

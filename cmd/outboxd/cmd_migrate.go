@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,12 +21,19 @@ import (
 
 var migrateGroups = []config.Group{config.GroupDatabase, config.GroupTable, config.GroupShape, config.GroupPublication, config.GroupSlot, config.GroupCreateSlot, config.GroupColumns, config.GroupLog}
 
+const migrateSynopsis = "Creates the outbox table and the insert-only publication over it (idempotently,\nrecording versions in outboxd_migrations), then, on a fresh install, the pgoutput\nreplication slot (recorded in outboxd_slots), so that every outbox row committed from\nnow on is published even if `run` starts later. It refuses to create a slot that\noutboxd_slots says was lost, or one over a table that already holds rows: see\n--create-slot. With --own-table it leaves an existing table of another shape as it is\nand checks that the column flags fit it. It never changes an existing publication:\none that does not publish --table is refused, naming the ALTER PUBLICATION that adds\nit. A slot of that name in another database of the server is refused too (slot names\nare per server: each database needs its own --slot). Note: a slot nobody reads\nretains WAL on the server until outboxd runs."
+
+// migrateFlags builds migrate's flags on cfg, and its own --print-sql.
+func migrateFlags(cfg *config.Config, stderr io.Writer) (fs *flag.FlagSet, printSQL *bool) {
+	cfg.Stream.CreateSlot = true // on a fresh install only: see migrateSlot
+	fs = newFlagSet("migrate", migrateSynopsis, stderr)
+	cfg.Register(fs, migrateGroups...)
+	return fs, fs.Bool("print-sql", false, "print the SQL migrate would run (for a DBA to apply by hand) and exit; needs no database")
+}
+
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
-	cfg.Stream.CreateSlot = true // on a fresh install only: see migrateSlot
-	fs := newFlagSet("migrate", "Creates the outbox table and the insert-only publication over it (idempotently,\nrecording versions in outboxd_migrations), then, on a fresh install, the pgoutput\nreplication slot (recorded in outboxd_slots), so that every outbox row committed from\nnow on is published even if `run` starts later. It refuses to create a slot that\noutboxd_slots says was lost, or one over a table that already holds rows: see\n--create-slot. With --own-table it leaves an existing table of another shape as it is\nand checks that the column flags fit it. It never changes an existing publication:\none that does not publish --table is refused, naming the ALTER PUBLICATION that adds\nit. A slot of that name in another database of the server is refused too (slot names\nare per server: each database needs its own --slot). Note: a slot nobody reads\nretains WAL on the server until outboxd runs.", stderr)
-	cfg.Register(fs, migrateGroups...)
-	printSQL := fs.Bool("print-sql", false, "print the SQL migrate would run (for a DBA to apply by hand) and exit; needs no database")
+	fs, printSQL := migrateFlags(&cfg, stderr)
 	if code, ok := parseFlags("migrate", fs, args, stderr, getenv); !ok {
 		return code
 	}

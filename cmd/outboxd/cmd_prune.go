@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -14,19 +15,27 @@ import (
 
 var pruneGroups = []config.Group{config.GroupDatabase, config.GroupTable, config.GroupSlot, config.GroupPrune, config.GroupLog}
 
+const pruneSynopsis = "Removes outbox rows that are no longer needed: outboxd reads the WAL, not the table, so a row\n" +
+	"is needed only until it is published and for as long as a lost slot's recovery might backfill it.\n" +
+	"The cutoff is the earlier of now less --older-than and the commit time up to which Kafka\n" +
+	"acknowledged everything for --slot (recorded by run in outboxd_slots) less --recovery-margin;\n" +
+	"nothing is removed while the slot is lost, its backfill unfinished, or nothing was ever\n" +
+	"acknowledged. A partitioned table (migrate --partitioned) loses whole day partitions that end\n" +
+	"before the cutoff, and gets the partitions of today and --ahead-days after it; a plain table, and\n" +
+	"a DEFAULT partition, are deleted from in batches of --batch-size rows. Run it from cron, e.g.\n" +
+	"daily; it is safe to run while outboxd runs, and to run again."
+
+// pruneFlags builds prune's flags on cfg.
+func pruneFlags(cfg *config.Config, stderr io.Writer) *flag.FlagSet {
+	fs := newFlagSet("prune", pruneSynopsis, stderr)
+	cfg.Register(fs, pruneGroups...)
+	return fs
+}
+
 // cmdPrune keeps the outbox table small (package retention): for cron.
 func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
-	fs := newFlagSet("prune", "Removes outbox rows that are no longer needed: outboxd reads the WAL, not the table, so a row\n"+
-		"is needed only until it is published and for as long as a lost slot's recovery might backfill it.\n"+
-		"The cutoff is the earlier of now less --older-than and the commit time up to which Kafka\n"+
-		"acknowledged everything for --slot (recorded by run in outboxd_slots) less --recovery-margin;\n"+
-		"nothing is removed while the slot is lost, its backfill unfinished, or nothing was ever\n"+
-		"acknowledged. A partitioned table (migrate --partitioned) loses whole day partitions that end\n"+
-		"before the cutoff, and gets the partitions of today and --ahead-days after it; a plain table, and\n"+
-		"a DEFAULT partition, are deleted from in batches of --batch-size rows. Run it from cron, e.g.\n"+
-		"daily; it is safe to run while outboxd runs, and to run again.", stderr)
-	cfg.Register(fs, pruneGroups...)
+	fs := pruneFlags(&cfg, stderr)
 	if code, ok := parseFlags("prune", fs, args, stderr, getenv); !ok {
 		return code
 	}

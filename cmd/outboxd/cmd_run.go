@@ -26,19 +26,22 @@ var runGroups = []config.Group{
 	config.GroupPump, config.GroupKafka, config.GroupDelivery, config.GroupStream, config.GroupOps, config.GroupLog,
 }
 
-// registerRunFlags registers run's flags: runGroups, and --table, which
-// run checks only when given (its default is empty, not migrate's
+const runSynopsis = "Streams committed inserts of the publication's tables from the slot to Kafka until\nSIGTERM or SIGINT, then finishes the open transaction, waits for Kafka and confirms.\nSIGHUP is ignored."
+
+// runFlags builds run's flags on cfg: runGroups, and --table, which run
+// checks only when given (its default is empty, not migrate's
 // public.outbox: run streams the publication's tables, whichever they are).
-func registerRunFlags(cfg *config.Config, fs *flag.FlagSet) {
+func runFlags(cfg *config.Config, stderr io.Writer) *flag.FlagSet {
+	fs := newFlagSet("run", runSynopsis, stderr)
 	cfg.Register(fs, runGroups...)
 	fs.StringVar(&cfg.Stream.Table, "table", "", "outbox table the publication must publish, in SQL syntax as migrate's --table (app.outbox, or \"App\".\"Outbox\"): "+
 		"run refuses to start while the publication does not publish it. Empty: not checked, the publication's tables are streamed as they are")
+	return fs
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
-	fs := newFlagSet("run", "Streams committed inserts of the publication's tables from the slot to Kafka until\nSIGTERM or SIGINT, then finishes the open transaction, waits for Kafka and confirms.\nSIGHUP is ignored.", stderr)
-	registerRunFlags(&cfg, fs)
+	fs := runFlags(&cfg, stderr)
 	if code, ok := parseFlags("run", fs, args, stderr, getenv); !ok {
 		return code
 	}

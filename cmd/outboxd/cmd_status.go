@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -13,11 +14,18 @@ import (
 	"github.com/outboxd/outboxd/slot"
 )
 
+const statusSynopsis = "Shows the replication slot and the publication: whether the slot is active and by\nwhich pid, its confirmed position, the lag and the WAL it retains, wal_status and\nsafe_wal_size, on PostgreSQL 16+ conflicting, on 17+ invalidation_reason, failover\n(the slot is synchronized to standbys) and synced (a standby's copy of a primary's\nfailover slot), and the publication's tables. Works on a standby too (positions\nare then its replay position). Exits 1 when the slot is missing, was invalidated or\nbelongs to another database of the server (slot names are per server)."
+
+// statusFlags builds status's flags on cfg, and its own --json.
+func statusFlags(cfg *config.Config, stderr io.Writer) (fs *flag.FlagSet, asJSON *bool) {
+	fs = newFlagSet("status", statusSynopsis, stderr)
+	cfg.Register(fs, config.GroupDatabase, config.GroupSlot, config.GroupPublication)
+	return fs, fs.Bool("json", false, "print JSON instead of a table")
+}
+
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg := config.Default()
-	fs := newFlagSet("status", "Shows the replication slot and the publication: whether the slot is active and by\nwhich pid, its confirmed position, the lag and the WAL it retains, wal_status and\nsafe_wal_size, on PostgreSQL 16+ conflicting, on 17+ invalidation_reason, failover\n(the slot is synchronized to standbys) and synced (a standby's copy of a primary's\nfailover slot), and the publication's tables. Works on a standby too (positions\nare then its replay position). Exits 1 when the slot is missing, was invalidated or\nbelongs to another database of the server (slot names are per server).", stderr)
-	cfg.Register(fs, config.GroupDatabase, config.GroupSlot, config.GroupPublication)
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	fs, asJSON := statusFlags(&cfg, stderr)
 	if code, ok := parseFlags("status", fs, args, stderr, getenv); !ok {
 		return code
 	}

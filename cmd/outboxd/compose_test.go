@@ -38,14 +38,11 @@ const (
 var outboxdCommands = map[string]func() (*config.Config, *flag.FlagSet){
 	"run": func() (*config.Config, *flag.FlagSet) {
 		cfg := config.Default()
-		fs := newFlagSet("run", "", io.Discard)
-		registerRunFlags(&cfg, fs)
-		return &cfg, fs
+		return &cfg, runFlags(&cfg, io.Discard)
 	},
 	"migrate": func() (*config.Config, *flag.FlagSet) {
 		cfg := config.Default()
-		fs := newFlagSet("migrate", "", io.Discard)
-		cfg.Register(fs, migrateGroups...)
+		fs, _ := migrateFlags(&cfg, io.Discard)
 		return &cfg, fs
 	},
 }

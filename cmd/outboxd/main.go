@@ -43,6 +43,8 @@ Usage:
   outboxd demo                            a throwaway PostgreSQL and in-process Kafka, with
                                           sample orders flowing through
   outboxd version                         print the version, VCS revision and time, and Go version
+  outboxd help config                     every command's flags, environment variables and
+                                          defaults, in Markdown (docs/configuration.md)
 
 Every flag can also be set with an environment variable: OUTBOXD_ and the flag
 name in upper snake case (--database-url is OUTBOXD_DATABASE_URL); a flag on
@@ -86,11 +88,40 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		fmt.Fprint(stdout, describeBuild(version, readBuildInfo()))
 		return exitOK
 	case "help", "--help", "-help", "-h":
+		if len(rest) == 1 && rest[0] == "config" {
+			if err := config.Reference(stdout, regenerateReference, commands()); err != nil {
+				fmt.Fprintln(stderr, "outboxd help config:", err)
+				return exitError
+			}
+			return exitOK
+		}
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
 		fmt.Fprintf(stderr, "outboxd: unknown command %q\n\n%s", cmd, usage)
 		return exitUsage
+	}
+}
+
+// regenerateReference is the command that writes docs/configuration.md.
+const regenerateReference = "make docs"
+
+// commands is every command with its flags, each built by the function the
+// command itself uses (so with the command's own defaults), in the order of
+// the usage text: what the configuration reference documents.
+func commands() []config.Command {
+	cfg := func() *config.Config { c := config.Default(); return &c }
+	migrate, _ := migrateFlags(cfg(), io.Discard)
+	status, _ := statusFlags(cfg(), io.Discard)
+	processedKeys, _ := processedKeysFlags(cfg(), io.Discard)
+	demo, _ := demoFlags(cfg(), io.Discard)
+	return []config.Command{
+		{Name: "migrate", Synopsis: migrateSynopsis, Flags: migrate},
+		{Name: "run", Synopsis: runSynopsis, Flags: runFlags(cfg(), io.Discard)},
+		{Name: "status", Synopsis: statusSynopsis, Flags: status},
+		{Name: "prune", Synopsis: pruneSynopsis, Flags: pruneFlags(cfg(), io.Discard)},
+		{Name: "processed-keys", Synopsis: processedKeysSynopsis, Flags: processedKeys},
+		{Name: "demo", Synopsis: demoSynopsis, Flags: demo},
 	}
 }
 

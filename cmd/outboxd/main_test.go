@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -22,9 +22,8 @@ func TestHelpDocumentsEveryFlagWithDefaultAndEnv(t *testing.T) {
 				t.Fatalf("%s --help exited %d", cmd, code)
 			}
 			help := stderr.String()
-			runFS := flag.NewFlagSet("run", flag.ContinueOnError)
 			runCfg := config.Default()
-			registerRunFlags(&runCfg, runFS)
+			runFS := runFlags(&runCfg, io.Discard)
 			flags := map[string][]string{"run": registered(runFS), "migrate": {"database-url", "table", "slot"}, "demo": {"writers", "events"}}[cmd]
 			for _, f := range flags {
 				if !strings.Contains(help, "--"+f+"  (env "+config.EnvName(f)+", default ") {
