@@ -295,7 +295,7 @@ func TestWALRetentionWarning(t *testing.T) {
 }
 
 // TestLeastPrivilegeRole: run works with a role that has only REPLICATION,
-// CONNECT and SELECT, INSERT, UPDATE on outboxd_slots (what the README
+// CONNECT and SELECT, INSERT, UPDATE on outboxd_slots (what docs/operating.md
 // documents), heartbeat included, and is refused without the last.
 func TestLeastPrivilegeRole(t *testing.T) {
 	t.Parallel()
@@ -304,7 +304,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	ctx := t.Context()
 	dbName := w.url[strings.LastIndex(w.url, "/")+1:]
 	dbName = dbName[:strings.Index(dbName, "?")]
-	// PostgreSQL 17 added a fourth argument (flush): the README's GRANT
+	// PostgreSQL 17 added a fourth argument (flush): docs/operating.md's GRANT
 	// names the signature per version.
 	emit := "pg_logical_emit_message(boolean, text, text)"
 	var version int

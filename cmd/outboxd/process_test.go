@@ -348,7 +348,7 @@ func TestMillionRowTransactionBoundedMemory(t *testing.T) {
 	}
 }
 
-// TestDemoShowsRecordsFlowing runs the README's first command end to end:
+// TestDemoShowsRecordsFlowing runs the README's set-up command end to end:
 // throwaway PostgreSQL, in-process Kafka, writers, consumer output.
 func TestDemoShowsRecordsFlowing(t *testing.T) {
 	t.Parallel()
