@@ -136,14 +136,11 @@ const (
 	DefaultSlotRetryInterval    = time.Second
 	DefaultReconnectMaxInterval = 10 * time.Second
 	DefaultServerTimeout        = 60 * time.Second
-	// DefaultReadLinger is the outboxd command's --read-linger. With it
-	// the linger engages from 800 transactions a second (four per 5 ms):
-	// 10,000 events/s in 10-row transactions, where in outboxd-bench
-	// (docs/bench/steady/run-11 and run-12, 5 runs each, interleaved
-	// with outboxd without it) it cut the CPU per event to 0.67 and
-	// 0.69 x and the p99 from 33 to 15 and from 15 to 11 ms on the busy
-	// 2-core VM, for a p50 of about 5 against 2 ms; at 5,000 events/s it
-	// did not engage (0.98 x the CPU in both).
+	// DefaultReadLinger is the outboxd command's --read-linger: short
+	// enough that it engages only where transactions come faster than a
+	// wake-up each is worth (see LingerEngagesFrom), and that the latency
+	// it adds stays below what PostgreSQL's own commit-to-send adds at
+	// those rates. What it saved and cost is in docs/bench/history.md.
 	DefaultReadLinger = 5 * time.Millisecond
 	// MaxReadLinger caps ReadLinger at the reader's confirmation interval.
 	MaxReadLinger = confirmInterval

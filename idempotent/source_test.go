@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/idempotent"
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // Two sources as outboxd names them: two databases of two clusters whose

@@ -71,11 +71,8 @@ type Config struct {
 // DefaultMaxProcs is run's GOMAXPROCS. One slot is sent by one walsender
 // process, and outboxd spends less CPU per event than that walsender during
 // a drain, so one core keeps up with it; a second one made the Go runtime
-// hand goroutines between threads, and at steady rates cost 20-30% more CPU
-// per event: 54 against 45 µs at 1k events/s, 38-41 against 32-34 at 5k,
-// 34-35 against 25-27 at 10k (pgbench writing 10-row transactions, outboxd's
-// CPU from /proc, two runs each). The drain was no slower with one (1.4 x
-// the wave-1 binary on all cores in both recorded runs, docs/bench/steady).
+// hand goroutines between threads, which cost CPU per event at steady
+// rates and did not make the drain faster (docs/bench/history.md).
 const DefaultMaxProcs = 1
 
 // The delivery modes of --delivery.
