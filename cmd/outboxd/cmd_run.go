@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/outboxd/outboxd/internal/config"
 	"github.com/outboxd/outboxd/internal/ops"
-	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/pipeline"
 	"github.com/outboxd/outboxd/slot"
 )
@@ -22,20 +20,19 @@ import (
 func envName(flagName string) string { return config.EnvName(flagName) }
 
 var runGroups = []config.Group{
-	config.GroupDatabase, config.GroupSlot, config.GroupPublication, config.GroupCreateSlot, config.GroupBackfill, config.GroupColumns,
+	config.GroupDatabase, config.GroupRunTable, config.GroupSlot, config.GroupPublication, config.GroupCreateSlot, config.GroupBackfill, config.GroupColumns,
 	config.GroupPump, config.GroupKafka, config.GroupDelivery, config.GroupStream, config.GroupOps, config.GroupLog,
 }
 
 const runSynopsis = "Streams committed inserts of the publication's tables from the slot to Kafka until\nSIGTERM or SIGINT, then finishes the open transaction, waits for Kafka and confirms.\nSIGHUP is ignored."
 
-// runFlags builds run's flags on cfg: runGroups, and --table, which run
-// checks only when given (its default is empty, not migrate's
-// public.outbox: run streams the publication's tables, whichever they are).
+// runFlags builds run's flags on cfg. Its --table is run's own
+// (GroupRunTable): checked only when given, its default empty, not
+// migrate's public.outbox, since run streams the publication's tables,
+// whichever they are.
 func runFlags(cfg *config.Config, stderr io.Writer) *flag.FlagSet {
 	fs := newFlagSet("run", runSynopsis, stderr)
 	cfg.Register(fs, runGroups...)
-	fs.StringVar(&cfg.Stream.Table, "table", "", "outbox table the publication must publish, in SQL syntax as migrate's --table (app.outbox, or \"App\".\"Outbox\"): "+
-		"run refuses to start while the publication does not publish it. Empty: not checked, the publication's tables are streamed as they are")
 	return fs
 }
 
@@ -46,13 +43,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 		return code
 	}
 	cfg.ApplyLayout(fs)
-	var tableErr error
-	if cfg.Stream.Table != "" {
-		if _, err := sqlquote.ParseQualified(cfg.Stream.Table); err != nil {
-			tableErr = fmt.Errorf("--table (%s): %w", envName("table"), err)
-		}
-	}
-	if code, ok := validate("run", &cfg, fs, stderr, tableErr); !ok {
+	if code, ok := validate("run", &cfg, fs, stderr); !ok {
 		return code
 	}
 	if cfg.MaxProcs > 0 {

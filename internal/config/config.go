@@ -162,7 +162,8 @@ type Group int
 // The groups of flags.
 const (
 	GroupDatabase    Group = iota // --database-url
-	GroupTable                    // --table
+	GroupTable                    // --table: the table migrate and prune act on
+	GroupRunTable                 // --table: the table run checks the publication publishes
 	GroupShape                    // --own-table, --partitioned (migrate)
 	GroupPrune                    // --older-than and the other options of prune
 	GroupPublication              // --publication

@@ -56,6 +56,20 @@ func flags() []flagSpec {
 				}
 				return ""
 			}},
+		{name: "table", group: GroupRunTable,
+			usage: "outbox table the publication must publish, in SQL syntax as migrate's --table (app.outbox, or \"App\".\"Outbox\"): " +
+				"run refuses to start while the publication does not publish it. Empty: not checked, the publication's tables are streamed as they are",
+			field: "Stream.Table",
+			bind:  str(func(c *Config) *string { return &c.Stream.Table }),
+			check: func(c *Config) string {
+				if c.Stream.Table == "" {
+					return ""
+				}
+				if _, err := sqlquote.ParseQualified(c.Stream.Table); err != nil {
+					return err.Error()
+				}
+				return ""
+			}},
 		{name: "own-table", group: GroupShape,
 			usage: "--table is the application's own outbox, of another shape: create only the publication over it and outboxd's own tables, not the default table or its constraints, " +
 				"and check that the column flags (--id-column, --topic-template, ...; give run the same) fit it",
