@@ -41,5 +41,5 @@ func (c *activityConn) Read(b []byte) (int, error) {
 }
 
 // NetConn returns the wrapped connection (the read pacer sets socket
-// options on the TCP connection below).
+// options on the TCP connection below: rawio.SocketOf).
 func (c *activityConn) NetConn() net.Conn { return c.Conn }

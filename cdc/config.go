@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outboxd/outboxd/internal/readpace"
 	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/slot"
 )
@@ -95,7 +96,8 @@ type Config struct {
 	// a slower stream is read as it arrives. Zero is off, and WithDefaults
 	// leaves it so: the outboxd command's default is DefaultReadLinger.
 	// At most MaxReadLinger. Only plain TCP connections on Linux linger
-	// (not TLS, not Unix sockets).
+	// (not TLS, not Unix sockets), and only with raw I/O on: the linger is
+	// a raised socket low-water mark, which OUTBOXD_RAW_IO=off turns off.
 	ReadLinger time.Duration
 	// ShutdownTimeout bounds the drain after Run's context ends: finishing
 	// the open transaction, waiting for Kafka's acknowledgments, sending the
@@ -146,19 +148,14 @@ const (
 	MaxReadLinger = confirmInterval
 	// LingerMinTransactions is how many transactions a read linger must
 	// be expected to bring for it to engage (LingerEngagesFrom).
-	LingerMinTransactions = lingerMinTx
+	LingerMinTransactions = readpace.LingerMinTx
 )
 
 // LingerEngagesFrom is the commit rate, in transactions a second, from
 // which a read linger of d engages (Config.ReadLinger): where at least
 // LingerMinTransactions are expected per linger: 800 for
 // DefaultReadLinger. 0 when d is not positive (off).
-func LingerEngagesFrom(d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(lingerMinTx) * float64(time.Second) / float64(d)
-}
+func LingerEngagesFrom(d time.Duration) float64 { return readpace.EngagesFrom(d) }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/outboxd/outboxd/decode"
+	"github.com/outboxd/outboxd/internal/readpace"
 	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/outbox"
 )
@@ -90,8 +91,8 @@ func (r *reader) run(ctx, stop context.Context) error {
 	if _, tls := r.conn.Conn().(*tls.Conn); !tls && r.act != nil {
 		socketRead = r.act.bytesRead
 	}
-	pacer := newReadPacer(r.conn.Conn(), socketRead, r.readLinger)
-	defer pacer.stop()
+	pacer := readpace.New(r.conn.Conn(), socketRead, r.readLinger)
+	defer pacer.Stop()
 	r.lastReceived = time.Now()
 	for {
 		if ctx.Err() != nil {
@@ -105,7 +106,7 @@ func (r *reader) run(ctx, stop context.Context) error {
 				return err
 			}
 		}
-		wait := pacer.wait()
+		wait := pacer.Wait()
 		if wait <= 0 {
 			wait = r.idleWait
 			if r.confirmPending() {
@@ -119,8 +120,8 @@ func (r *reader) run(ctx, stop context.Context) error {
 			}
 			parent = ctx // stopping inside a transaction: read it to its end
 		}
-		if r.renewWake(parent, wait, pacer.lingerStarted()) {
-			pacer.renewed()
+		if r.renewWake(parent, wait, pacer.LingerStarted()) {
+			pacer.Renewed()
 		}
 		msg, err := r.conn.ReceiveMessage(r.wake.ctx)
 		if err != nil {
@@ -134,7 +135,7 @@ func (r *reader) run(ctx, stop context.Context) error {
 					return fmt.Errorf("the server sent nothing on the replication connection for %s (--server-timeout %s), not even a reply to a status that asked for one: "+
 						"taking the connection for broken (a network partition or a half-open connection)", silent.Round(time.Millisecond), r.serverTimeout)
 				}
-				pacer.timedOut()
+				pacer.TimedOut()
 				continue
 			}
 			return fmt.Errorf("receiving from the replication connection: %w", err)
@@ -143,11 +144,11 @@ func (r *reader) run(ctx, stop context.Context) error {
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:
 			keepalive := len(m.Data) > 0 && m.Data[0] == pglogrepl.PrimaryKeepaliveMessageByteID
-			pacer.received(5+len(m.Data), time.Now(), keepalive) // with the message's header
+			pacer.Received(5+len(m.Data), time.Now(), keepalive) // with the message's header
 			if err := r.handle(ctx, m.Data); err != nil {
 				return err
 			}
-			pacer.transaction(r.inTx)
+			pacer.Transaction(r.inTx)
 		case *pgproto3.ErrorResponse:
 			return fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(m))
 		case *pgproto3.CopyDone:
@@ -157,8 +158,8 @@ func (r *reader) run(ctx, stop context.Context) error {
 }
 
 // renewWake keeps one deadline context for every read until it expires or
-// a status falls due before it: one per message cost a tenth of outboxd's
-// CPU during a backlog drain. A short deadline (the pacer's) is also
+// a status falls due before it: a context and a timer per message weigh on
+// a backlog drain's CPU. A short deadline (the pacer's) is also
 // replaced once reads no longer ask for one: left to expire, it woke the
 // reader once more per transaction for nothing. A fresh wait (the read
 // linger's) always gets a deadline of its own: an earlier, shorter one would

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/internal/readpace"
 )
 
 // Regression: the pacer's short read deadline was kept after the pacer
@@ -23,14 +24,14 @@ func TestRenewWakeReplacesAShortDeadline(t *testing.T) {
 	}{
 		{confirmInterval, false, true},  // first deadline
 		{confirmInterval, false, false}, // kept
-		{pacerTxWait, false, true},      // shortened for the pacer
-		{pacerTxWait, false, false},     // kept while it has not passed
+		{readpace.TxWait, false, true},  // shortened for the pacer
+		{readpace.TxWait, false, false}, // kept while it has not passed
 		{confirmInterval, false, true},  // the pacer is done: replaced at once
 		{confirmInterval, false, false}, // kept
 		// Regression: a linger kept the shorter deadline before it (the
 		// pacer's wait for a transaction's rest), and so ended after a
 		// millisecond instead of its own length.
-		{pacerTxWait, false, true},
+		{readpace.TxWait, false, true},
 		{linger, true, true},   // a linger's own deadline
 		{linger, false, false}, // kept while it lasts (a keepalive read meanwhile)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/internal/rawio"
 	"github.com/outboxd/outboxd/internal/retention"
 	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/pipeline"
@@ -135,10 +136,15 @@ func (c *Config) ApplyLayout(fs *flag.FlagSet) {
 
 // Default returns the defaults of every option: the components' own, and
 // the command's read linger (cdc.DefaultReadLinger; the library's zero
-// value is off).
+// value is off). With raw I/O off (rawio.EnvVar) the read linger defaults
+// to off: it is a raised socket low-water mark, which needs raw I/O.
 func Default() Config {
+	linger := cdc.DefaultReadLinger
+	if !rawio.Enabled() {
+		linger = 0
+	}
 	return Config{
-		Stream:   cdc.Config{ReadLinger: cdc.DefaultReadLinger}.WithDefaults(),
+		Stream:   cdc.Config{ReadLinger: linger}.WithDefaults(),
 		Pump:     pump.Config{}.WithDefaults(),
 		Kafka:    publish.Config{}.WithDefaults(),
 		Delivery: DeliveryAtLeastOnce,
@@ -223,9 +229,13 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 // naming each flag and its variable: the flags' own checks, then each
 // component's Validate, whose problems with a field are reported under the
 // flag that sets it (flagSpec.field). A problem with a field no registered
-// flag sets is not this command's.
+// flag sets is not this command's. A value of rawio.EnvVar that is neither
+// on nor off is a problem too.
 func (c *Config) Validate(fs *flag.FlagSet) error {
 	var errs []error
+	if err := rawio.CheckEnv(); err != nil {
+		errs = append(errs, err)
+	}
 	flagged := map[string]bool{}
 	byField := map[string]string{}
 	for _, f := range flags() {

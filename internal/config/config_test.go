@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/internal/rawio"
 	"github.com/outboxd/outboxd/pump"
 )
 
@@ -226,6 +227,53 @@ func TestReadLingerDefaultAndOff(t *testing.T) {
 			}
 			if c.Stream.ReadLinger != tt.want {
 				t.Errorf("read linger %s, want %s", c.Stream.ReadLinger, tt.want)
+			}
+		})
+	}
+}
+
+// TestReadLingerNeedsRawIO: with raw I/O off (rawio.EnvVar) the read
+// linger, a raised socket low-water mark, is unavailable: it defaults to
+// off, and a linger asked for is refused by name rather than silently not
+// done. A switch value that says neither on nor off is refused too.
+// Not parallel: rawio reads the process environment.
+func TestReadLingerNeedsRawIO(t *testing.T) {
+	tests := []struct {
+		name    string
+		rawIO   string
+		args    []string
+		want    time.Duration
+		wantErr []string // in Validate's error; nil: none
+	}{
+		{name: "off: the default linger goes with it", rawIO: "off", want: 0},
+		{name: "off: 0 is fine", rawIO: "off", args: []string{"--read-linger", "0"}, want: 0},
+		{name: "off: a linger asked for", rawIO: "off", args: []string{"--read-linger", "20ms"}, want: 20 * time.Millisecond,
+			wantErr: []string{"--read-linger (OUTBOXD_READ_LINGER)", "needs raw I/O", "OUTBOXD_RAW_IO=off"}},
+		{name: "on", rawIO: "on", args: []string{"--read-linger", "20ms"}, want: 20 * time.Millisecond},
+		{name: "on by default", rawIO: "", want: cdc.DefaultReadLinger},
+		{name: "neither on nor off", rawIO: "maybe", want: cdc.DefaultReadLinger, wantErr: []string{`OUTBOXD_RAW_IO="maybe"`, "want on or off"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(rawio.EnvVar, tt.rawIO)
+			c, fs := parsed(t, append([]string{"--database-url", "postgres://h/db", "--brokers", "a:1"}, tt.args...), nil, GroupDatabase, GroupStream, GroupKafka)
+			if c.Stream.ReadLinger != tt.want {
+				t.Errorf("read linger %s, want %s", c.Stream.ReadLinger, tt.want)
+			}
+			err := c.Validate(fs)
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("Validate = %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Validate found nothing wrong")
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate error lacks %q:\n%v", w, err)
+				}
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/internal/rawio"
 	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/layout"
 )
@@ -263,11 +264,19 @@ func flags() []flagSpec {
 		{name: "idle-wait", group: GroupStream, usage: "longest the reader sleeps when nothing is due: no message, every transaction received confirmed (until then it wakes every 100 ms), no status on schedule. It bounds how late an idle stream checks --server-timeout; shorter wakes outboxd more often when idle",
 			field: "Stream.IdleWait",
 			bind:  duration(func(c *Config) *time.Duration { return &c.Stream.IdleWait }), check: positive(func(c *Config) time.Duration { return c.Stream.IdleWait })},
-		{name: "read-linger", group: GroupStream, usage: fmt.Sprintf("trade latency for CPU at steady rates: while transactions come fast enough that at least %d are expected within this time, wait up to this long after each and read what came meanwhile in one go (one wake-up, one produce request). Adds up to this much to each event's latency; a slower stream is read as it arrives. The default engages from %.0f transactions a second; 0: off, every transaction read as it arrives. At most %s; plain TCP on Linux only",
+		{name: "read-linger", group: GroupStream, usage: fmt.Sprintf("trade latency for CPU at steady rates: while transactions come fast enough that at least %d are expected within this time, wait up to this long after each and read what came meanwhile in one go (one wake-up, one produce request). Adds up to this much to each event's latency; a slower stream is read as it arrives. The default engages from %.0f transactions a second; 0: off, every transaction read as it arrives. At most %s; plain TCP on Linux only, with raw I/O on ("+rawio.EnvVar+"=off turns it off, and this default with it)",
 			cdc.LingerMinTransactions, cdc.LingerEngagesFrom(cdc.DefaultReadLinger), cdc.MaxReadLinger),
 			field: "Stream.ReadLinger",
 			bind:  duration(func(c *Config) *time.Duration { return &c.Stream.ReadLinger }),
-		},
+			// The library reads without a linger where it cannot linger
+			// (TLS, not Linux, raw I/O off); the command refuses one asked
+			// for, rather than not do it silently.
+			check: func(c *Config) string {
+				if c.Stream.ReadLinger > 0 && !rawio.Enabled() {
+					return "needs raw I/O, which " + rawio.EnvVar + "=off turns off (the linger is a raised socket low-water mark): set it to 0, or turn raw I/O on"
+				}
+				return ""
+			}},
 		{name: "server-timeout", group: GroupStream,
 			usage: "how long PostgreSQL may stay silent on the replication connection (a status after --status-interval of silence asks it for a reply), and how long setting a session up may take, before the connection is taken for broken and replaced: a network partition or a half-open TCP connection never errors by itself. Keep it above the server's wal_sender_timeout/2 plus --status-interval (a walsender replaying a long transaction of unpublished changes answers only that often; a warning says so); must exceed --status-interval",
 			field: "Stream.ServerTimeout",

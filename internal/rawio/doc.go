@@ -1,19 +1,39 @@
-// Package rawio wraps a TCP connection so that its reads and writes are
-// raw, non-blocking system calls made through the connection's
-// syscall.RawConn, waiting in Go's network poller as before.
+// Package rawio owns outboxd's raw system calls on network sockets: the
+// reads and writes of a wrapped TCP connection (Wrap, Dialer), made as raw,
+// non-blocking system calls through the connection's syscall.RawConn while
+// waiting in Go's network poller as before, and the socket options and
+// queries of the replication stream's read pacer (Socket: the receive
+// low-water mark, the receive queue). Nothing outside this package calls
+// package syscall or x/sys/unix on a socket.
 //
-// Why: every ordinary system call goes through the runtime's system-call
-// entry, which wakes the runtime's monitor thread (sysmon) when the process
-// was idle. At a steady rate outboxd is idle between transactions, so each
-// transaction woke that second thread too. Measured on the 2-core test
-// machine (a Go process woken by one 100-byte TCP message at a time,
-// GOMAXPROCS 1, CPU from /proc): 118-148 µs of CPU per wake-up at 100
-// wake-ups/s, 44-51 µs of it in the monitor thread, and 80 µs at 1,000/s;
-// with raw reads 84 µs and 40 µs, the monitor thread silent.
+// Why raw: every ordinary system call goes through the runtime's
+// system-call entry, which wakes the runtime's monitor thread (sysmon) when
+// the process was idle. At a steady rate outboxd is idle between
+// transactions, so each transaction would wake that second thread too, for
+// nothing; a raw call leaves it asleep. The read pacer's socket options
+// change at every transaction, so they are raw for the same reason. The
+// measured cost lives with the runs in docs/bench.
 //
-// Invariant: a wrapped connection behaves as the net.Conn it wraps: every
-// byte written or an error, deadlines, io.EOF at the peer's close, errors
-// that are *net.OpError (Timeout() for a passed deadline, net.ErrClosed
-// after Close). Where the raw path is not available (not TCP, not Linux)
-// Wrap returns the connection itself.
+// The switch: the environment variable OUTBOXD_RAW_IO (EnvVar) set to off
+// (or false, 0) turns raw I/O off for the whole process, read at each dial
+// and each Socket lookup: Wrap and Dialer then return plain connections
+// (Go's own reads and writes) and SocketOf returns nil, so the read pacer
+// reads as a plain reader does (no low-water mark, no read linger). Unset,
+// on, true or 1 leave it on; any other value also leaves it on, and
+// CheckEnv reports it (the outboxd command refuses to start). Turn it off to
+// rule raw I/O out when a stream misbehaves, or where raw system calls are
+// not allowed (a seccomp profile or a sandbox that filters them, such as
+// gVisor): outboxd then costs more CPU per event at steady rates and
+// behaves the same otherwise.
+//
+// Invariants:
+//   - A wrapped connection behaves as the net.Conn it wraps: every byte
+//     written or an error, deadlines, io.EOF at the peer's close, errors that
+//     are *net.OpError (Timeout() for a passed deadline, net.ErrClosed after
+//     Close).
+//   - Where the raw path is not available (not TCP, not Linux) or is
+//     switched off, Wrap returns the connection itself and SocketOf nil:
+//     callers need no fallback of their own.
+//   - Every raw call retries EINTR and waits in the poller on EAGAIN; none
+//     blocks a thread.
 package rawio

@@ -8,9 +8,12 @@ import (
 	"unsafe"
 )
 
-// Wrap returns c with raw reads and writes when c is a *net.TCPConn, and
-// c itself otherwise.
+// Wrap returns c with raw reads and writes when c is a *net.TCPConn and
+// raw I/O is on (Enabled), and c itself otherwise.
 func Wrap(c net.Conn) net.Conn {
+	if !Enabled() {
+		return c
+	}
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return c

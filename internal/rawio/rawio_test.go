@@ -13,6 +13,7 @@ import (
 // close. nettest.TestConn is the conformance suite of the Go project for
 // net.Conn implementations.
 func TestWrappedConnIsANetConn(t *testing.T) {
+	t.Setenv(EnvVar, "on") // whatever the environment says: this tests the raw path
 	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

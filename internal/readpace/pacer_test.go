@@ -1,4 +1,4 @@
-package cdc
+package readpace
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ func TestLowatFor(t *testing.T) {
 		{4 << 10, 4 << 10},
 		{12 << 10, 8 << 10},
 		{64 << 10, 64 << 10},
-		{10 << 20, pacerMaxLowat},
+		{10 << 20, maxLowat},
 	}
 	for _, tt := range tests {
 		if got := lowatFor(tt.perWindow); got != tt.want {
@@ -22,53 +22,54 @@ func TestLowatFor(t *testing.T) {
 	}
 }
 
-func TestReadPacer(t *testing.T) {
+func TestPacer(t *testing.T) {
 	var set []int
-	p := &readPacer{lowat: 1, rateLowat: 1, setLowat: func(n int) error { set = append(set, n); return nil }}
+	p := &Pacer{lowat: 1, rateLowat: 1, setLowat: func(n int) error { set = append(set, n); return nil }}
 	t0 := time.Unix(0, 0)
 	p.windowStart = t0
 
 	// 100 MB/s (a backlog drain): about 100 KB per millisecond, so the mark
 	// goes to its cap once the rate window closes.
 	for i := range 100 {
-		p.received(10_000, t0.Add(time.Duration(i+1)*100*time.Microsecond), false)
+		p.Received(10_000, t0.Add(time.Duration(i+1)*100*time.Microsecond), false)
 	}
-	if p.wait() != pacerWait || p.lowat != pacerMaxLowat {
-		t.Fatalf("after a fast window: lowat %d, wait %v; want %d, %v", p.lowat, p.wait(), pacerMaxLowat, pacerWait)
+	if p.Wait() != rateWait || p.lowat != maxLowat {
+		t.Fatalf("after a fast window: lowat %d, wait %v; want %d, %v", p.lowat, p.Wait(), maxLowat, rateWait)
 	}
 	// A deadline that passes while data still came in keeps the mark.
-	p.renewed()
-	p.received(100, t0.Add(10500*time.Microsecond), false)
-	p.timedOut()
-	if p.lowat != pacerMaxLowat {
+	p.Renewed()
+	p.Received(100, t0.Add(10500*time.Microsecond), false)
+	p.TimedOut()
+	if p.lowat != maxLowat {
 		t.Fatalf("timeout after data: lowat %d, want it kept", p.lowat)
 	}
 	// A deadline with nothing received since it was set drops it at once.
-	p.renewed()
-	p.timedOut()
-	if p.wait() != 0 {
+	p.Renewed()
+	p.TimedOut()
+	if p.Wait() != 0 {
 		t.Fatalf("timeout without data: still pacing at %d", p.lowat)
 	}
 	// A slow stream (1 MB/s: 1 KB per millisecond) is not paced.
 	p.windowStart = t0.Add(time.Second)
 	for i := range 10 {
-		p.received(1000, t0.Add(time.Second+time.Duration(i+1)*time.Millisecond), false)
+		p.Received(1000, t0.Add(time.Second+time.Duration(i+1)*time.Millisecond), false)
 	}
-	if p.wait() != 0 {
+	if p.Wait() != 0 {
 		t.Fatalf("slow stream paced at %d", p.lowat)
 	}
-	if want := []int{pacerMaxLowat, 1}; len(set) != len(want) || set[0] != want[0] || set[1] != want[1] {
+	if want := []int{maxLowat, 1}; len(set) != len(want) || set[0] != want[0] || set[1] != want[1] {
 		t.Errorf("marks set %v, want %v", set, want)
 	}
 }
 
-// A setter that fails (an option the platform refuses) turns pacing off
-// rather than failing the stream.
-func TestReadPacerSetterFailure(t *testing.T) {
-	p := &readPacer{lowat: 1, rateLowat: 1, setLowat: func(int) error { return errors.New("refused") }}
+// A setter that fails (an option the platform refuses) turns pacing off,
+// the linger with it, rather than failing the stream.
+func TestPacerSetterFailure(t *testing.T) {
+	p := &Pacer{lowat: 1, rateLowat: 1, setLowat: func(int) error { return errors.New("refused") },
+		linger: 20 * time.Millisecond, queued: func() int { return 0 }}
 	p.set(8 << 10)
-	if p.wait() != 0 || p.setLowat != nil {
-		t.Fatalf("after a failed set: lowat %d, setter kept %v", p.lowat, p.setLowat != nil)
+	if p.Wait() != 0 || p.setLowat != nil || p.linger != 0 {
+		t.Fatalf("after a failed set: lowat %d, setter kept %v, linger %v", p.lowat, p.setLowat != nil, p.linger)
 	}
 }
 
@@ -76,56 +77,56 @@ func TestReadPacerSetterFailure(t *testing.T) {
 // committed transaction back to back, so its rest is worth waiting for
 // (briefly). Its Commit restores the rate's mark, so that an idle stream is
 // read at its first byte.
-func TestReadPacerTransaction(t *testing.T) {
+func TestPacerTransaction(t *testing.T) {
 	type step struct {
 		name      string
-		do        func(p *readPacer)
+		do        func(p *Pacer)
 		wantLowat int
 		wantWait  time.Duration
 	}
 	t0 := time.Unix(0, 0)
-	fast := func(p *readPacer) { // a drain's rate: the mark goes to its cap
+	fast := func(p *Pacer) { // a drain's rate: the mark goes to its cap
 		p.windowStart = t0
 		for i := range 100 {
-			p.received(10_000, t0.Add(time.Duration(i+1)*100*time.Microsecond), false)
+			p.Received(10_000, t0.Add(time.Duration(i+1)*100*time.Microsecond), false)
 		}
 	}
-	begin := func(p *readPacer) { p.transaction(true) }
-	commit := func(p *readPacer) { p.transaction(false) }
-	quiet := func(p *readPacer) { p.renewed(); p.timedOut() }
+	begin := func(p *Pacer) { p.Transaction(true) }
+	commit := func(p *Pacer) { p.Transaction(false) }
+	quiet := func(p *Pacer) { p.Renewed(); p.TimedOut() }
 	tests := []struct {
 		name  string
 		steps []step
 	}{
 		{"slow stream", []step{
-			{"idle", func(*readPacer) {}, 1, 0},
-			{"begin", begin, pacerMaxLowat, pacerTxWait},
-			{"begin again", begin, pacerMaxLowat, pacerTxWait},
+			{"idle", func(*Pacer) {}, 1, 0},
+			{"begin", begin, maxLowat, TxWait},
+			{"begin again", begin, maxLowat, TxWait},
 			{"commit", commit, 1, 0},
 		}},
 		{"transaction goes quiet", []step{
-			{"begin", begin, pacerMaxLowat, pacerTxWait},
-			{"deadline with data", func(p *readPacer) { p.renewed(); p.received(100, t0, false); p.timedOut() }, pacerMaxLowat, pacerTxWait},
+			{"begin", begin, maxLowat, TxWait},
+			{"deadline with data", func(p *Pacer) { p.Renewed(); p.Received(100, t0, false); p.TimedOut() }, maxLowat, TxWait},
 			{"deadline without data", quiet, 1, 0},
 			{"commit", commit, 1, 0},
-			{"next begin waits again", begin, pacerMaxLowat, pacerTxWait},
+			{"next begin waits again", begin, maxLowat, TxWait},
 		}},
 		{"fast stream", []step{
-			{"drain rate", fast, pacerMaxLowat, pacerWait},
-			{"begin", begin, pacerMaxLowat, pacerTxWait},
-			{"commit keeps the rate's mark", commit, pacerMaxLowat, pacerWait},
-			{"begin, then the stream goes quiet", func(p *readPacer) { begin(p); quiet(p) }, 1, 0},
+			{"drain rate", fast, maxLowat, rateWait},
+			{"begin", begin, maxLowat, TxWait},
+			{"commit keeps the rate's mark", commit, maxLowat, rateWait},
+			{"begin, then the stream goes quiet", func(p *Pacer) { begin(p); quiet(p) }, 1, 0},
 			{"commit", commit, 1, 0},
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var kernel int
-			p := &readPacer{lowat: 1, rateLowat: 1, setLowat: func(n int) error { kernel = n; return nil }}
+			p := &Pacer{lowat: 1, rateLowat: 1, setLowat: func(n int) error { kernel = n; return nil }}
 			for _, s := range tt.steps {
 				s.do(p)
-				if p.lowat != s.wantLowat || p.wait() != s.wantWait {
-					t.Fatalf("%s: lowat %d, wait %v; want %d, %v", s.name, p.lowat, p.wait(), s.wantLowat, s.wantWait)
+				if p.lowat != s.wantLowat || p.Wait() != s.wantWait {
+					t.Fatalf("%s: lowat %d, wait %v; want %d, %v", s.name, p.lowat, p.Wait(), s.wantLowat, s.wantWait)
 				}
 				if kernel != 0 && kernel != p.lowat {
 					t.Fatalf("%s: kernel mark %d, pacer thinks %d", s.name, kernel, p.lowat)
@@ -139,7 +140,7 @@ func TestReadPacerTransaction(t *testing.T) {
 // weigh: the smallest recent transaction less what the socket gave
 // already, counting what pgconn read ahead and not what came before the
 // stream. Without that count (TLS) or a history it stays at its cap.
-func TestReadPacerExpectedRest(t *testing.T) {
+func TestPacerExpectedRest(t *testing.T) {
 	const (
 		preStream = 100 // startup and replication set-up, read before the stream
 		begin     = 50
@@ -151,17 +152,17 @@ func TestReadPacerExpectedRest(t *testing.T) {
 	// tx sends one transaction of n inserts; readWithBegin is how many of
 	// its inserts pgconn read from the socket together with the Begin. It
 	// returns the mark set right after the Begin.
-	tx := func(p *readPacer, sock *int64, n, readWithBegin int) int {
+	tx := func(p *Pacer, sock *int64, n, readWithBegin int) int {
 		*sock += begin + int64(readWithBegin*insert)
-		p.received(begin, t0, false)
-		p.transaction(true)
+		p.Received(begin, t0, false)
+		p.Transaction(true)
 		mark := p.lowat
 		*sock += int64((n-readWithBegin)*insert + commit)
 		for range n {
-			p.received(insert, t0, false)
+			p.Received(insert, t0, false)
 		}
-		p.received(commit, t0, false)
-		p.transaction(false)
+		p.Received(commit, t0, false)
+		p.Transaction(false)
 		return mark
 	}
 	tests := []struct {
@@ -171,11 +172,11 @@ func TestReadPacerExpectedRest(t *testing.T) {
 		inserts, with int
 		want          int
 	}{
-		{"no history yet", false, nil, 10, 0, pacerMaxLowat},
+		{"no history yet", false, nil, 10, 0, maxLowat},
 		{"alike transactions, Begin read alone", false, []int{10, 10}, 10, 0, txSize - begin},
 		{"alike transactions, Begin read with two inserts", false, []int{10, 10}, 10, 2, txSize - begin - 2*insert},
 		{"the smallest recent one counts", false, []int{10, 4, 10}, 10, 0, begin + 4*insert + commit - begin},
-		{"TLS: no count of the stream's own bytes", true, []int{10, 10}, 10, 0, pacerMaxLowat},
+		{"TLS: no count of the stream's own bytes", true, []int{10, 10}, 10, 0, maxLowat},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -184,7 +185,7 @@ func TestReadPacerExpectedRest(t *testing.T) {
 			if !tt.tls {
 				socketRead = func() int64 { return sock }
 			}
-			p := &readPacer{lowat: 1, rateLowat: 1, setLowat: func(int) error { return nil }, socketRead: socketRead}
+			p := &Pacer{lowat: 1, rateLowat: 1, setLowat: func(int) error { return nil }, socketRead: socketRead}
 			for _, n := range tt.history {
 				tx(p, &sock, n, 0)
 			}
@@ -199,11 +200,11 @@ func TestReadPacerExpectedRest(t *testing.T) {
 }
 
 // The read linger: at a Commit that came less than the linger after the one
-// before, in a stream fast enough to bring lingerMinTx transactions per
+// before, in a stream fast enough to bring LingerMinTx transactions per
 // linger, with at most a keepalive left to read, the mark goes to its cap
 // for the linger; a keepalive read meanwhile leaves it, any other message
 // or the deadline ends it, and a slower or bursty stream is read at once.
-func TestReadPacerLinger(t *testing.T) {
+func TestPacerLinger(t *testing.T) {
 	const linger = 20 * time.Millisecond
 	t0 := time.Unix(0, 0)
 	type state struct {
@@ -214,25 +215,25 @@ func TestReadPacerLinger(t *testing.T) {
 	}
 	type step struct {
 		name string
-		do   func(p *readPacer, s *state)
+		do   func(p *Pacer, s *state)
 		// want: lingering (the mark at its cap, wait the linger) or not.
 		lingering bool
 		started   bool // lingerStarted reports a new linger
 	}
 	// tx reads a transaction (Begin, one insert, Commit) gap after the last.
-	tx := func(gap time.Duration) func(p *readPacer, s *state) {
-		return func(p *readPacer, s *state) {
+	tx := func(gap time.Duration) func(p *Pacer, s *state) {
+		return func(p *Pacer, s *state) {
 			s.at += gap
 			for i, n := range []int{50, 300, 30} {
 				s.sock += int64(n)
-				p.received(n, t0.Add(s.at), false)
-				p.transaction(i < 2)
+				p.Received(n, t0.Add(s.at), false)
+				p.Transaction(i < 2)
 			}
 		}
 	}
 	// steady reads n transactions gap apart.
-	steady := func(n int, gap time.Duration) func(p *readPacer, s *state) {
-		return func(p *readPacer, s *state) {
+	steady := func(n int, gap time.Duration) func(p *Pacer, s *state) {
+		return func(p *Pacer, s *state) {
 			for range n {
 				tx(gap)(p, s)
 			}
@@ -240,8 +241,8 @@ func TestReadPacerLinger(t *testing.T) {
 	}
 	// bursts reads n bursts of four transactions a millisecond apart, the
 	// bursts 400 ms apart: 10 transactions a second, some close together.
-	bursts := func(n int) func(p *readPacer, s *state) {
-		return func(p *readPacer, s *state) {
+	bursts := func(n int) func(p *Pacer, s *state) {
+		return func(p *Pacer, s *state) {
 			for range n {
 				tx(400*time.Millisecond)(p, s)
 				steady(3, time.Millisecond)(p, s)
@@ -251,11 +252,11 @@ func TestReadPacerLinger(t *testing.T) {
 	fast := steady(300, time.Millisecond) // 1,000 transactions a second: 20 per linger
 	// gapAt is the gap between transactions that come perSecond a second.
 	gapAt := func(perSecond float64) time.Duration { return time.Duration(float64(time.Second) / perSecond) }
-	keepalive := func(p *readPacer, s *state) {
+	keepalive := func(p *Pacer, s *state) {
 		s.sock += keepaliveBytes
-		p.received(keepaliveBytes, t0.Add(s.at), true)
+		p.Received(keepaliveBytes, t0.Add(s.at), true)
 	}
-	deadline := func(p *readPacer, _ *state) { p.renewed(); p.timedOut() }
+	deadline := func(p *Pacer, _ *state) { p.Renewed(); p.TimedOut() }
 	tests := []struct {
 		name   string
 		linger time.Duration
@@ -267,8 +268,8 @@ func TestReadPacerLinger(t *testing.T) {
 			{"a keepalive meanwhile", keepalive, true, false},
 			{"the deadline ends it", deadline, false, false},
 			{"the next transaction lingers again", tx(time.Millisecond), true, true},
-			{"a transaction's Begin ends it", func(p *readPacer, s *state) { s.sock += 50; p.received(50, t0.Add(s.at), false); p.transaction(true) }, false, false},
-			{"its Commit lingers again", func(p *readPacer, s *state) { s.sock += 30; p.received(30, t0.Add(s.at), false); p.transaction(false) }, true, true},
+			{"a transaction's Begin ends it", func(p *Pacer, s *state) { s.sock += 50; p.Received(50, t0.Add(s.at), false); p.Transaction(true) }, false, false},
+			{"its Commit lingers again", func(p *Pacer, s *state) { s.sock += 30; p.Received(30, t0.Add(s.at), false); p.Transaction(false) }, true, true},
 			{"deadline", deadline, false, false},
 			{"a transaction a linger after the last: read at once", tx(linger), false, false},
 		}},
@@ -281,19 +282,19 @@ func TestReadPacerLinger(t *testing.T) {
 		{"something already waits", linger, []step{
 			{"a fast stream", fast, true, true},
 			{"deadline", deadline, false, false},
-			{"a keepalive queued: lingers", func(p *readPacer, s *state) { s.queued = keepaliveBytes; tx(time.Millisecond)(p, s) }, true, true},
+			{"a keepalive queued: lingers", func(p *Pacer, s *state) { s.queued = keepaliveBytes; tx(time.Millisecond)(p, s) }, true, true},
 			{"deadline again", deadline, false, false},
-			{"more than a keepalive queued", func(p *readPacer, s *state) { s.queued = keepaliveBytes + 1; tx(time.Millisecond)(p, s) }, false, false},
-			{"read ahead by pgconn", func(p *readPacer, s *state) { s.queued, s.ahead = 0, 51; tx(time.Millisecond)(p, s) }, false, false},
+			{"more than a keepalive queued", func(p *Pacer, s *state) { s.queued = keepaliveBytes + 1; tx(time.Millisecond)(p, s) }, false, false},
+			{"read ahead by pgconn", func(p *Pacer, s *state) { s.queued, s.ahead = 0, 51; tx(time.Millisecond)(p, s) }, false, false},
 		}},
-		// LingerEngagesFrom states the rule (for --help and the bench
+		// EngagesFrom states the rule (for --help and the bench
 		// report): a stream a tenth below that rate is read at once, a
 		// tenth above it lingers.
 		{"a tenth below the rate it engages from", linger, []step{
-			{"steady", steady(300, gapAt(0.9*LingerEngagesFrom(linger))), false, false},
+			{"steady", steady(300, gapAt(0.9*EngagesFrom(linger))), false, false},
 		}},
 		{"a tenth above the rate it engages from", linger, []step{
-			{"steady", steady(300, gapAt(1.1*LingerEngagesFrom(linger))), true, true},
+			{"steady", steady(300, gapAt(1.1*EngagesFrom(linger))), true, true},
 		}},
 		{"off", 0, []step{
 			{"a fast stream", fast, false, false},
@@ -302,18 +303,18 @@ func TestReadPacerLinger(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := state{sock: 100} // read before the stream
-			p := &readPacer{lowat: 1, rateLowat: 1, setLowat: func(int) error { return nil }, linger: tt.linger,
+			p := &Pacer{lowat: 1, rateLowat: 1, setLowat: func(int) error { return nil }, linger: tt.linger,
 				socketRead: func() int64 { return s.sock + s.ahead },
 				queued:     func() int { return s.queued }}
 			p.windowStart = t0
 			for _, st := range tt.steps {
 				st.do(p, &s)
-				started := p.lingerStarted()
-				lingering := p.lowat == pacerMaxLowat && p.wait() == tt.linger && tt.linger > 0
+				started := p.LingerStarted()
+				lingering := p.lowat == maxLowat && p.Wait() == tt.linger && tt.linger > 0
 				if lingering != st.lingering || started != st.started {
-					t.Fatalf("%s: lingering %v (mark %d, wait %v), started %v; want %v, %v", st.name, lingering, p.lowat, p.wait(), started, st.lingering, st.started)
+					t.Fatalf("%s: lingering %v (mark %d, wait %v), started %v; want %v, %v", st.name, lingering, p.lowat, p.Wait(), started, st.lingering, st.started)
 				}
-				if p.lingerStarted() {
+				if p.LingerStarted() {
 					t.Fatalf("%s: lingerStarted reported the same linger twice", st.name)
 				}
 			}
@@ -321,20 +322,20 @@ func TestReadPacerLinger(t *testing.T) {
 	}
 }
 
-func TestLingerEngagesFrom(t *testing.T) {
+func TestEngagesFrom(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		linger time.Duration
 		want   float64
 	}{
-		{DefaultReadLinger, 800},
+		{5 * time.Millisecond, 800},
 		{20 * time.Millisecond, 200},
-		{MaxReadLinger, 40},
+		{100 * time.Millisecond, 40},
 		{0, 0},
 		{-time.Millisecond, 0},
 	} {
-		if got := LingerEngagesFrom(tt.linger); got != tt.want {
-			t.Errorf("LingerEngagesFrom(%v) = %v, want %v", tt.linger, got, tt.want)
+		if got := EngagesFrom(tt.linger); got != tt.want {
+			t.Errorf("EngagesFrom(%v) = %v, want %v", tt.linger, got, tt.want)
 		}
 	}
 }
