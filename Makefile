@@ -4,7 +4,9 @@
 #                (harness/testbed/testbed.sh), run go vet and all tests
 #                with the race detector against the first version, then the core
 #                integration tests (CORE_TESTS in CORE_PKGS) against each other
-#                version, stop everything. PG_VERSIONS=17 runs one version.
+#                version, and the stream's tests again with raw I/O off
+#                (RAW_IO_OFF_TESTS, OUTBOXD_RAW_IO=off), stop everything.
+#                PG_VERSIONS=17 runs one version.
 #   make up      keep both servers running; then `eval "$$(make -s env)"` and
 #                run `go test ./...` as often as you like
 #   make down    stop them
@@ -84,6 +86,23 @@ CORE_TEST_NAMES := TestMissingSlotStopsWithTheRecoveryCommand \
 	TestRunRefusesAStandby \
 	TestChaosShort
 CORE_TESTS := ^($(subst $(space),|,$(strip $(CORE_TEST_NAMES))))$$
+# The stream's and the reader's tests in ./cdc, run a second time with raw
+# I/O off (OUTBOXD_RAW_IO=off, package internal/rawio): the plain reads,
+# without the read pacer's low-water mark, must pass them too. The pacer's
+# and rawio's own tests cover both paths in one run.
+RAW_IO_OFF_TEST_NAMES := TestConcurrentWritersPublishedOnceInCommitOrder \
+	TestGracefulRestartPublishesNoDuplicates \
+	TestIdleSlotFollowsWAL \
+	TestPermanentKafkaErrorsStopWithoutConfirming \
+	TestWalsenderTerminatedReconnects \
+	TestStandbyTakesOverWhenActiveStops \
+	TestKafkaDownHoldsSlotAndKeepsConnection \
+	TestAcknowledgedTransactionConfirmedPromptly \
+	TestGracefulStop.* \
+	TestQuietStreamConfirmsAnAcknowledgedTransactionPromptly \
+	TestReaderLowersTheMarkWhenItStops \
+	TestRenewWakeReplacesAShortDeadline
+RAW_IO_OFF_TESTS := ^($(subst $(space),|,$(strip $(RAW_IO_OFF_TEST_NAMES))))$$
 
 .PHONY: test test-go up down env build docs chaos bench bench-compression compare-debezium soak
 
@@ -98,6 +117,8 @@ test-go:
 	$(GO) vet ./...
 	@echo "== all tests, PostgreSQL $${OUTBOXD_PG_VERSION:-15}"
 	set -o pipefail; $(GO) test $(GOTESTFLAGS) -json ./... | $(GO) run ./harness/testbed/testsummary
+	@echo "== stream tests with raw I/O off (OUTBOXD_RAW_IO=off), PostgreSQL $${OUTBOXD_PG_VERSION:-15}"
+	set -o pipefail; OUTBOXD_RAW_IO=off $(GO) test $(GOTESTFLAGS) -json -run '$(RAW_IO_OFF_TESTS)' ./cdc | $(GO) run ./harness/testbed/testsummary
 	set -o pipefail; versions=($${OUTBOXD_PG_VERSIONS:-$${OUTBOXD_PG_VERSION:-15}}); for v in "$${versions[@]:1}"; do \
 		url=OUTBOXD_TEST_DATABASE_URL_$$v; \
 		[ -n "$${!url:-}" ] || { echo "PostgreSQL $$v is not in the test bed (make up with PG_VERSIONS)"; exit 1; }; \

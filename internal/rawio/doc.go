@@ -21,10 +21,10 @@
 // reads as a plain reader does (no low-water mark, no read linger). Unset,
 // on, true or 1 leave it on; any other value also leaves it on, and
 // CheckEnv reports it (the outboxd command refuses to start). Turn it off to
-// rule raw I/O out when a stream misbehaves, or where raw system calls are
-// not allowed (a seccomp profile or a sandbox that filters them, such as
-// gVisor): outboxd then costs more CPU per event at steady rates and
-// behaves the same otherwise.
+// rule raw I/O out when a stream misbehaves, or where a sandbox or seccomp
+// profile restricts the socket option and ioctl the pacer uses: outboxd
+// then costs more CPU per event at steady rates and behaves the same
+// otherwise (docs/operating.md).
 //
 // Invariants:
 //   - A wrapped connection behaves as the net.Conn it wraps: every byte
