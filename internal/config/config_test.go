@@ -249,6 +249,8 @@ func TestReadLingerNeedsRawIO(t *testing.T) {
 		{name: "off: 0 is fine", rawIO: "off", args: []string{"--read-linger", "0"}, want: 0},
 		{name: "off: a linger asked for", rawIO: "off", args: []string{"--read-linger", "20ms"}, want: 20 * time.Millisecond,
 			wantErr: []string{"--read-linger (OUTBOXD_READ_LINGER)", "needs raw I/O", "OUTBOXD_RAW_IO=off"}},
+		{name: "off: out of range says so first", rawIO: "off", args: []string{"--read-linger", "1h"}, want: time.Hour,
+			wantErr: []string{"--read-linger (OUTBOXD_READ_LINGER): must be between 0 and"}},
 		{name: "on", rawIO: "on", args: []string{"--read-linger", "20ms"}, want: 20 * time.Millisecond},
 		{name: "on by default", rawIO: "", want: cdc.DefaultReadLinger},
 		{name: "neither on nor off", rawIO: "maybe", want: cdc.DefaultReadLinger, wantErr: []string{`OUTBOXD_RAW_IO="maybe"`, "want on or off"}},

@@ -272,7 +272,7 @@ func flags() []flagSpec {
 			// (TLS, not Linux, raw I/O off); the command refuses one asked
 			// for, rather than not do it silently.
 			check: func(c *Config) string {
-				if c.Stream.ReadLinger > 0 && !rawio.Enabled() {
+				if v := c.Stream.ReadLinger; v > 0 && v <= cdc.MaxReadLinger && !rawio.Enabled() { // out of range: cdc says so
 					return "needs raw I/O, which " + rawio.EnvVar + "=off turns off (the linger is a raised socket low-water mark): set it to 0, or turn raw I/O on"
 				}
 				return ""
