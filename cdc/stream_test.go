@@ -522,7 +522,7 @@ func walsenderPID(t *testing.T, b *bed) int32 {
 func TestAcknowledgedTransactionConfirmedPromptly(t *testing.T) {
 	t.Parallel()
 	b := newBed(t, "", nil)
-	r := b.start(cdc.Config{StatusInterval: time.Hour})
+	r := b.start(cdc.Config{StatusInterval: time.Hour, ServerTimeout: 2 * time.Hour}) // the server timeout must exceed the status interval
 	defer r.stop()
 	testenv.Eventually(t, 30*time.Second, "replication started", func() bool { return walsenderPID(t, b) != 0 })
 	if _, err := b.insert(t.Context(), []row{{agg: uuidFor(1), topic: b.topic, payload: `{}`}}, true, false); err != nil {
