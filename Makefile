@@ -87,7 +87,7 @@ CORE_TEST_NAMES := TestMissingSlotStopsWithTheRecoveryCommand \
 	TestChaosShort
 CORE_TESTS := ^($(subst $(space),|,$(strip $(CORE_TEST_NAMES))))$$
 # The stream's and the reader's tests in ./cdc, run a second time with raw
-# I/O off (OUTBOXD_RAW_IO=off, package internal/rawio): the plain reads,
+# I/O off (OUTBOXD_RAW_IO=off, package lib/rawio): the plain reads,
 # without the read pacer's low-water mark, must pass them too. The pacer's
 # and rawio's own tests cover both paths in one run.
 RAW_IO_OFF_TEST_NAMES := TestConcurrentWritersPublishedOnceInCommitOrder \

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outboxd/outboxd/decode"
-	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/layout"
+	"github.com/outboxd/outboxd/lib/sqlquote"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/slot"
 )

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/readpace"
+	"github.com/outboxd/outboxd/cdc/readpace"
 	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/slot"
 )

@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outboxd/outboxd/internal/rawio"
-	"github.com/outboxd/outboxd/internal/sqlquote"
+	"github.com/outboxd/outboxd/lib/rawio"
+	"github.com/outboxd/outboxd/lib/sqlquote"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/slot"
 )

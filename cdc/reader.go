@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/outboxd/outboxd/cdc/readpace"
 	"github.com/outboxd/outboxd/decode"
-	"github.com/outboxd/outboxd/internal/readpace"
 	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/outbox"
 )

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd/cdc/readpace"
 	"github.com/outboxd/outboxd/harness/testenv"
-	"github.com/outboxd/outboxd/internal/readpace"
 )
 
 // Regression: the pacer's short read deadline was kept after the pacer

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/outboxd/outboxd/internal/rawio"
+	"github.com/outboxd/outboxd/lib/rawio"
 	"github.com/outboxd/outboxd/outbox"
 )
 

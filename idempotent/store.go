@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outboxd/outboxd/internal/daypart"
+	"github.com/outboxd/outboxd/lib/daypart"
 )
 
 // Store is the processed_keys table: one row per (consumer, key) processed,

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outboxd/outboxd/internal/sqlquote"
+	"github.com/outboxd/outboxd/lib/sqlquote"
 )
 
 //go:embed sql/*.sql

@@ -14,7 +14,7 @@ import (
 
 	"github.com/outboxd/outboxd/internal/config"
 	"github.com/outboxd/outboxd/internal/retention"
-	"github.com/outboxd/outboxd/internal/sqlquote"
+	"github.com/outboxd/outboxd/lib/sqlquote"
 	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/slot"
 )

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
-	"github.com/outboxd/outboxd/internal/rawio"
 	"github.com/outboxd/outboxd/internal/retention"
 	"github.com/outboxd/outboxd/layout"
+	"github.com/outboxd/outboxd/lib/rawio"
 	"github.com/outboxd/outboxd/pipeline"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
-	"github.com/outboxd/outboxd/internal/rawio"
+	"github.com/outboxd/outboxd/lib/rawio"
 	"github.com/outboxd/outboxd/pump"
 )
 

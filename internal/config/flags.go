@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
-	"github.com/outboxd/outboxd/internal/rawio"
-	"github.com/outboxd/outboxd/internal/sqlquote"
 	"github.com/outboxd/outboxd/layout"
+	"github.com/outboxd/outboxd/lib/rawio"
+	"github.com/outboxd/outboxd/lib/sqlquote"
 )
 
 // flagSpec is one flag: its name, group, help, binding to a field, check,

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/outboxd/outboxd/internal/rawio"
+	"github.com/outboxd/outboxd/lib/rawio"
 )
 
 // KafkaOpts returns the franz-go options for TLS and SASL.

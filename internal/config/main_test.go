@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/rawio"
+	"github.com/outboxd/outboxd/lib/rawio"
 )
 
 // TestMain runs the tests with raw I/O on whatever the caller's

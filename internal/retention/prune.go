@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outboxd/outboxd/internal/daypart"
-	"github.com/outboxd/outboxd/internal/sqlquote"
+	"github.com/outboxd/outboxd/lib/daypart"
+	"github.com/outboxd/outboxd/lib/sqlquote"
 	"github.com/outboxd/outboxd/slot"
 )
 

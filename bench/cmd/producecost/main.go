@@ -32,7 +32,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/bench/internal/waker"
-	"github.com/outboxd/outboxd/internal/rawio"
+	"github.com/outboxd/outboxd/lib/rawio"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
 )

@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/bench/internal/waker"
-	"github.com/outboxd/outboxd/internal/rawio"
+	"github.com/outboxd/outboxd/lib/rawio"
 )
 
 func main() {

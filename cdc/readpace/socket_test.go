@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/rawio"
+	"github.com/outboxd/outboxd/lib/rawio"
 )
 
 // New finds the TCP socket under the stream's wrappers (TLS and the

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/harness/testenv"
-	"github.com/outboxd/outboxd/internal/daypart"
+	"github.com/outboxd/outboxd/lib/daypart"
 )
 
 // TestDropIsSafeToRepeat: a concurrent detach whose second phase timed

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/internal/sqlquote"
+	"github.com/outboxd/outboxd/lib/sqlquote"
 )
 
 func TestParseQualified(t *testing.T) {

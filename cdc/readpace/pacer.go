@@ -4,7 +4,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/rawio"
+	"github.com/outboxd/outboxd/lib/rawio"
 )
 
 // Pacer paces the reads of one replication connection (see the package
