@@ -11,6 +11,8 @@ import (
 
 	"github.com/outboxd/outboxd/lib/rawio"
 	"github.com/outboxd/outboxd/outbox"
+
+	"github.com/outboxd/outboxd/harness/netfault"
 )
 
 // Regression (issue 37): the reader returned with SO_RCVLOWAT raised (in
@@ -26,7 +28,7 @@ import (
 // once.
 func TestReaderLowersTheMarkWhenItStops(t *testing.T) {
 	t.Parallel()
-	client, server := tcpPair(t)
+	client, server := netfault.TCPPair(t)
 	client = rawio.Wrap(client) // as the stream dials
 	paced := rawio.SocketOf(client) != nil
 	reply := make(chan struct{})
@@ -126,26 +128,4 @@ func mark(t *testing.T, c net.Conn) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// tcpPair is a connected pair of loopback TCP connections, closed at the
-// test's end.
-func tcpPair(t *testing.T) (client, server net.Conn) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	client, err = net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	server, err = l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Close() })
-	return client, server
 }

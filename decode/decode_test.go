@@ -129,13 +129,13 @@ func TestDecodeErrors(t *testing.T) {
 		{"insert of an undescribed relation", [][]byte{testBegin()}, encInsert(99, text("1")), "unknown relation id 99"},
 		{"too few columns", [][]byte{outboxRelation(), testBegin()}, encInsert(outboxRelID, text("1")), "tuple has 1 columns, the relation message described 6"},
 		{"unchanged TOAST value", [][]byte{outboxRelation(), testBegin()}, outboxInsert(text("1"), unchanged, text("t"), null, null), `column "aggregate_id": unchanged TOAST value`},
-		{"old tuple in an insert", [][]byte{outboxRelation(), testBegin()}, msg{'I'}.u32(outboxRelID).u8('O').tuple(text("1")), "tuple kind 'O', want 'N'"},
-		{"bad value kind", [][]byte{outboxRelation(), testBegin()}, msg{'I'}.u32(outboxRelID).u8('N').u16(6).u8('x'), "value kind 'x'"},
+		{"old tuple in an insert", [][]byte{outboxRelation(), testBegin()}, msg{'I'}.U32(outboxRelID).U8('O').Tuple(text("1")), "tuple kind 'O', want 'N'"},
+		{"bad value kind", [][]byte{outboxRelation(), testBegin()}, msg{'I'}.U32(outboxRelID).U8('N').U16(6).U8('x'), "value kind 'x'"},
 		{"trailing bytes", [][]byte{outboxRelation(), testBegin()}, append(outboxInsert(text("1"), null, text("t"), null, null), 0), "1 unexpected trailing bytes"},
 		{"begin of the wrong length", nil, testBegin()[:20], "message body is 19 bytes, want 20"},
 		{"transactional message outside a transaction", nil, encLogicalMessage(true, 0x10, "outboxd.event", "{}"), "transactional message outside a transaction"},
 		{"update of the wrong shape", nil, encUpdate(outboxRelID, 'X', []tv{text("1")}, nil), "decoding update: tuple kind 'X'"},
-		{"truncate with missing ids", nil, msg{'T'}.u32(2).u8(0).u32(1), "2 relation ids need 8 bytes, 4 left"},
+		{"truncate with missing ids", nil, msg{'T'}.U32(2).U8(0).U32(1), "2 relation ids need 8 bytes, 4 left"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

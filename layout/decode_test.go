@@ -465,13 +465,13 @@ func TestDecode(t *testing.T) {
 		{
 			name:  "insert with a tuple kind other than N",
 			setup: inTx,
-			in:    msg{'I'}.u32(outboxRelID).u8('K').tuple(text("42")),
+			in:    msg{'I'}.U32(outboxRelID).U8('K').Tuple(text("42")),
 			errs:  []string{`tuple kind 'K', want 'N'`},
 		},
 		{
 			name:  "bad value kind",
 			setup: inTx,
-			in:    encInsert(outboxRelID, text("42"), tv{kind: 'x'}, text("orders"), text(testPayload), null, null),
+			in:    encInsert(outboxRelID, text("42"), tv{Kind: 'x'}, text("orders"), text(testPayload), null, null),
 			errs:  []string{`column "aggregate_id": value kind 'x'`},
 		},
 		{
@@ -571,18 +571,18 @@ func TestDecode(t *testing.T) {
 		{name: "logical message ignored", in: encLogicalMessage(true, 0x10, "p", "hello"), want: Message{Kind: KindIgnored}},
 		{
 			name: "update with a bad tuple kind",
-			in:   msg{'U'}.u32(1).u8('X'),
+			in:   msg{'U'}.U32(1).U8('X'),
 			errs: []string{`decoding update: tuple kind 'X', want 'K', 'O' or 'N'`},
 		},
 		{
 			name: "truncate with a wrong relation count",
-			in:   msg{'T'}.u32(2).u8(0).u32(1),
+			in:   msg{'T'}.U32(2).U8(0).U32(1),
 			errs: []string{"decoding truncate: 2 relation ids need 8 bytes, 4 left"},
 		},
 		{name: "empty message", in: []byte{}, errs: []string{"decoding pgoutput message: empty message"}},
 		{name: "nil message", in: nil, errs: []string{"empty message"}},
 		{name: "unknown message type", in: []byte("X123"), errs: []string{`unsupported message type 'X' (0x58)`}},
-		{name: "stream start unsupported", in: msg{'S'}.u32(1).u8(1), errs: []string{`unsupported message type 'S'`}},
+		{name: "stream start unsupported", in: msg{'S'}.U32(1).U8(1), errs: []string{`unsupported message type 'S'`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -137,8 +137,8 @@ func mustDecode(t *testing.T, d *Decoder, b []byte) Message {
 func rowValues(row []tv) [][]byte {
 	out := make([][]byte, len(row))
 	for i, v := range row {
-		if v.kind == 't' {
-			out[i] = []byte(v.data)
+		if v.Kind == 't' {
+			out[i] = []byte(v.Data)
 		}
 	}
 	return out

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/lib/rawio"
+
+	"github.com/outboxd/outboxd/harness/netfault"
 )
 
 // New finds the TCP socket under the stream's wrappers (TLS and the
@@ -38,7 +40,7 @@ func TestNewPacesTheSocket(t *testing.T) {
 				c, peer = net.Pipe()
 				t.Cleanup(func() { c.Close(); peer.Close() })
 			} else {
-				c, peer = tcpPair(t)
+				c, peer = netfault.TCPPair(t)
 			}
 			var read int64
 			p := New(wrapped{c}, func() int64 { return read }, linger)
@@ -87,28 +89,6 @@ func kernelMark(t *testing.T, c net.Conn) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// tcpPair is a connected pair of loopback TCP connections, closed at the
-// test's end.
-func tcpPair(t *testing.T) (client, server net.Conn) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	client, err = net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	server, err = l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Close() })
-	return client, server
 }
 
 // wrapped stands for the connections the stream reads through (a

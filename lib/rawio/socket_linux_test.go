@@ -4,6 +4,8 @@ import (
 	"io"
 	"net"
 	"testing"
+
+	"github.com/outboxd/outboxd/harness/netfault"
 )
 
 // SocketOf must reach the TCP socket, also through wrappers with NetConn
@@ -11,7 +13,7 @@ import (
 // kernel's mark; a connection without a TCP socket has none.
 func TestSocketRecvLowat(t *testing.T) {
 	t.Setenv(EnvVar, "on")
-	c, _ := tcpPair(t)
+	c, _ := netfault.TCPPair(t)
 
 	for _, conn := range []net.Conn{c, wrapped{c}, Wrap(c)} {
 		s := SocketOf(conn)
@@ -43,7 +45,7 @@ func TestSocketRecvLowat(t *testing.T) {
 // too.
 func TestSocketQueued(t *testing.T) {
 	t.Setenv(EnvVar, "on")
-	c, peer := tcpPair(t)
+	c, peer := netfault.TCPPair(t)
 
 	s := SocketOf(wrapped{c})
 	if s == nil {
@@ -82,7 +84,7 @@ func TestSocketQueued(t *testing.T) {
 // A closed connection's socket reports the error, not a made-up value.
 func TestSocketClosed(t *testing.T) {
 	t.Setenv(EnvVar, "on")
-	c, _ := tcpPair(t)
+	c, _ := netfault.TCPPair(t)
 	s := SocketOf(c)
 	c.Close()
 	if err := s.SetRecvLowat(4 << 10); err == nil {

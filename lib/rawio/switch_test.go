@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outboxd/harness/netfault"
 )
 
 func TestParseSwitch(t *testing.T) {
@@ -39,7 +41,7 @@ func TestSwitchOff(t *testing.T) {
 	if Enabled() || CheckEnv() != nil {
 		t.Fatalf("%s=off: Enabled %v, CheckEnv %v", EnvVar, Enabled(), CheckEnv())
 	}
-	c, _ := tcpPair(t)
+	c, _ := netfault.TCPPair(t)
 	if w := Wrap(c); w != c {
 		t.Errorf("Wrap returned %T, want the connection itself", w)
 	}
@@ -69,26 +71,4 @@ func TestCheckEnv(t *testing.T) {
 	if !Enabled() {
 		t.Errorf("%s=%q: raw I/O off, want it left on", EnvVar, "yes please")
 	}
-}
-
-// tcpPair is a connected pair of loopback TCP connections, closed at the
-// test's end.
-func tcpPair(t *testing.T) (client, server net.Conn) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	client, err = net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	server, err = l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Close() })
-	return client, server
 }
