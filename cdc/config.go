@@ -3,10 +3,12 @@ package cdc
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/outboxd/outboxd/cdc/readpace"
 	"github.com/outboxd/outboxd/layout"
+	"github.com/outboxd/outboxd/lib/sqlquote"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -232,6 +234,14 @@ func (c Config) Validate() error {
 	// Silence is noticed only after a status asked for a reply.
 	if d := c.WithDefaults(); c.ServerTimeout >= 0 && c.StatusInterval >= 0 && d.ServerTimeout <= d.StatusInterval {
 		bad("ServerTimeout", "must exceed the status interval ("+d.StatusInterval.String()+")")
+	}
+	if c.Table != "" {
+		if _, err := sqlquote.ParseQualified(c.Table); err != nil {
+			bad("Table", err.Error())
+		}
+	}
+	if v := c.BackfillOrderColumn; v != "" && strings.TrimSpace(v) == "" {
+		bad("BackfillOrderColumn", "must not be blank (empty: the id, else the timestamp column)")
 	}
 	if err := c.Columns.Validate(); err != nil {
 		bad("Columns", err.Error())

@@ -31,6 +31,8 @@ func TestConfigValidate(t *testing.T) {
 		{"slot name", func(c *Config) { c.Slot = "Outboxd" }, []string{"Slot"}},
 		{"failover mode", func(c *Config) { c.FailoverSlot = "sometimes" }, []string{"FailoverSlot"}},
 		{"negative durations", func(c *Config) { c.IdleWait, c.ShutdownTimeout = -1, -1 }, []string{"IdleWait", "ShutdownTimeout"}},
+		{"table name", func(c *Config) { c.Table = "a.b.c" }, []string{"Table"}},
+		{"blank backfill order column", func(c *Config) { c.BackfillOrderColumn = " " }, []string{"BackfillOrderColumn"}},
 		{"column mapping", func(c *Config) { c.Columns = layout.Columns{TopicTemplate: "orders.{"} }, []string{"Columns"}},
 		{"all at once", func(c *Config) { c.DatabaseURL, c.ReadLinger, c.Slot = "", time.Hour, "a-b" }, []string{"DatabaseURL", "Slot", "ReadLinger"}},
 	}

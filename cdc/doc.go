@@ -3,7 +3,8 @@
 // (package slot), identifies the server, starts pgoutput replication at the
 // watermark, and runs a reader, the one goroutine that touches the
 // connection: it receives messages with deadlines, decodes them (package
-// decode), hands them in order to a Consumer (package pump's Pump), answers
+// decode), lays rows out as records (package layout), hands them in order
+// to a Consumer (package pump's Pump), answers
 // keepalives and sends the Watermark back as the standby status. Before the
 // first session a slot.Provisioner sets the slot up; cdc gives it the
 // backfill (backfill.go), whose rows go through the same pump.

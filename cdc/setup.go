@@ -19,7 +19,7 @@ func (s *Streamer) provisioner(cfg Config, log *slog.Logger) (*slot.Provisioner,
 	if cfg.CreateSlot {
 		create = slot.CreateMissing
 	}
-	return slot.NewProvisioner(slot.Config{
+	return slot.NewProvisioner(slot.ProvisionConfig{
 		DatabaseURL:   cfg.DatabaseURL,
 		Slot:          cfg.Slot,
 		Failover:      cfg.FailoverSlot,

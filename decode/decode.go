@@ -100,6 +100,12 @@ func (d *Decoder) Decode(walData []byte) (Message, error) {
 	if len(walData) == 0 {
 		return Message{}, errors.New("decoding pgoutput message: empty message")
 	}
+	if len(d.row) > 0 {
+		// The last row's values are no longer the caller's: do not keep
+		// its message alive while the stream is idle.
+		clear(d.row)
+		d.row = d.row[:0]
+	}
 	body := walData[1:]
 	switch t := walData[0]; t {
 	case 'I':

@@ -14,7 +14,7 @@ import (
 // Columns maps the columns of the tables in the publication to the parts of
 // a record. An empty name means its default (see [DefaultColumns]); the
 // zero Columns is the default outbox table. Check a mapping with
-// [Columns.Validate] before use; a Decoder with an invalid one treats every
+// [Columns.Validate] before use; a Layout with an invalid one treats every
 // table as unusable.
 type Columns struct {
 	ID      string // bigint, integer, smallint, uuid, text or varchar: the id header, the idempotency key; default "id"
@@ -46,7 +46,7 @@ type Columns struct {
 	// MessagePrefix, when set, also makes an event of every transactional
 	// logical decoding message with exactly this prefix (table-less
 	// events: pg_logical_emit_message(true, prefix, envelope), see
-	// message.go); the stream must be started with messages 'true'.
+	// envelope.go); the stream must be started with messages 'true'.
 	// Default "": messages are ignored.
 	MessagePrefix string
 	// Debezium, when set, makes records as Debezium's outbox EventRouter

@@ -416,7 +416,7 @@ func mustParse(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
 // appendJavaDouble appends f as Java's Double.toString writes it, with the
 // shortest digits that read back as f (Java 19 and later; Java 17 differs
 // for a few values, e.g. 2.0E23): plain with at least one fractional digit
-// for 1e-3 <= |f| < 1e7, else l.dddE[-]n.
+// for 1e-3 <= |f| < 1e7, else d.dddE[-]n.
 func appendJavaDouble(buf []byte, f float64) []byte {
 	if f == 0 {
 		if math.Signbit(f) {
@@ -424,7 +424,7 @@ func appendJavaDouble(buf []byte, f float64) []byte {
 		}
 		return append(buf, "0.0"...)
 	}
-	e := strconv.FormatFloat(f, 'e', -1, 64) // -l.ddde±XX
+	e := strconv.FormatFloat(f, 'e', -1, 64) // -d.ddde±XX
 	if len(e) > 1 && !strings.Contains(e, ".") {
 		// One digit is the shortest: Java then takes the two-digit decimal
 		// closest to f (4.9E-324 for the smallest double, not 5.0E-324).

@@ -1,6 +1,6 @@
 package layout
 
-import "github.com/outboxd/outboxd/decode/pgoutputtest"
+import "github.com/outboxd/outboxd/harness/pgoutputtest"
 
 // The tests' pgoutput messages, encoded by hand (package pgoutputtest).
 type (
@@ -9,11 +9,11 @@ type (
 )
 
 var (
-	pgEpoch           = pgoutputtest.Epoch
+	pgEpoch           = pgoutputtest.Epoch()
 	text              = pgoutputtest.Text
 	bin               = pgoutputtest.Bin
-	null              = pgoutputtest.Null
-	unchanged         = pgoutputtest.Unchanged
+	null              = pgoutputtest.Null()
+	unchanged         = pgoutputtest.Unchanged()
 	encBegin          = pgoutputtest.Begin
 	encCommit         = pgoutputtest.Commit
 	encRelation       = pgoutputtest.Relation
@@ -27,7 +27,7 @@ var (
 	outboxColumns     = pgoutputtest.OutboxColumns
 	outboxRelation    = pgoutputtest.OutboxRelation
 	outboxInsert      = pgoutputtest.OutboxInsert
-	testCommitTime    = pgoutputtest.CommitTime
+	testCommitTime    = pgoutputtest.CommitTime()
 	testBegin         = pgoutputtest.TestBegin
 	testCommit        = pgoutputtest.TestCommit
 )

@@ -16,6 +16,7 @@ import (
 // not safe for concurrent use.
 type Layout struct {
 	cols   Columns
+	format format            // what a row's record looks like
 	tables map[uint32]*table // by relation id
 	// msgSource is the outbox.SourceHeader's value for table-less events; "" without Columns.Source.
 	msgSource string
@@ -63,7 +64,31 @@ func New(cols Columns) *Layout {
 	if l.cols.MessagePrefix != "" {
 		l.msgSource = l.source(messageTable(l.cols.MessagePrefix))
 	}
+	l.format = plain{}
+	if l.cols.Debezium != nil {
+		l.format = debezium{}
+	}
 	return l
+}
+
+// A format makes the record of one row of a checked table, its bytes in
+// one allocation: the default layout (plain.go; with CloudEvents
+// attributes when Columns.CloudEvents is set) or Debezium's
+// (debezium.go). A new record layout is a new format, chosen in New.
+type format interface {
+	record(l *Layout, t *table, row []outbox.Value) (outbox.Event, error)
+}
+
+type plain struct{}
+
+func (plain) record(l *Layout, t *table, row []outbox.Value) (outbox.Event, error) {
+	return l.buildEvent(t, row)
+}
+
+type debezium struct{}
+
+func (debezium) record(l *Layout, t *table, row []outbox.Value) (outbox.Event, error) {
+	return l.buildDebeziumEvent(t, row)
 }
 
 // Row makes the record of an inserted row: an Event whose bytes are its
@@ -82,10 +107,7 @@ func (l *Layout) Row(r *outbox.Row) (outbox.Event, error) {
 	if t.unusable != nil {
 		return outbox.Event{}, l.rowError(t, r.Values, -1, t.unusable)
 	}
-	if l.cols.Debezium != nil {
-		return l.buildDebeziumEvent(t, r.Values)
-	}
-	return l.buildEvent(t, r.Values)
+	return l.format.record(l, t, r.Values)
 }
 
 // describe checks a table's new description against the mapping. A table

@@ -125,10 +125,6 @@ func appendText(buf []byte, v outbox.Value, oid uint32) ([]byte, error) {
 	return buf, fmt.Errorf("binary value of %s has no text form here", describeType(oid))
 }
 
-// parseTimestamp reads a timestamptz or timestamp value (text as the
-// walsender's DateStyle ISO writes it, or binary) with pgx's codecs; a
-// timestamp without time zone is UTC. infinity is an error: a record
-// timestamp is a finite time.
 // typeMap returns pgx's codecs, made when first needed.
 func (l *Layout) typeMap() *pgtype.Map {
 	if l.types == nil {
@@ -137,6 +133,10 @@ func (l *Layout) typeMap() *pgtype.Map {
 	return l.types
 }
 
+// parseTimestamp reads a timestamptz or timestamp value (text as the
+// walsender's DateStyle ISO writes it, or binary) with pgx's codecs; a
+// timestamp without time zone is UTC. infinity is an error: a record
+// timestamp is a finite time.
 func (l *Layout) parseTimestamp(v outbox.Value, oid uint32) (time.Time, error) {
 	l.typeMap()
 	format := int16(pgtype.TextFormatCode)

@@ -110,9 +110,6 @@ func appendTemplate(buf []byte, what string, parts []tmplPart, row []outbox.Valu
 // Event. All its bytes (id and source headers, key, value, header values)
 // are carved from one allocation.
 func (l *Layout) buildEvent(rel *table, row []outbox.Value) (outbox.Event, error) {
-	if l.cols.Debezium != nil {
-		return l.buildDebeziumEvent(rel, row)
-	}
 	id := rel.val(row, roleID)
 	topic, col, err := l.appendTopic(l.scratch[:0], rel, row)
 	l.scratch = topic[:0]

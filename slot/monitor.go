@@ -66,8 +66,8 @@ func (c MonitorConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// FieldError is a problem with one field of a Config (see
-// MonitorConfig.Validate).
+// FieldError is a problem with one field of a MonitorConfig or a
+// ProvisionConfig (see their Validate).
 type FieldError struct{ Field, Problem string }
 
 // FieldProblem returns the field and what is wrong with it.

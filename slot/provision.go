@@ -25,18 +25,18 @@ const (
 	CreateNever CreatePolicy = "never"
 	// CreateOnFreshInstall creates a missing slot only on a fresh install
 	// (migrate): never where outboxd_slots records that it existed
-	// (LostError), and never over an outbox table (Config.Table) that
+	// (LostError), and never over an outbox table (ProvisionConfig.Table) that
 	// holds rows in the new slot's snapshot, rows it would never publish.
 	// The slot is recorded as created by migrate.
 	CreateOnFreshInstall CreatePolicy = "fresh-install"
 	// CreateMissing creates a missing or lost slot (run --create-slot),
-	// with the backfill of Config.BackfillWhere. The slot is recorded as
+	// with the backfill of ProvisionConfig.BackfillWhere. The slot is recorded as
 	// created by run --create-slot.
 	CreateMissing CreatePolicy = "missing"
 )
 
-// Config configures a Provisioner. Zero fields take the defaults noted.
-type Config struct {
+// ProvisionConfig configures a Provisioner. Zero fields take the defaults noted.
+type ProvisionConfig struct {
 	// DatabaseURL reaches the database; the replication connections the
 	// provisioner opens (identifying the server, creating a slot with a
 	// snapshot) are derived from it. Required.
@@ -70,7 +70,7 @@ type Config struct {
 	RecordRequired bool
 }
 
-func (c Config) withDefaults() Config {
+func (c ProvisionConfig) withDefaults() ProvisionConfig {
 	if c.Failover == "" {
 		c.Failover = FailoverAuto
 	}
@@ -81,44 +81,45 @@ func (c Config) withDefaults() Config {
 }
 
 // Validate reports every problem of the configuration at once.
-func (c Config) Validate() error {
+func (c ProvisionConfig) Validate() error {
 	c = c.withDefaults()
 	var errs []error
+	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
 	if c.DatabaseURL == "" {
-		errs = append(errs, errors.New("no database URL given"))
+		bad("DatabaseURL", "required")
 	}
 	if err := ValidName(c.Slot); err != nil {
-		errs = append(errs, fmt.Errorf("slot name: %w", err))
+		bad("Slot", err.Error())
 	}
 	if _, err := ParseFailoverMode(string(c.Failover)); err != nil {
-		errs = append(errs, err)
+		bad("Failover", err.Error())
 	}
 	switch c.Create {
 	case CreateNever, CreateMissing:
 	case CreateOnFreshInstall:
 		if c.Table == "" {
-			errs = append(errs, errors.New("creating the slot on a fresh install needs the outbox table (Table), to check that it holds no row"))
+			bad("Table", "creating the slot on a fresh install needs the outbox table, to check that it holds no row")
 		}
 		if c.Backfill != nil {
-			errs = append(errs, errors.New("a fresh install has nothing to backfill (Backfill goes with CreateMissing or CreateNever)"))
+			bad("Backfill", "a fresh install has nothing to backfill (a Backfiller goes with CreateMissing or CreateNever)")
 		}
 	default:
-		errs = append(errs, fmt.Errorf("slot create policy %q: want %s, %s or %s", c.Create, CreateNever, CreateOnFreshInstall, CreateMissing))
+		bad("Create", fmt.Sprintf("%q: want %s, %s or %s", c.Create, CreateNever, CreateOnFreshInstall, CreateMissing))
 	}
 	if c.Table != "" {
 		if _, err := sqlquote.ParseQualified(c.Table); err != nil {
-			errs = append(errs, fmt.Errorf("outbox table: %w", err))
+			bad("Table", err.Error())
 		}
 	}
 	if c.BackfillWhere != "" {
 		if c.Create != CreateMissing {
-			errs = append(errs, errors.New("a backfill (BackfillWhere) goes with creating the slot (CreateMissing)"))
+			bad("BackfillWhere", "a backfill goes with creating the slot (CreateMissing)")
 		}
 		if c.Backfill == nil {
-			errs = append(errs, errors.New("a backfill (BackfillWhere) needs a Backfiller"))
+			bad("Backfill", "a backfill predicate needs a Backfiller")
 		}
 		if err := CheckBackfillWhere(c.BackfillWhere); err != nil {
-			errs = append(errs, fmt.Errorf("backfill predicate %w", err))
+			bad("BackfillWhere", err.Error())
 		}
 	}
 	return errors.Join(errs...)
@@ -162,18 +163,18 @@ type Outcome struct {
 }
 
 // Provisioner sets the slot up: it adopts an existing slot, creates a
-// missing one (Config.Create) with its backfill, runs an unfinished
+// missing one (ProvisionConfig.Create) with its backfill, runs an unfinished
 // backfill again, and refuses a slot it must not use, all under Lock, so
 // that a second process waits instead of creating or backfilling too. run
 // (package cdc) and migrate use it, so the decision is made in one place
 // (decide).
 type Provisioner struct {
-	cfg Config
+	cfg ProvisionConfig
 	log *slog.Logger
 }
 
 // NewProvisioner returns a Provisioner; cfg must be valid (Validate).
-func NewProvisioner(cfg Config, log *slog.Logger) (*Provisioner, error) {
+func NewProvisioner(cfg ProvisionConfig, log *slog.Logger) (*Provisioner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("setting up slot %s: %w", cfg.Slot, err)
 	}
@@ -326,7 +327,7 @@ type facts struct {
 	// backfill: the provisioner has a Backfiller, so it runs an
 	// unfinished backfill recorded in outboxd_slots.
 	backfill bool
-	where    string // Config.BackfillWhere
+	where    string // ProvisionConfig.BackfillWhere
 }
 
 // decide is the decision tree of Provision, from what it observed to what

@@ -110,30 +110,30 @@ func TestRefuse(t *testing.T) {
 	}
 }
 
-// Config.Validate reports every problem at once, for library users too
+// ProvisionConfig.Validate reports every problem at once, for library users too
 // (the command's flag checks are not the only guard).
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
-	ok := Config{DatabaseURL: "postgres://x", Slot: "s"}
+	ok := ProvisionConfig{DatabaseURL: "postgres://x", Slot: "s"}
 	if err := ok.Validate(); err != nil {
 		t.Errorf("Validate(minimal) = %v", err)
 	}
-	fresh := Config{DatabaseURL: "postgres://x", Slot: "s", Create: CreateOnFreshInstall, Table: "app.outbox"}
+	fresh := ProvisionConfig{DatabaseURL: "postgres://x", Slot: "s", Create: CreateOnFreshInstall, Table: "app.outbox"}
 	if err := fresh.Validate(); err != nil {
 		t.Errorf("Validate(fresh install) = %v", err)
 	}
 	for _, tc := range []struct {
 		name  string
-		cfg   Config
+		cfg   ProvisionConfig
 		wants []string
 	}{
-		{"empty", Config{}, []string{"no database URL", "slot name: must not be empty"}},
-		{"a slot name PostgreSQL refuses", Config{DatabaseURL: "u", Slot: "Outboxd"}, []string{"lower-case"}},
-		{"bad failover and policy", Config{DatabaseURL: "u", Slot: "s", Failover: "maybe", Create: "sometimes"},
-			[]string{`failover slot mode "maybe"`, `slot create policy "sometimes"`}},
-		{"backfill without create", Config{DatabaseURL: "u", Slot: "s", BackfillWhere: "\x00"},
+		{"empty", ProvisionConfig{}, []string{"DatabaseURL: required", "Slot: must not be empty"}},
+		{"a slot name PostgreSQL refuses", ProvisionConfig{DatabaseURL: "u", Slot: "Outboxd"}, []string{"lower-case"}},
+		{"bad failover and policy", ProvisionConfig{DatabaseURL: "u", Slot: "s", Failover: "maybe", Create: "sometimes"},
+			[]string{`Failover: failover slot mode "maybe"`, `Create: "sometimes"`}},
+		{"backfill without create", ProvisionConfig{DatabaseURL: "u", Slot: "s", BackfillWhere: "\x00"},
 			[]string{"goes with creating the slot", "needs a Backfiller", "NUL"}},
-		{"fresh install without a table", Config{DatabaseURL: "u", Slot: "s", Create: CreateOnFreshInstall},
+		{"fresh install without a table", ProvisionConfig{DatabaseURL: "u", Slot: "s", Create: CreateOnFreshInstall},
 			[]string{"needs the outbox table"}},
 	} {
 		err := tc.cfg.Validate()

@@ -125,7 +125,7 @@ func migrationTarget(cfg config.Config) migrations.Target {
 // already holds rows (they would never be published). An existing slot is
 // adopted, as run adopts it.
 func migrateSlot(ctx context.Context, conn *pgx.Conn, cfg config.Config, log *slog.Logger) error {
-	prov, err := slot.NewProvisioner(slot.Config{
+	prov, err := slot.NewProvisioner(slot.ProvisionConfig{
 		DatabaseURL:    cfg.Stream.DatabaseURL,
 		Slot:           cfg.Stream.Slot,
 		Failover:       cfg.Stream.FailoverSlot,

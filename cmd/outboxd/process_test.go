@@ -79,8 +79,23 @@ func (w *world) start(t *testing.T, extra ...string) *proc {
 		_ = cmd.Wait()
 		close(p.done)
 	}()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("outboxd %s's log:\n%s", strings.Join(args, " "), tail(p.log(), 60))
+		}
+	})
 	return p
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{"..."}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
 }
 
 func (p *proc) log() string { p.mu.Lock(); defer p.mu.Unlock(); return p.stderr.String() }

@@ -226,11 +226,13 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 }
 
 // Validate reports every problem with the flags the command registered,
-// naming each flag and its variable: the flags' own checks, then each
-// component's Validate, whose problems with a field are reported under the
-// flag that sets it (flagSpec.field). A problem with a field no registered
-// flag sets is not this command's. A value of rawio.EnvVar that is neither
-// on nor off is a problem too.
+// naming each flag and its variable: the flags' own checks, then the
+// pipeline's Validate (each component's and the rules across them), whose
+// problems with a field are reported under the flag that sets it
+// (flagSpec.field) when the command registered that flag, and not at all
+// when it did not (the field is not this command's). A problem with a
+// field that no flag sets is reported as it is, and so is a value of
+// rawio.EnvVar that is neither on nor off.
 func (c *Config) Validate(fs *flag.FlagSet) error {
 	var errs []error
 	if err := rawio.CheckEnv(); err != nil {

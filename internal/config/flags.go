@@ -61,16 +61,7 @@ func flags() []flagSpec {
 			usage: "outbox table the publication must publish, in SQL syntax as migrate's --table (app.outbox, or \"App\".\"Outbox\"): " +
 				"run refuses to start while the publication does not publish it. Empty: not checked, the publication's tables are streamed as they are",
 			field: "Stream.Table",
-			bind:  str(func(c *Config) *string { return &c.Stream.Table }),
-			check: func(c *Config) string {
-				if c.Stream.Table == "" {
-					return ""
-				}
-				if _, err := sqlquote.ParseQualified(c.Stream.Table); err != nil {
-					return err.Error()
-				}
-				return ""
-			}},
+			bind:  str(func(c *Config) *string { return &c.Stream.Table })},
 		{name: "own-table", group: GroupShape,
 			usage: "--table is the application's own outbox, of another shape: create only the publication over it and outboxd's own tables, not the default table or its constraints, " +
 				"and check that the column flags (--id-column, --topic-template, ...; give run the same) fit it",
@@ -124,6 +115,7 @@ func flags() []flagSpec {
 		{name: "slot", group: GroupSlot, usage: "logical replication slot (pgoutput); an unused slot retains WAL until outboxd confirms it",
 			field: "Stream.Slot",
 			bind:  str(func(c *Config) *string { return &c.Stream.Slot }),
+			check: func(c *Config) string { return nonEmpty(c.Stream.Slot) },
 		},
 		{name: "create-slot", group: GroupCreateSlot,
 			usage: "create the replication slot when it is missing. migrate (default true) creates it only on a fresh install: never where outboxd_slots records a slot that is gone, nor over an outbox table that already holds rows. " +
@@ -135,6 +127,7 @@ func flags() []flagSpec {
 				"on: also turn it on for an existing slot (while no process streams from it), an error before 17; off: neither",
 			field: "Stream.FailoverSlot",
 			bind:  str(func(c *Config) *string { return (*string)(&c.Stream.FailoverSlot) }),
+			check: func(c *Config) string { return nonEmpty(string(c.Stream.FailoverSlot)) },
 		},
 		{name: "backfill-where", group: GroupBackfill,
 			usage: "with --create-slot, when run creates the slot: an SQL predicate over the outbox table (e.g. \"published_at IS NULL\" after a polling relay, or \"id > 123456\" after a lost slot). " +
@@ -148,13 +141,8 @@ func flags() []flagSpec {
 				"a timestamptz, timestamp or integer column set in that order (e.g. DEFAULT clock_timestamp(), or a bigserial); every table of the publication must have it. " +
 				"Default empty: the id when it is an integer filled from a sequence (identity, serial: the default table), else --timestamp-column; " +
 				"a backfill of a table with neither (a uuid, text or varchar id, or an integer id the application assigns, and no --timestamp-column) is refused before anything is published. Give it to every start until the backfill is done",
-			bind: str(func(c *Config) *string { return &c.Stream.BackfillOrderColumn }),
-			check: func(c *Config) string {
-				if v := c.Stream.BackfillOrderColumn; v != "" && strings.TrimSpace(v) == "" {
-					return "must not be blank (empty: the id, else --timestamp-column)"
-				}
-				return ""
-			}},
+			bind:  str(func(c *Config) *string { return &c.Stream.BackfillOrderColumn }),
+			field: "Stream.BackfillOrderColumn"},
 
 		{name: "id-column", group: GroupColumns,
 			usage: "the outbox id column (bigint, integer, smallint, uuid, text or varchar): header id, its text form, the consumers' idempotency key",
@@ -281,6 +269,7 @@ func flags() []flagSpec {
 			usage: "how long PostgreSQL may stay silent on the replication connection (a status after --status-interval of silence asks it for a reply), and how long setting a session up may take, before the connection is taken for broken and replaced: a network partition or a half-open TCP connection never errors by itself. Keep it above the server's wal_sender_timeout/2 plus --status-interval (a walsender replaying a long transaction of unpublished changes answers only that often; a warning says so); must exceed --status-interval",
 			field: "Stream.ServerTimeout",
 			bind:  duration(func(c *Config) *time.Duration { return &c.Stream.ServerTimeout }),
+			check: positive(func(c *Config) time.Duration { return c.Stream.ServerTimeout }),
 		},
 		{name: "shutdown-timeout", group: GroupStream, usage: "on SIGTERM/SIGINT, how long to finish the open transaction, wait for Kafka and confirm",
 			field: "Stream.ShutdownTimeout",
@@ -314,6 +303,7 @@ func flags() []flagSpec {
 			usage: "largest record batch sent, framing included (Kafka's max.message.bytes); a record too large for it alone is refused before sending; raise it only as far as every topic allows, since batches of small records grow up to it",
 			field: "Kafka.MaxRecordBytes",
 			bind:  integer(func(c *Config) *int { return &c.Kafka.MaxRecordBytes }),
+			check: positiveInt(func(c *Config) int { return c.Kafka.MaxRecordBytes }),
 		},
 		{name: "linger", group: GroupKafka, usage: "how long a Kafka batch waits for more records (0: send at once; raise for throughput at the cost of latency)",
 			field: "Kafka.Linger",
@@ -323,6 +313,7 @@ func flags() []flagSpec {
 			usage: "codec of the batches sent to Kafka: none, gzip, snappy, lz4 or zstd; a batch goes compressed only where that makes it smaller, and every consumer must decode the codec",
 			field: "Kafka.Compression",
 			bind:  str(func(c *Config) *string { return &c.Kafka.Compression }),
+			check: func(c *Config) string { return nonEmpty(c.Kafka.Compression) },
 		},
 		{name: "allow-auto-topic-creation", group: GroupKafka, usage: "let the broker create unknown topics (needs auto.create.topics.enable); otherwise a record for an unknown topic stops the run. " +
 			"A missing --dead-letter-topic is created at start instead (CreateTopics with the broker's defaults: needs the CREATE ACL, not auto.create.topics.enable)",
@@ -392,6 +383,7 @@ func flags() []flagSpec {
 			usage: "exactly-once: Kafka aborts a transaction open longer (a stalled publisher); must not exceed the brokers' transaction.max.timeout.ms (Kafka's default 15m) and must exceed --transaction-interval",
 			field: "Txn.Timeout",
 			bind:  duration(func(c *Config) *time.Duration { return &c.Txn.Timeout }),
+			check: positive(func(c *Config) time.Duration { return c.Txn.Timeout }),
 		},
 
 		{name: "metrics-addr", group: GroupOps, usage: "serve Prometheus /metrics, /healthz and /readyz on this address, e.g. :9187 (empty: off)",

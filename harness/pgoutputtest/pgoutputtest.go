@@ -1,7 +1,6 @@
 // Package pgoutputtest encodes pgoutput messages (protocol version 1) by
 // hand, as PostgreSQL's documentation "Logical Replication Message
-// Formats" describes them, for the tests of decode and layout. Nothing
-// outside tests imports it.
+// Formats" describes them, for the tests of decode and layout.
 package pgoutputtest
 
 import (
@@ -14,7 +13,7 @@ import (
 )
 
 // Epoch is the PostgreSQL epoch: timestamps are microseconds since then.
-var Epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+func Epoch() time.Time { return time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 // Msg is a message being encoded; each method appends one field.
 type Msg []byte
@@ -24,7 +23,7 @@ func (m Msg) U16(v uint16) Msg      { return binary.BigEndian.AppendUint16(m, v)
 func (m Msg) U32(v uint32) Msg      { return binary.BigEndian.AppendUint32(m, v) }
 func (m Msg) U64(v uint64) Msg      { return binary.BigEndian.AppendUint64(m, v) }
 func (m Msg) Str(s string) Msg      { return append(append(m, s...), 0) }
-func (m Msg) TS(t time.Time) Msg    { return m.U64(uint64(t.Sub(Epoch).Microseconds())) }
+func (m Msg) TS(t time.Time) Msg    { return m.U64(uint64(t.Sub(Epoch()).Microseconds())) }
 func (m Msg) LSN(l outbox.LSN) Msg  { return m.U64(uint64(l)) }
 func (m Msg) Tuple(vs ...Value) Msg { m = m.U16(uint16(len(vs))); return m.Values(vs...) }
 
@@ -52,11 +51,11 @@ func Text(s string) Value { return Value{'t', s} }
 // Bin is a binary-format value.
 func Bin(s string) Value { return Value{'b', s} }
 
-// Null and Unchanged are a NULL value and an unchanged TOAST value.
-var (
-	Null      = Value{Kind: 'n'}
-	Unchanged = Value{Kind: 'u'}
-)
+// Null is a NULL value.
+func Null() Value { return Value{Kind: 'n'} }
+
+// Unchanged is an unchanged TOAST value (not sent).
+func Unchanged() Value { return Value{Kind: 'u'} }
 
 // Begin encodes a Begin message.
 func Begin(final outbox.LSN, commit time.Time, xid uint32) []byte {
@@ -145,10 +144,10 @@ func OutboxInsert(id, key, topic, payload, headers Value) []byte {
 }
 
 // CommitTime is the commit time of TestBegin and TestCommit.
-var CommitTime = time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
+func CommitTime() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC) }
 
 // TestBegin begins a transaction committing at 0/1000.
-func TestBegin() []byte { return Begin(0x1000, CommitTime, 777) }
+func TestBegin() []byte { return Begin(0x1000, CommitTime(), 777) }
 
 // TestCommit ends TestBegin's transaction at 0/1030.
-func TestCommit() []byte { return Commit(0x1000, 0x1030, CommitTime) }
+func TestCommit() []byte { return Commit(0x1000, 0x1030, CommitTime()) }
