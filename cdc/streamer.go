@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -290,7 +292,7 @@ func (s *Streamer) setUp(ctx context.Context) error {
 				return backoff.Permanent(err)
 			}
 			return err
-		case unreachable(err):
+		case unreachable(err), connectionLost(err):
 			return err
 		}
 		return backoff.Permanent(err)
@@ -309,6 +311,24 @@ func (s *Streamer) setUp(ctx context.Context) error {
 func unreachable(err error) bool {
 	var ce *pgconn.ConnectError
 	return errors.As(err, &ce) || pgconn.Timeout(err)
+}
+
+// connectionLost reports whether err is the connection going away in the
+// middle of setting up (the server shut down, crashed or restarted) rather
+// than an answer: the set-up runs under an advisory lock that goes with
+// the connection, and each of its steps can be taken again.
+func connectionLost(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08") // connection_exception
+	}
+	var op *net.OpError
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
+		errors.As(err, &op) || pgconn.SafeToRetry(err)
 }
 
 // session runs one replication connection from start to end. streamed

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,5 +101,40 @@ func TestPostgresCrashLosesNothing(t *testing.T) {
 	case <-p.done:
 		t.Fatalf("outboxd exited:\n%s", p.log())
 	default:
+	}
+}
+
+// Regression (issue 38): after the slot set-up moved into slot.Provisioner,
+// PostgreSQL crashing while run was setting the slot up (reading the
+// publication's tables) made run exit with "unexpected EOF" instead of
+// reconnecting; under load that was every start TestPostgresCrashLosesNothing
+// crashed into. A connection lost during set-up is retried like one that
+// cannot be made.
+func TestCrashDuringSetUpIsRetried(t *testing.T) {
+	t.Parallel()
+	for _, after := range []time.Duration{0, 50 * time.Millisecond, 150 * time.Millisecond} {
+		t.Run(after.String(), func(t *testing.T) {
+			t.Parallel()
+			pg := testenv.StartPostgres(t)
+			ctx := t.Context()
+			createDatabase(t, pg.URL, "app")
+			w := migratedWorld(t, onDatabase(t, pg.URL, "app"))
+			p := w.start(t, "--reconnect-max-interval", "500ms")
+			time.Sleep(after)
+			if err := pg.Stop(ctx, "immediate"); err != nil {
+				t.Fatal(err)
+			}
+			if err := pg.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, time.Minute, "run streaming after the crash", func() bool {
+				select {
+				case <-p.done:
+					t.Fatalf("run exited after a crash during set-up:\n%s", tail(p.log(), 20))
+				default:
+				}
+				return strings.Count(p.log(), "msg=streaming") > 0 && strings.LastIndex(p.log(), "msg=streaming") > strings.LastIndex(p.log(), "reconnecting")
+			})
+		})
 	}
 }
