@@ -13,10 +13,20 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Connect opens a regular connection to the database; PostgreSQL refusing
-// the credentials is an *AuthError (AuthFailure).
+// Connect opens a regular connection to the database for outboxd's catalog
+// queries; PostgreSQL refusing the credentials is an *AuthError
+// (AuthFailure). JIT compilation is off on it unless the URL sets jit: the
+// catalog queries are small, but their estimates pass jit_above_cost, and
+// compiling them took longer than running them, at every start.
 func Connect(ctx context.Context, url string) (*pgx.Conn, error) {
-	conn, err := pgx.Connect(ctx, url)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, ErrBadURL
+	}
+	if _, set := cfg.RuntimeParams["jit"]; !set {
+		cfg.RuntimeParams["jit"] = "off"
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", AuthFailure(err))
 	}
