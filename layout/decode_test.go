@@ -696,43 +696,6 @@ func TestEventPosition(t *testing.T) {
 	}
 }
 
-// Every strict prefix of a valid message of every type is an error, never
-// an event or a silently ignored message.
-func TestTruncated(t *testing.T) {
-	msgs := map[string][]byte{
-		"begin":    testBegin(),
-		"commit":   testCommit(),
-		"relation": outboxRelation(),
-		"insert": outboxInsert(text("42"), text(testKey), text("orders"), text(testPayload),
-			text(`{"a": "b", "c": 1}`)),
-		"insert with nulls": outboxInsert(text("42"), null, text("orders"), null, null),
-		"update":            encUpdate(outboxRelID, 'O', []tv{text("41"), null}, []tv{text("42"), unchanged}),
-		"update new only":   encUpdate(outboxRelID, 0, nil, []tv{text("42"), unchanged}),
-		"delete":            encDelete(outboxRelID, 'K', text("42"), null),
-		"truncate":          encTruncate(1, 2),
-		"type":              encType(16500, "public", "mood"),
-		"origin":            encOrigin(0x10, "node_a"),
-		"logical message":   encLogicalMessage(false, 0x10, "p", "hello"),
-	}
-	for name, m := range msgs {
-		t.Run(name, func(t *testing.T) {
-			fresh := primedDecoder
-			if name == "begin" { // a Begin needs a decoder outside a transaction
-				fresh = func(t testing.TB) *Decoder { return primed(t, [][]byte{outboxRelation()}) }
-			}
-			if _, err := fresh(t).Decode(m); err != nil {
-				t.Fatalf("whole message: %v", err)
-			}
-			for n := 0; n < len(m); n++ {
-				got, err := fresh(t).Decode(m[:n])
-				if err == nil {
-					t.Errorf("prefix of %d/%d bytes: Kind %v, no error", n, len(m), got.Kind)
-				}
-			}
-		})
-	}
-}
-
 // primedDecoder has seen the outbox relation and a Begin.
 func primedDecoder(t testing.TB) *Decoder {
 	d := NewDecoder(DefaultColumns())
