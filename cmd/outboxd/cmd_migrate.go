@@ -61,9 +61,11 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 }
 
 func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	conn, err := pgx.Connect(ctx, cfg.Stream.DatabaseURL)
+	// slot.Connect: the catalog connection run uses, with its message
+	// for refused credentials and without JIT.
+	conn, err := slot.Connect(ctx, cfg.Stream.DatabaseURL)
 	if err != nil {
-		return fmt.Errorf("connecting to PostgreSQL: %w", err)
+		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if cfg.OwnTable {
