@@ -45,20 +45,18 @@ func (e *FieldError) FieldProblem() (field, problem string) { return e.Field, e.
 
 // monitor is c.Monitor with the stream's names.
 func (c Config) monitor() slot.MonitorConfig {
-	m := c.Monitor
-	m.DatabaseURL, m.Slot, m.Publication = c.Stream.DatabaseURL, c.Stream.Slot, c.Stream.Publication
-	if m.Slot == "" {
-		m.Slot = cdc.DefaultSlot
-	}
-	if m.Publication == "" {
-		m.Publication = cdc.DefaultPublication
-	}
+	m, s := c.Monitor, c.Stream.WithDefaults()
+	m.DatabaseURL, m.Slot, m.Publication = s.DatabaseURL, s.Slot, s.Publication
 	return m
 }
 
-// Validate reports every problem of c at once: each stage's (under the
-// stage's field, "Stream.ReadLinger") and the rules that span stages.
-func (c Config) Validate() error {
+// Validate reports every problem of c at once (see Problems), joined.
+func (c Config) Validate() error { return errors.Join(c.Problems()...) }
+
+// Problems lists every problem of c: each stage's, as a *FieldError under
+// the stage's field ("Stream.ReadLinger"), and the rules that span stages.
+// None: c is valid.
+func (c Config) Problems() []error {
 	var errs []error
 	add := func(stage string, err error) {
 		for _, e := range unjoin(err) {
@@ -103,7 +101,7 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, &FieldError{Field: "Delivery", Problem: `"` + c.Delivery + `" is not ` + AtLeastOnce + " or " + ExactlyOnce})
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // unjoin returns the errors errors.Join joined, or err alone.

@@ -283,7 +283,7 @@ func (c *Config) componentProblems() []problem {
 	pc := c.pipeline()
 	pc.Stream.Columns = layout.Columns{}
 	var out []problem
-	for _, e := range unjoin(pc.Validate()) {
+	for _, e := range pc.Problems() {
 		var fe *pipeline.FieldError
 		if errors.As(e, &fe) {
 			out = append(out, problem{fe.Field, fe.Problem})
@@ -313,17 +313,6 @@ func (c *Config) Pipeline() (pipeline.Config, error) {
 	pc := c.pipeline()
 	pc.Kafka.Opts = append(slices.Clone(pc.Kafka.Opts), kopts...)
 	return pc, nil
-}
-
-// unjoin returns the errors errors.Join joined, or err alone.
-func unjoin(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 // Logger builds the logger the options ask for, writing to w.
