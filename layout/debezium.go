@@ -311,7 +311,7 @@ func (l *Layout) buildDebeziumEvent(rel *table, row []outbox.Value) (outbox.Even
 	if err != nil {
 		return outbox.Event{}, l.rowError(rel, row, col, err)
 	}
-	ev := outbox.Event{Table: rel.table, Topic: l.intern(topic), CommitTime: l.commitTime, CommitLSN: l.commitLSN, Index: l.index}
+	ev := outbox.Event{Table: rel.Table, Topic: l.intern(topic), CommitTime: l.commitTime, CommitLSN: l.commitLSN, Index: l.index}
 	if ts := rel.val(row, roleTimestamp); ts.Present() {
 		if ev.Timestamp, err = l.parseTimestamp(ts, rel.oid[roleTimestamp]); err != nil {
 			return outbox.Event{}, l.rowError(rel, row, rel.pos[roleTimestamp], err)
@@ -358,7 +358,7 @@ func (l *Layout) buildDebeziumEvent(rel *table, row []outbox.Value) (outbox.Even
 		h := outbox.Header{Key: dz.AdditionalPlacement[i].Alias}
 		if v := row[p]; v.Present() {
 			start := len(buf)
-			if buf, err = l.appendDebeziumHeader(buf, v, rel.columns[p]); err != nil {
+			if buf, err = l.appendDebeziumHeader(buf, v, rel.Columns[p]); err != nil {
 				clear(l.hdrs)
 				return outbox.Event{}, l.rowError(rel, row, p, fmt.Errorf("additional placement: %w", err))
 			}

@@ -35,10 +35,8 @@ type Layout struct {
 // table is a table's description checked against the mapping: where its
 // rows keep the parts of a record.
 type table struct {
-	rel     *outbox.Relation // the description it was checked against
-	table   string           // schema-qualified
-	columns []outbox.Column  // in tuple order
-	plan                     // where the parts of a record are
+	*outbox.Relation // the description it was checked against
+	plan             // where the parts of a record are
 	// unusable lists why rows of this table cannot become records (missing
 	// columns, unusable types); nil for a usable table.
 	unusable error
@@ -101,7 +99,7 @@ func (debezium) record(l *Layout, t *table, row []outbox.Value) (outbox.Event, e
 func (l *Layout) Row(r *outbox.Row) (outbox.Event, error) {
 	l.commitTime, l.commitLSN, l.index = r.CommitTime, r.CommitLSN, r.Index
 	t := l.tables[r.Relation.ID]
-	if t == nil || t.rel != r.Relation {
+	if t == nil || t.Relation != r.Relation {
 		t = l.describe(r.Relation)
 	}
 	if t.unusable != nil {
@@ -116,7 +114,7 @@ func (l *Layout) Row(r *outbox.Row) (outbox.Event, error) {
 // the pipeline stops on or dead-letters.
 func (l *Layout) describe(rel *outbox.Relation) *table {
 	p, errs := locate(rel.Table, rel.Columns, l.cols)
-	t := &table{rel: rel, table: rel.Table, columns: rel.Columns, plan: p, unusable: errors.Join(errs...),
+	t := &table{Relation: rel, plan: p, unusable: errors.Join(errs...),
 		source: l.source(SourceName(rel.Schema) + "." + SourceName(rel.Name))}
 	l.tables[rel.ID] = t
 	return t

@@ -22,9 +22,9 @@ func (rel *table) val(row []outbox.Value, role int) outbox.Value {
 // read of it (copied: the row's bytes alias the message). col is the
 // position of the column at fault, -1 for the table as a whole.
 func (l *Layout) rowError(rel *table, row []outbox.Value, col int, err error) error {
-	e := &outbox.RowError{Table: rel.table, Source: rel.source, Err: err, CommitTime: l.commitTime, CommitLSN: l.commitLSN, Index: l.index}
+	e := &outbox.RowError{Table: rel.Table, Source: rel.source, Err: err, CommitTime: l.commitTime, CommitLSN: l.commitLSN, Index: l.index}
 	if col >= 0 {
-		e.Column = rel.columns[col].Name
+		e.Column = rel.Columns[col].Name
 	}
 	if id, err := appendID(nil, rel.val(row, roleID), rel.oid[roleID]); err == nil {
 		e.ID = string(id)
@@ -116,7 +116,7 @@ func (l *Layout) buildEvent(rel *table, row []outbox.Value) (outbox.Event, error
 	if err != nil {
 		return outbox.Event{}, l.rowError(rel, row, col, err)
 	}
-	ev := outbox.Event{Table: rel.table, Topic: l.intern(topic), CommitTime: l.commitTime,
+	ev := outbox.Event{Table: rel.Table, Topic: l.intern(topic), CommitTime: l.commitTime,
 		CommitLSN: l.commitLSN, Index: l.index}
 	if ts := rel.val(row, roleTimestamp); ts.Present() {
 		if ev.Timestamp, err = l.parseTimestamp(ts, rel.oid[roleTimestamp]); err != nil {
@@ -166,10 +166,10 @@ func (l *Layout) buildEvent(rel *table, row []outbox.Value) (outbox.Event, error
 	}
 	fixed := len(l.hdrs) // the headers outboxd sets; the row's own follow
 	for _, p := range rel.hdr {
-		h := outbox.Header{Key: rel.columns[p].Name}
+		h := outbox.Header{Key: rel.Columns[p].Name}
 		if v := row[p]; v.Present() {
 			start := len(buf)
-			if buf, err = appendText(buf, v, rel.columns[p].TypeOID); err != nil {
+			if buf, err = appendText(buf, v, rel.Columns[p].TypeOID); err != nil {
 				clear(l.hdrs)
 				return outbox.Event{}, l.rowError(rel, row, p, fmt.Errorf("header column: %w", err))
 			}
