@@ -364,3 +364,18 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// Regression (issue 38): after decode stopped copying rows, the decoder's
+// scratch kept the last insert's values, and with them its message,
+// alive until the next insert: an idle stream held a large row for ever.
+// The next message of any kind lets go of it.
+func TestNextMessageLetsGoOfTheLastRow(t *testing.T) {
+	d := primedDecoder(t)
+	decodeAll(t, d, outboxInsert(text("42"), text("k"), text("orders"), text("{}"), null))
+	decodeAll(t, d, testCommit())
+	for i, v := range d.row[:cap(d.row)] {
+		if v.Data != nil {
+			t.Fatalf("value %d of the last row still held after the next message: %q", i, v.Data)
+		}
+	}
+}

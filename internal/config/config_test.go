@@ -163,6 +163,14 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 			[]string{"--backfill-where (OUTBOXD_BACKFILL_WHERE): must not be blank"}},
 		{"backfill with exactly-once", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--create-slot", "--backfill-where", "true", "--delivery", "exactly-once"},
 			[]string{"--backfill-where (OUTBOXD_BACKFILL_WHERE): not supported with exactly-once delivery"}},
+		// Regression (issue 38): once the components owned these rules, a
+		// zero value meant "the default" to them, and an explicit empty or
+		// zero flag ran with the default instead of being refused.
+		{"explicit empty or zero", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--slot", "", "--failover-slot", "",
+			"--server-timeout", "0s", "--max-record-bytes", "0", "--compression", "", "--transaction-timeout", "0s"},
+			[]string{"--slot (OUTBOXD_SLOT): must not be empty", "--failover-slot (OUTBOXD_FAILOVER_SLOT): must not be empty",
+				"--server-timeout (OUTBOXD_SERVER_TIMEOUT): must be positive", "--max-record-bytes (OUTBOXD_MAX_RECORD_BYTES): must be positive",
+				"--compression (OUTBOXD_COMPRESSION): must not be empty", "--transaction-timeout (OUTBOXD_TRANSACTION_TIMEOUT): must be positive"}},
 		{"read linger", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--read-linger", "20ms"}, nil},
 		{"read linger out of range", []string{"--database-url", "postgres://h/db", "--brokers", "a:1", "--read-linger", "101ms"},
 			[]string{"--read-linger (OUTBOXD_READ_LINGER): must be between 0 and 100ms"}},
