@@ -111,6 +111,11 @@ type Config struct {
 	// delay after the active process dies is about this plus the server
 	// noticing the death.
 	SlotRetryInterval time.Duration
+	// TakeoverDelay is how long a standby that finds the slot released
+	// waits before taking it: a standby better placed to take it (package
+	// fleet ranks the replicas of a pipeline) waits less, and so goes
+	// first. 0: take it at once.
+	TakeoverDelay time.Duration
 	// ReconnectMaxInterval caps the exponential backoff between reconnects
 	// after a lost connection. Default DefaultReconnectMaxInterval.
 	ReconnectMaxInterval time.Duration
@@ -223,7 +228,7 @@ func (c Config) Validate() error {
 		field string
 		v     time.Duration
 	}{{"StatusInterval", c.StatusInterval}, {"IdleWait", c.IdleWait}, {"ShutdownTimeout", c.ShutdownTimeout},
-		{"SlotRetryInterval", c.SlotRetryInterval}, {"ReconnectMaxInterval", c.ReconnectMaxInterval}, {"ServerTimeout", c.ServerTimeout}} {
+		{"SlotRetryInterval", c.SlotRetryInterval}, {"TakeoverDelay", c.TakeoverDelay}, {"ReconnectMaxInterval", c.ReconnectMaxInterval}, {"ServerTimeout", c.ServerTimeout}} {
 		if d.v < 0 {
 			bad(d.field, "must not be negative")
 		}

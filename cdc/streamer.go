@@ -52,7 +52,15 @@ type Streamer struct {
 	ident identity
 	// prov sets the slot up (setUpSlot) and checks it for each session.
 	prov *slot.Provisioner
+	// standby: the last session found the slot in use by another process.
+	// delayed: since then, a session found it released and the loop waited
+	// TakeoverDelay before taking it.
+	standby, delayed bool
 }
+
+// errTakeoverDelay is a session's answer when, standing by, it found the
+// slot released and the TakeoverDelay is still to be waited.
+var errTakeoverDelay = errors.New("the slot was released; waiting the takeover delay before taking it")
 
 // identity is a server identity set by the streamer's goroutine and read
 // by others.
@@ -205,7 +213,6 @@ func (s *Streamer) reconnectBackOff() *backoff.ExponentialBackOff {
 
 func (s *Streamer) loop(ctx context.Context) error {
 	bo := s.reconnectBackOff()
-	waitingForSlot := false
 	for {
 		s.counters.state.Store(int32(StateStarting))
 		streamed, err := s.session(ctx)
@@ -234,12 +241,18 @@ func (s *Streamer) loop(ctx context.Context) error {
 				return permanent(err)
 			}
 			continue
+		case errors.Is(err, errTakeoverDelay):
+			s.log.Info("replication slot released by the other process; waiting before taking it, so that a replica ranked before this one goes first",
+				"slot", s.cfg.Slot, "takeover_delay", s.cfg.TakeoverDelay)
+			s.delayed = true
+			wait = s.cfg.TakeoverDelay
+			s.counters.state.Store(int32(StateStandby))
 		case errors.As(err, &inUse):
-			if !waitingForSlot {
+			if !s.standby {
 				s.log.Info("replication slot is in use by another process; standing by to take over",
 					"slot", s.cfg.Slot, "active_pid", inUse.PID, "retry_interval", s.cfg.SlotRetryInterval)
 			}
-			waitingForSlot = true
+			s.standby, s.delayed = true, false
 			wait = s.cfg.SlotRetryInterval
 			s.counters.state.Store(int32(StateStandby))
 		default:
@@ -261,7 +274,7 @@ func (s *Streamer) loop(ctx context.Context) error {
 			}
 		}
 		if streamed {
-			waitingForSlot = false
+			s.standby, s.delayed = false, false
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -341,6 +354,15 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	info, err := prepare(setup, s.cfg, s.prov, s.log)
 	if err != nil {
 		return false, setupError(setup, err)
+	}
+	// A standby learns from the regular connection that the slot is still
+	// held, without opening a replication connection for START_REPLICATION
+	// to refuse.
+	if info.Active {
+		return false, &slot.InUseError{Slot: s.cfg.Slot, PID: info.ActivePID, Err: errSlotActive}
+	}
+	if s.standby && !s.delayed && s.cfg.TakeoverDelay > 0 {
+		return false, errTakeoverDelay
 	}
 	act := &activity{}
 	conn, err := s.connectReplication(setup, act)
@@ -463,6 +485,10 @@ func afterGrace(parent context.Context, d time.Duration) (context.Context, conte
 }
 
 var errShutdownTimeout = errors.New("shutdown timeout reached")
+
+// errSlotActive is why a session did not start: the slot's row showed an
+// active process.
+var errSlotActive = errors.New("the slot is active")
 
 var errSetupTimeout = errors.New("setting the replication session up took longer than --server-timeout (the server or the network is not answering)")
 

@@ -1,0 +1,111 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/outboxd/outboxd/pipeline"
+)
+
+// Config is one replica's part in a deployment, and how its pipelines are
+// restarted.
+type Config struct {
+	// Replica is this replica's number, 0 to Replicas-1; Replicas is how
+	// many run the same pipelines (default 1: this one alone).
+	Replica, Replicas int
+	// RankDelay is how long a replica waits per rank before it first tries
+	// a pipeline, and before it takes a slot another replica released
+	// (Rank). Keep it above the pipelines' slot retry interval: a standby
+	// notices a released slot only at its next retry, and two ranks less
+	// than a retry interval apart can overtake each other. Default
+	// DefaultRankDelay.
+	RankDelay time.Duration
+	// RetryInitial and RetryMax bound the exponential backoff before a
+	// failed pipeline starts again. Defaults DefaultRetryInitial and
+	// DefaultRetryMax.
+	RetryInitial, RetryMax time.Duration
+}
+
+// Defaults.
+const (
+	DefaultRankDelay    = 3 * time.Second
+	DefaultRetryInitial = 5 * time.Second
+	DefaultRetryMax     = 5 * time.Minute
+)
+
+// FieldError is a problem with one field of a Config.
+type FieldError struct{ Field, Problem string }
+
+func (e *FieldError) Error() string { return "fleet: " + e.Field + ": " + e.Problem }
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.RankDelay == 0 {
+		c.RankDelay = DefaultRankDelay
+	}
+	if c.RetryInitial == 0 {
+		c.RetryInitial = DefaultRetryInitial
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = DefaultRetryMax
+	}
+	return c
+}
+
+// Validate reports every problem of c at once; zero fields mean their
+// defaults.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
+	d := c.WithDefaults()
+	if d.Replicas < 1 {
+		bad("Replicas", "must be at least 1")
+	}
+	if d.Replica < 0 || d.Replica >= max(d.Replicas, 1) {
+		bad("Replica", fmt.Sprintf("%d is not between 0 and %d (replicas - 1)", c.Replica, max(d.Replicas, 1)-1))
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"RankDelay", c.RankDelay}, {"RetryInitial", c.RetryInitial}, {"RetryMax", c.RetryMax}} {
+		if f.v < 0 {
+			bad(f.name, "must not be negative")
+		}
+	}
+	if d.RetryMax < d.RetryInitial {
+		bad("RetryMax", "must not be below RetryInitial ("+d.RetryInitial.String()+")")
+	}
+	return errors.Join(errs...)
+}
+
+// Spec is one pipeline of a fleet.
+type Spec struct {
+	// Name names the pipeline in logs, metrics and status, and ranks the
+	// replicas for it; unique in a fleet.
+	Name   string
+	Config pipeline.Config
+	// Fingerprint stands for the settings the Config came from: a Reload
+	// restarts a pipeline whose Fingerprint changed and leaves the others
+	// running. (A Config holds functions, which do not compare.)
+	Fingerprint string
+}
+
+// checkSpecs refuses specs without a name or with a name twice.
+func checkSpecs(specs []Spec) error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, s := range specs {
+		switch {
+		case s.Name == "":
+			errs = append(errs, fmt.Errorf("pipeline %d has no name", i+1))
+		case seen[s.Name]:
+			errs = append(errs, fmt.Errorf("pipeline %q is named twice", s.Name))
+		}
+		seen[s.Name] = true
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,287 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/pipeline"
+	"github.com/outboxd/outboxd/pump"
+)
+
+// The states a Member reports besides its stream's (cdc.State: starting,
+// streaming, standby, reconnecting).
+const (
+	StateWaiting    = "waiting"     // before trying the pipeline: its rank's delay, or a hand-over
+	StateBackingOff = "backing off" // the pipeline failed; it starts again after a backoff
+	StateStopped    = "stopped"     // not running: the fleet stopped or removed it
+)
+
+// Status is what a Member is doing.
+type Status struct {
+	Name  string
+	Rank  int    // this replica's rank for the pipeline (0: preferred)
+	State string // a cdc.State's text while the pipeline runs, else one of the State constants
+	// Detail says why, when there is something to say: the error the
+	// pipeline failed with and when it starts again, what it waits for.
+	Detail string
+	Since  time.Time // when State was entered (for the states of this package)
+}
+
+// Member runs one pipeline of a fleet for as long as the fleet keeps it:
+// it starts it after its rank's delay, starts it again after a failure,
+// and hands it over to the replica ranked first for it when asked. Its
+// methods report on the pipeline it currently runs (the last one after a
+// failure), for metrics and health checks.
+type Member struct {
+	spec Spec
+	rank int
+	cfg  Config
+	log  *slog.Logger
+	done chan struct{} // closed when run returned
+	gone chan struct{} // closed when the fleet let go of it (after Hooks.Removed)
+
+	mu       sync.Mutex
+	obs      pump.Observer
+	cur      *pipeline.Pipeline
+	state    string // "" while cur runs: its stream's state
+	detail   string
+	since    time.Time
+	stopped  bool               // stop was called
+	stopRun  context.CancelFunc // run's own, set while run runs
+}
+
+func newMember(spec Spec, cfg Config, log *slog.Logger) *Member {
+	rank := Rank(spec.Name, cfg.Replica, cfg.Replicas)
+	return &Member{spec: spec, rank: rank, cfg: cfg, log: log.With("pipeline", spec.Name),
+		done: make(chan struct{}), gone: make(chan struct{}), state: StateWaiting, since: time.Now()}
+}
+
+// Name is the pipeline's name.
+func (m *Member) Name() string { return m.spec.Name }
+
+// Observe sets the observer of the records of every pipeline the Member
+// runs from now on (metrics).
+func (m *Member) Observe(o pump.Observer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.obs = o
+}
+
+// Status says what the Member is doing.
+func (m *Member) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := Status{Name: m.spec.Name, Rank: m.rank, State: m.state, Detail: m.detail, Since: m.since}
+	if st.State == "" && m.cur != nil {
+		st.State = m.cur.Stream().Stats().State.String()
+	}
+	return st
+}
+
+// Stats are the statistics of the pipeline's stream (zero before the
+// first start), with State StateStopped while none runs.
+func (m *Member) Stats() cdc.Stats {
+	m.mu.Lock()
+	p, running := m.cur, m.state == ""
+	m.mu.Unlock()
+	if p == nil {
+		return cdc.Stats{State: cdc.StateStopped}
+	}
+	s := p.Stream().Stats()
+	if !running {
+		s.State = cdc.StateStopped
+	}
+	return s
+}
+
+// current is the pipeline the Member runs or ran last; nil before the first.
+func (m *Member) current() *pipeline.Pipeline {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cur
+}
+
+// Retained is the WAL the pipeline's slot retains, -1 when unknown.
+func (m *Member) Retained() int64 {
+	if p := m.current(); p != nil {
+		return p.Monitor().Retained()
+	}
+	return -1
+}
+
+// Ping checks that Kafka answers the pipeline's client.
+func (m *Member) Ping(ctx context.Context) error {
+	p := m.current()
+	if p == nil {
+		return fmt.Errorf("pipeline %s has not started", m.spec.Name)
+	}
+	return p.Ping(ctx)
+}
+
+// ConnectionErrors counts the pipeline's failed dials and requests to Kafka.
+func (m *Member) ConnectionErrors() uint64 {
+	if p := m.current(); p != nil {
+		return p.Reach().ConnectionErrors()
+	}
+	return 0
+}
+
+// UnreachableSince is since when Kafka has not answered the pipeline's
+// client; zero while it answers.
+func (m *Member) UnreachableSince() time.Time {
+	if p := m.current(); p != nil {
+		return p.Reach().UnreachableSince()
+	}
+	return time.Time{}
+}
+
+// Counts are the running totals of the pipeline the Member runs: each
+// func reads the current one, 0 before the first start.
+func (m *Member) Counts() pipeline.Counts {
+	read := func(f func(pipeline.Counts) func() uint64) func() uint64 {
+		return func() uint64 {
+			if p := m.current(); p != nil {
+				if g := f(p.Counts()); g != nil {
+					return g()
+				}
+			}
+			return 0
+		}
+	}
+	return pipeline.Counts{
+		DataLoss:          read(func(c pipeline.Counts) func() uint64 { return c.DataLoss }),
+		Heartbeats:        read(func(c pipeline.Counts) func() uint64 { return c.Heartbeats }),
+		KafkaTransactions: read(func(c pipeline.Counts) func() uint64 { return c.KafkaTransactions }),
+		SkippedRecords:    read(func(c pipeline.Counts) func() uint64 { return c.SkippedRecords }),
+	}
+}
+
+func (m *Member) setState(state, detail string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.state, m.detail, m.since = state, detail, time.Now()
+}
+
+// stop asks run to stop the pipeline gracefully and return, or not to
+// start; it does not wait.
+func (m *Member) stop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stopped = true
+	if m.stopRun != nil {
+		m.stopRun()
+	}
+}
+
+// delay is how long this replica waits, by its rank, before it first
+// tries the pipeline or takes its released slot.
+func (m *Member) delay() time.Duration { return time.Duration(m.rank) * m.cfg.RankDelay }
+
+// run runs the pipeline until ctx ends or stop is called, starting it
+// again after each failure. It returns once the last run drained.
+func (m *Member) run(ctx context.Context) {
+	defer close(m.done)
+	defer m.setState(StateStopped, "")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m.mu.Lock()
+	m.stopRun = cancel
+	if m.stopped {
+		cancel()
+	}
+	m.mu.Unlock()
+	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(m.cfg.RetryInitial), backoff.WithMaxInterval(m.cfg.RetryMax),
+		backoff.WithMaxElapsedTime(0))
+	wait := m.delay()
+	if wait > 0 {
+		m.log.Info("waiting before trying the pipeline: a replica ranked before this one takes it first", "rank", m.rank, "wait", wait)
+	}
+	for {
+		if wait > 0 && !sleep(ctx, wait) {
+			return
+		}
+		started := time.Now()
+		yielded, err := m.runOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case yielded:
+			m.setState(StateWaiting, "handed over to the replica ranked first for it")
+			wait = max(m.delay(), m.cfg.RankDelay)
+			bo.Reset()
+			continue
+		}
+		if time.Since(started) > m.cfg.RetryMax {
+			bo.Reset() // it ran a while: a new failure, not the same one again
+		}
+		wait = bo.NextBackOff()
+		m.setState(StateBackingOff, fmt.Sprintf("%v (starting again at %s)", err, time.Now().Add(wait).UTC().Format(time.RFC3339)))
+		m.log.Error("pipeline stopped; the other pipelines go on, and this one starts again after a backoff", "err", err, "retry_in", wait)
+	}
+}
+
+// runOnce builds the pipeline and runs it until ctx ends (nil), it fails
+// (its error), or it was handed over (yielded).
+func (m *Member) runOnce(ctx context.Context) (yielded bool, err error) {
+	cfg := m.spec.Config
+	cfg.Stream.TakeoverDelay = m.delay()
+	p, err := pipeline.New(cfg, m.log)
+	if err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	if m.obs != nil {
+		p.Observe(m.obs)
+	}
+	m.cur, m.state, m.detail, m.since = p, "", "", time.Now()
+	m.mu.Unlock()
+
+	pctx, stopPipeline := context.WithCancel(ctx)
+	defer stopPipeline()
+	g, gctx := errgroup.WithContext(ctx)
+	// The hand-over side lasts as long as the pipeline runs.
+	hctx, stopHandover := context.WithCancel(gctx)
+	defer stopHandover()
+	g.Go(func() error {
+		defer stopHandover()
+		return p.Run(pctx)
+	})
+	if m.cfg.Replicas > 1 {
+		h := handover{slot: streamSlot(cfg), url: cfg.Stream.DatabaseURL, every: m.cfg.RankDelay, log: m.log}
+		g.Go(func() error {
+			if m.rank == 0 {
+				h.claim(hctx, p)
+				return nil
+			}
+			if h.listen(hctx, p) {
+				m.log.Info("the replica ranked first for the pipeline stands by: handing it over (drain, confirm, release the slot)", "rank", m.rank)
+				yielded = true
+				stopPipeline()
+			}
+			return nil
+		})
+	}
+	err = g.Wait()
+	return yielded, err
+}
+
+func streamSlot(c pipeline.Config) string { return c.Stream.WithDefaults().Slot }
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

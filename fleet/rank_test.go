@@ -1,0 +1,99 @@
+package fleet
+
+import (
+	"fmt"
+	"testing"
+)
+
+// Every replica computes the same order: for each pipeline, the ranks of
+// the replicas are 0 to replicas-1, each once.
+func TestRankIsAnOrderOfTheReplicas(t *testing.T) {
+	t.Parallel()
+	for _, replicas := range []int{1, 2, 3, 7} {
+		for i := range 200 {
+			name := fmt.Sprintf("pipeline-%d", i)
+			seen := make([]bool, replicas)
+			for r := range replicas {
+				k := Rank(name, r, replicas)
+				if k < 0 || k >= replicas || seen[k] {
+					t.Fatalf("Rank(%s, %d, %d) = %d: not a new rank between 0 and %d", name, r, replicas, k, replicas-1)
+				}
+				seen[k] = true
+			}
+		}
+	}
+}
+
+// Spreading: 100 pipelines over 3 replicas give each replica a share near
+// a third, and when a replica goes, each of its pipelines moves to the
+// replica ranked next for it, which spreads them over the survivors; the
+// other pipelines stay where they are.
+func TestRankSpreadsAndMovesOnlyTheLostReplicasPipelines(t *testing.T) {
+	t.Parallel()
+	const pipelines, replicas = 100, 3
+	holder := func(name string, alive []int) int {
+		best, bestRank := -1, replicas
+		for _, r := range alive {
+			if k := Rank(name, r, replicas); k < bestRank {
+				best, bestRank = r, k
+			}
+		}
+		return best
+	}
+	all, survivors := []int{0, 1, 2}, []int{0, 2}
+	count := make([]int, replicas)
+	moved := make([]int, replicas)
+	for i := range pipelines {
+		name := fmt.Sprintf("db-%03d", i)
+		before, after := holder(name, all), holder(name, survivors)
+		count[before]++
+		if before != 1 && after != before {
+			t.Errorf("%s moved from replica %d to %d though its replica stayed", name, before, after)
+		}
+		if before == 1 {
+			moved[after]++
+		}
+	}
+	for r, n := range count {
+		// A fair share is 33; rendezvous hashing of 100 names deviates by
+		// a few (binomial spread, σ≈4.7): 3σ either side.
+		if n < 19 || n > 47 {
+			t.Errorf("replica %d prefers %d of %d pipelines: %v", r, n, pipelines, count)
+		}
+	}
+	if moved[0] == 0 || moved[2] == 0 {
+		t.Errorf("replica 1's %d pipelines all moved to one survivor: %v", count[1], moved)
+	}
+	t.Logf("preferred: %v; replica 1's pipelines after it left: to 0: %d, to 2: %d", count, moved[0], moved[2])
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{"defaults", Config{}, nil},
+		{"second of three", Config{Replica: 1, Replicas: 3}, nil},
+		{"replica out of range", Config{Replica: 3, Replicas: 3}, []string{"Replica"}},
+		{"negative replica", Config{Replica: -1}, []string{"Replica"}},
+		{"no replicas", Config{Replicas: -2}, []string{"Replicas"}},
+		{"negative delays", Config{RankDelay: -1, RetryInitial: -1, RetryMax: -1}, []string{"RankDelay", "RetryInitial", "RetryMax"}},
+		{"max below initial", Config{RetryInitial: 10e9, RetryMax: 1e9}, []string{"RetryMax"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			var got []string
+			if err != nil {
+				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+					got = append(got, e.(*FieldError).Field)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("Validate() = %v; want problems with %v", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,106 @@
+package fleet_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/fleet"
+	"github.com/outboxd/outboxd/harness/testenv"
+)
+
+func member(f *fleet.Fleet, name string) *fleet.Member {
+	for _, m := range f.Members() {
+		if m.Name() == name {
+			return m
+		}
+	}
+	return nil
+}
+
+func streaming(f *fleet.Fleet, name string) func() bool {
+	return func() bool { return status(f, name).State == cdc.StateStreaming.String() }
+}
+
+// A reload starts added pipelines, restarts changed ones, drains and
+// releases removed ones, and leaves the others running untouched.
+func TestReloadTouchesOnlyWhatChanged(t *testing.T) {
+	t.Parallel()
+	brokers := testenv.Brokers(t)
+	urlA, connA := outboxDB(t)
+	urlB, connB := outboxDB(t)
+	slotA, slotB := testenv.Name(t, "a"), testenv.Name(t, "b")
+	createSlot(t, connA, slotA)
+	createSlot(t, connB, slotB)
+	topicA := testenv.CreateTopic(t, brokers, testenv.Name(t, "a"), 1)
+	topicB := testenv.CreateTopic(t, brokers, testenv.Name(t, "b"), 1)
+	a, b := spec("a", urlA, slotA, brokers), spec("b", urlB, slotB, brokers)
+
+	f, err := fleet.New(fleet.Config{}, []fleet.Spec{a}, fleet.Hooks{}, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runFleet(t, f)
+	testenv.Eventually(t, time.Minute, "a streams", streaming(f, "a"))
+	memberA, sinceA := member(f, "a"), status(f, "a").Since
+	key := "00000000-0000-0000-0000-00000000000a"
+	row := 0
+	insertA := func(k int) {
+		for range k {
+			insert(t, connA, topicA, key, fmt.Sprintf(`{"n": %d}`, row))
+			row++
+		}
+	}
+	insertA(10)
+
+	// Added.
+	if err := f.Reload([]fleet.Spec{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	insertA(10)
+	testenv.Eventually(t, time.Minute, "b streams after it was added", streaming(f, "b"))
+	insert(t, connB, topicB, key, `{"n": 0}`)
+
+	// Changed: b restarts, a stays.
+	b2 := b
+	b2.Fingerprint += "/changed"
+	b2.Config.Heartbeat = time.Hour
+	memberB := member(f, "b")
+	if err := f.Reload([]fleet.Spec{a, b2}); err != nil {
+		t.Fatal(err)
+	}
+	insert(t, connB, topicB, key, `{"n": 1}`)
+	insertA(10)
+	testenv.Eventually(t, time.Minute, "b restarted", func() bool { return member(f, "b") != memberB && streaming(f, "b")() })
+	insert(t, connB, topicB, key, `{"n": 2}`)
+	inOrder(t, consume(t, brokers, topicB, 3), 3)
+	if st := memberB.Status(); st.State != fleet.StateStopped {
+		t.Errorf("b's first member after the change: %+v, want stopped", st)
+	}
+
+	if m, st := member(f, "a"), status(f, "a"); m != memberA || !st.Since.Equal(sinceA) || st.State != cdc.StateStreaming.String() {
+		t.Errorf("a after two reloads that did not change it: member replaced %v, status %+v (since %v before): want it untouched, streaming", m != memberA, st, sinceA)
+	}
+	inOrder(t, consume(t, brokers, topicA, row), row)
+
+	// Removed: a drains, confirms and releases its slot.
+	if err := f.Reload([]fleet.Spec{b2}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "a stopped after it was removed", func() bool { return memberA.Status().State == fleet.StateStopped })
+	if member(f, "a") != nil {
+		t.Error("a is still a member after it was removed")
+	}
+	testenv.Eventually(t, time.Minute, "slot "+slotA+" released after its pipeline was removed", func() bool {
+		var active bool
+		err := connA.QueryRow(t.Context(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slotA).Scan(&active)
+		return err == nil && !active
+	})
+	if err := f.Reload([]fleet.Spec{b2, b2}); err == nil {
+		t.Error("a reload naming b twice was taken")
+	}
+	if !streaming(f, "b")() {
+		t.Errorf("b after a refused reload: %+v", status(f, "b"))
+	}
+}

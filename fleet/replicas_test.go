@@ -1,0 +1,123 @@
+package fleet_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/fleet"
+	"github.com/outboxd/outboxd/harness/testenv"
+)
+
+// Two replicas run the same pipelines: each pipeline streams on the
+// replica ranked first for it. A replica stopped gracefully (SIGTERM)
+// hands its pipelines to the other; when it comes back, it takes back its
+// preferred ones through a hand-over. Rows written all along arrive once
+// each, in order: graceful hand-overs publish no duplicate.
+func TestReplicasHandPipelinesOverWithoutDuplicates(t *testing.T) {
+	t.Parallel()
+	brokers := testenv.Brokers(t)
+	const pipelines = 4
+	type outbox struct {
+		name, topic string
+		insert      func(n int) error
+	}
+	var specs []fleet.Spec
+	var outboxes []outbox
+	preferred := map[int]int{}
+	for i := range pipelines {
+		url, conn := outboxDB(t)
+		name := fmt.Sprintf("p%d", i)
+		slotName, topic := testenv.Name(t, name), testenv.CreateTopic(t, brokers, testenv.Name(t, name), 1)
+		createSlot(t, conn, slotName)
+		specs = append(specs, spec(name, url, slotName, brokers))
+		outboxes = append(outboxes, outbox{name, topic, func(n int) error {
+			_, err := conn.Exec(t.Context(), `INSERT INTO outbox (aggregate_id, topic, payload) VALUES ('00000000-0000-0000-0000-000000000001', $1, $2)`,
+				topic, fmt.Sprintf(`{"n": %d}`, n))
+			return err
+		}})
+		for r := range 2 {
+			if fleet.Rank(name, r, 2) == 0 {
+				preferred[r]++
+			}
+		}
+	}
+	if preferred[0] == 0 || preferred[1] == 0 {
+		t.Fatalf("pipeline names preferring one replica only (%v): pick others", preferred)
+	}
+	replica := func(r int) (*fleet.Fleet, func()) {
+		f, err := fleet.New(fleet.Config{Replica: r, Replicas: 2, RankDelay: 600 * time.Millisecond}, specs, fleet.Hooks{}, discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, runFleet(t, f)
+	}
+	// placed: every pipeline streams on its preferred replica among alive,
+	// and stands by on the others.
+	placed := func(alive ...*fleet.Fleet) func() bool {
+		return func() bool {
+			for _, o := range outboxes {
+				streams := 0
+				for _, f := range alive {
+					st := status(f, o.name)
+					if st.State == cdc.StateStreaming.String() {
+						streams++
+						if len(alive) == 2 && st.Rank != 0 {
+							return false
+						}
+					} else if st.State != cdc.StateStandby.String() {
+						return false
+					}
+				}
+				if streams != 1 {
+					return false
+				}
+			}
+			return true
+		}
+	}
+
+	r0, stop0 := replica(0)
+	r1, stop1 := replica(1)
+	testenv.Eventually(t, time.Minute, "each pipeline streams on the replica ranked first for it", placed(r0, r1))
+
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	var stopWriting sync.Once
+	written := make([]int, pipelines)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			for i, o := range outboxes {
+				if err := o.insert(written[i]); err != nil {
+					t.Errorf("writing to %s: %v", o.name, err)
+					return
+				}
+				written[i]++
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { // before the connections close
+		stopWriting.Do(func() { close(done) })
+		wg.Wait()
+	})
+
+	stop0() // SIGTERM: replica 0 drains and releases its pipelines
+	testenv.Eventually(t, time.Minute, "replica 1 streams every pipeline after replica 0 stopped", placed(r1))
+	r0again, _ := replica(0)
+	testenv.Eventually(t, time.Minute, "replica 0 took back its preferred pipelines", placed(r0again, r1))
+	stopWriting.Do(func() { close(done) })
+	wg.Wait()
+	for i, o := range outboxes {
+		inOrder(t, consume(t, brokers, o.topic, written[i]), written[i])
+	}
+	stop1()
+}
