@@ -81,9 +81,17 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 		pcs := p.Counts()
 		counts := ops.Counts{DataLoss: pcs.DataLoss, Heartbeats: pcs.Heartbeats, KafkaTransactions: pcs.KafkaTransactions,
 			SkippedRecords: pcs.SkippedRecords, Kafka: p.Reach()}
-		m := ops.NewMetrics(p.Stream(), p.Monitor(), counts)
+		// The one pipeline is named after its slot: its series carry
+		// pipeline="<slot>".
+		name := cfg.Stream.WithDefaults().Slot
+		reg := ops.NewRegistry()
+		m, err := ops.NewMetrics(reg, name, p.Stream(), p.Monitor(), counts)
+		if err != nil {
+			p.Close()
+			return err
+		}
 		p.Observe(m)
-		srv := &ops.Server{Addr: cfg.MetricsAddr, Metrics: m, Stats: p.Stream(), Kafka: p, Reach: p.Reach(), Log: log, Pprof: cfg.Pprof}
+		srv := &ops.Server{Addr: cfg.MetricsAddr, Registry: reg, Stats: p.Stream(), Kafka: p, Reach: p.Reach(), Log: log, Pprof: cfg.Pprof}
 		if _, err := srv.Listen(); err != nil {
 			p.Close()
 			return err

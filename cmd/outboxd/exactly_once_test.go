@@ -231,10 +231,10 @@ func TestExactlyOnceUnderKill9SIGTERMAndWalsenderKills(t *testing.T) {
 		t.Errorf("no record of an aborted transaction after two kill -9 with a transaction open: the test did not test it")
 	}
 	_, body := get(addr, "/metrics")
-	if n := metric(body, "outboxd_kafka_transactions_total"); n < 1 {
+	if n := metric(body, w.slot, "outboxd_kafka_transactions_total"); n < 1 {
 		t.Errorf("outboxd_kafka_transactions_total = %v after publishing, want at least 1", n)
 	}
-	if n := metric(body, "outboxd_skipped_records_total"); n < 0 {
+	if n := metric(body, w.slot, "outboxd_skipped_records_total"); n < 0 {
 		t.Errorf("outboxd_skipped_records_total missing from /metrics")
 	}
 	p.stop(t)
@@ -314,7 +314,7 @@ func TestExactlyOnceLargeTransactionResumesInsideIt(t *testing.T) {
 	}
 	waitFor(t, 2*time.Minute, "a few Kafka transactions of the large one committed", func() bool {
 		_, body := get(addr, "/metrics")
-		return metric(body, "outboxd_kafka_transactions_total") >= 3
+		return metric(body, w.slot, "outboxd_kafka_transactions_total") >= 3
 	})
 	peak, err := procstat.PeakRSS(p.cmd.Process.Pid)
 	if err != nil {
@@ -334,7 +334,7 @@ func TestExactlyOnceLargeTransactionResumesInsideIt(t *testing.T) {
 	}
 	requireExactlyOnce(t, w, want)
 	_, body := get(addr2, "/metrics")
-	skipped := metric(body, "outboxd_skipped_records_total")
+	skipped := metric(body, w.slot, "outboxd_skipped_records_total")
 	t.Logf("measured: 200,000-row transaction, kill -9 inside it: the restarted publisher skipped %.0f records a committed Kafka transaction held", skipped)
 	if skipped < 1 {
 		t.Errorf("outboxd_skipped_records_total = %v: the restart skipped nothing, so the test did not resume inside the transaction", skipped)

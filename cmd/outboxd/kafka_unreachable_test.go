@@ -43,19 +43,19 @@ func TestWrongBrokerDoesNotLookHealthy(t *testing.T) {
 	waitFor(t, 30*time.Second, "metrics served", func() bool { code, _ := get(addr, "/metrics"); return code == 200 })
 	waitFor(t, 30*time.Second, "streaming", func() bool {
 		_, body := get(addr, "/metrics")
-		return metric(body, `outboxd_state{state="streaming"}`) == 1
+		return metric(body, w.slot, `outboxd_state{state="streaming"}`) == 1
 	})
 	ids := w.write(t, 1, 0)
 	var first string
 	waitFor(t, 30*time.Second, "the rows in flight", func() bool {
 		_, first = get(addr, "/metrics")
-		return metric(first, "outboxd_in_flight_records") == float64(len(ids))
+		return metric(first, w.slot, "outboxd_in_flight_records") == float64(len(ids))
 	})
 
 	// Two scrapes while the records wait: the lag is their age and grows,
 	// the failed dials keep counting.
-	lag1 := metric(first, "outboxd_replication_lag_seconds")
-	errs1 := metric(first, `outboxd_errors_total{kind="connection"}`)
+	lag1 := metric(first, w.slot, "outboxd_replication_lag_seconds")
+	errs1 := metric(first, w.slot, `outboxd_errors_total{kind="connection"}`)
 	if lag1 <= 0 {
 		t.Errorf("outboxd_replication_lag_seconds = %v while %d records wait for Kafka, want > 0", lag1, len(ids))
 	}
@@ -68,7 +68,7 @@ func TestWrongBrokerDoesNotLookHealthy(t *testing.T) {
 	for time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
 		_, second = get(addr, "/metrics")
-		lag2, errs2 = metric(second, "outboxd_replication_lag_seconds"), metric(second, `outboxd_errors_total{kind="connection"}`)
+		lag2, errs2 = metric(second, w.slot, "outboxd_replication_lag_seconds"), metric(second, w.slot, `outboxd_errors_total{kind="connection"}`)
 		if lag2 > lag1 && errs2 > errs1 {
 			break
 		}
@@ -79,7 +79,7 @@ func TestWrongBrokerDoesNotLookHealthy(t *testing.T) {
 	if errs2 <= errs1 {
 		t.Errorf(`outboxd_errors_total{kind="connection"} went from %v to %v while Kafka is unreachable, want it rising`, errs1, errs2)
 	}
-	if v := metric(second, "outboxd_kafka_unreachable_seconds"); v <= 0 {
+	if v := metric(second, w.slot, "outboxd_kafka_unreachable_seconds"); v <= 0 {
 		t.Errorf("outboxd_kafka_unreachable_seconds = %v, want > 0", v)
 	}
 	if code, body := get(addr, "/readyz"); code != 503 || !strings.Contains(body, "streaming, Kafka unreachable since") {
@@ -103,8 +103,8 @@ func TestWrongBrokerDoesNotLookHealthy(t *testing.T) {
 	waitFor(t, 30*time.Second, "lag 0, nothing in flight, Kafka reachable, ready", func() bool {
 		_, body := get(addr, "/metrics")
 		code, _ := get(addr, "/readyz")
-		return metric(body, "outboxd_in_flight_records") == 0 && metric(body, "outboxd_replication_lag_seconds") == 0 &&
-			metric(body, "outboxd_kafka_unreachable_seconds") == 0 && code == 200
+		return metric(body, w.slot, "outboxd_in_flight_records") == 0 && metric(body, w.slot, "outboxd_replication_lag_seconds") == 0 &&
+			metric(body, w.slot, "outboxd_kafka_unreachable_seconds") == 0 && code == 200
 	})
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	if code := p.wait(t, time.Minute); code != 0 {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,14 +42,22 @@ func get(addr, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// metric returns the value of the first sample whose line starts with name
-// (labels included), or -1.
-func metric(body, name string) float64 {
+// metric returns the value of pipeline's sample of series, or -1. Series
+// is a name and its other labels as /metrics writes them
+// (outboxd_state{state="streaming"}): outboxd writes the label
+// pipeline="NAME" (run's: its slot) among them, in order of name.
+func metric(body, pipeline, series string) float64 {
+	name, labels, _ := strings.Cut(strings.TrimSuffix(series, "}"), "{")
+	all := []string{fmt.Sprintf("pipeline=%q", pipeline)}
+	if labels != "" {
+		all = append(all, strings.Split(labels, ",")...)
+	}
+	slices.Sort(all)
+	line := name + "{" + strings.Join(all, ",") + "} "
 	for _, l := range strings.Split(body, "\n") {
-		if strings.HasPrefix(l, name+" ") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(l, name)), 64)
-			if err == nil {
-				return v
+		if v, ok := strings.CutPrefix(l, line); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return f
 			}
 		}
 	}
@@ -74,7 +83,7 @@ func TestMetricsAndHealthFollowTheStream(t *testing.T) {
 	var body string
 	waitFor(t, 10*time.Second, "metrics counting 20 records", func() bool {
 		_, body = get(addr, "/metrics")
-		return metric(body, fmt.Sprintf(`outboxd_records_published_total{topic="%s"}`, w.topic)) == 20
+		return metric(body, w.slot, fmt.Sprintf(`outboxd_records_published_total{topic="%s"}`, w.topic)) == 20
 	})
 	for name, min := range map[string]float64{
 		fmt.Sprintf(`outboxd_bytes_published_total{topic="%s"}`, w.topic): 20 * 36, // key (36) + payload
@@ -86,19 +95,19 @@ func TestMetricsAndHealthFollowTheStream(t *testing.T) {
 		`outboxd_commit_to_receive_seconds_count`:                         4,
 		`outboxd_commit_to_send_seconds_count`:                            4,
 	} {
-		if v := metric(body, name); v < min {
+		if v := metric(body, w.slot, name); v < min {
 			t.Errorf("%s = %v, want at least %v", name, v, min)
 		}
 	}
 	for _, name := range []string{"outboxd_in_flight_records", "outboxd_in_flight_bytes", "outboxd_replication_lag_bytes", "outboxd_replication_lag_seconds", "outboxd_reconnects_total", `outboxd_errors_total{kind="permanent"}`} {
-		if v := metric(body, name); v < 0 {
+		if v := metric(body, w.slot, name); v < 0 {
 			t.Errorf("%s missing or negative (%v)", name, v)
 		}
 	}
 	// The WAL monitor checks once at start: -1 ("not checked yet") must not last.
 	waitFor(t, 30*time.Second, "outboxd_slot_retained_wal_bytes checked", func() bool {
 		_, body := get(addr, "/metrics")
-		return metric(body, "outboxd_slot_retained_wal_bytes") >= 0
+		return metric(body, w.slot, "outboxd_slot_retained_wal_bytes") >= 0
 	})
 
 	standbyAddr := freeAddr(t)
@@ -111,7 +120,7 @@ func TestMetricsAndHealthFollowTheStream(t *testing.T) {
 		t.Errorf("standby readyz = %d %q, want 503 standby", code, body)
 	}
 	_, sbody := get(standbyAddr, "/metrics")
-	if metric(sbody, `outboxd_state{state="standby"}`) != 1 {
+	if metric(sbody, w.slot, `outboxd_state{state="standby"}`) != 1 {
 		t.Errorf("standby does not report outboxd_state{state=\"standby\"} 1")
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
@@ -287,7 +296,7 @@ func TestWALRetentionWarning(t *testing.T) {
 	p := w.start(t, "--metrics-addr", addr, "--wal-check-interval", "200ms", "--wal-retained-warn-bytes", "1")
 	waitFor(t, 30*time.Second, "retention warning", func() bool { return strings.Contains(p.log(), "retains a lot of WAL") })
 	_, body := get(addr, "/metrics")
-	if v := metric(body, "outboxd_slot_retained_wal_bytes"); v <= 0 {
+	if v := metric(body, w.slot, "outboxd_slot_retained_wal_bytes"); v <= 0 {
 		t.Errorf("outboxd_slot_retained_wal_bytes = %v, want > 0", v)
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
@@ -346,7 +355,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	// The heartbeat must have run, not merely failed quietly.
 	waitFor(t, 30*time.Second, "heartbeats written", func() bool {
 		_, body := get(addr, "/metrics")
-		return metric(body, "outboxd_heartbeats_total") >= 3
+		return metric(body, w.slot, "outboxd_heartbeats_total") >= 3
 	})
 	if strings.Contains(p.log(), "heartbeat failed") || strings.Contains(p.log(), "level=ERROR") {
 		t.Errorf("least-privilege run logged failures:\n%s", p.log())

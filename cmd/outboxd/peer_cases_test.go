@@ -127,7 +127,7 @@ func peerRestarts(t *testing.T, mode, fault string, withMessages bool) {
 		waitFor(t, time.Minute, "the slot confirmed past its position at the start", func() bool { return w.confirmedLSN(t) != start })
 		if eos {
 			_, body := get(addr, "/metrics")
-			if n := metric(body, "outboxd_skipped_records_total"); n > 0 {
+			if n := metric(body, w.slot, "outboxd_skipped_records_total"); n > 0 {
 				skipped += n
 			}
 		}

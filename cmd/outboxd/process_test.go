@@ -426,7 +426,7 @@ func TestLargePayloadsBoundedByInFlightBytes(t *testing.T) {
 	// outboxd reads until the window is full, then waits for Kafka.
 	waitFor(t, time.Minute, "the in-flight window filled", func() bool {
 		_, body := get(addr, "/metrics")
-		return metric(body, "outboxd_in_flight_bytes") >= 14<<20
+		return metric(body, w.slot, "outboxd_in_flight_bytes") >= 14<<20
 	})
 	time.Sleep(3 * time.Second)
 	peak, err := procstat.PeakRSS(p.cmd.Process.Pid)
@@ -435,7 +435,7 @@ func TestLargePayloadsBoundedByInFlightBytes(t *testing.T) {
 	}
 	_, body := get(addr, "/metrics")
 	t.Logf("measured: %d payloads of %d KB in one transaction, Kafka down: %.0f MiB in flight, publisher peak RSS %d MiB",
-		rows, size/1000, metric(body, "outboxd_in_flight_bytes")/(1<<20), peak>>20)
+		rows, size/1000, metric(body, w.slot, "outboxd_in_flight_bytes")/(1<<20), peak>>20)
 	if peak > 120<<20 {
 		t.Errorf("publisher peak RSS %d MiB with a 16 MiB in-flight byte cap: memory is not bounded in bytes", peak>>20)
 	}

@@ -289,7 +289,7 @@ func TestCutoverFromPollingRelay(t *testing.T) {
 	p := w.start(t, "--create-slot", "--backfill-where", "published_at IS NULL", "--metrics-addr", addr)
 	waitFor(t, time.Minute, "the backfill acknowledged", func() bool { return strings.Contains(p.log(), "backfill acknowledged") })
 	_, body := get(addr, "/metrics")
-	if done, total := metric(body, "outboxd_backfill_rows"), metric(body, "outboxd_backfill_rows_total"); total <= 0 || done != total {
+	if done, total := metric(body, w.slot, "outboxd_backfill_rows"), metric(body, w.slot, "outboxd_backfill_rows_total"); total <= 0 || done != total {
 		t.Errorf("metrics after the backfill: outboxd_backfill_rows %v of outboxd_backfill_rows_total %v, want all of more than 0", done, total)
 	}
 	before := ws.count()
@@ -526,7 +526,7 @@ func TestBackfillKilledMidwayRunsAgainWhole(t *testing.T) {
 	p := w.start(t, "--create-slot", "--backfill-where", "true", "--metrics-addr", addr, "--max-in-flight-records", "1000")
 	waitFor(t, time.Minute, "the backfill under way", func() bool {
 		_, body := get(addr, "/metrics")
-		return metric(body, "outboxd_backfill_rows") > 0
+		return metric(body, w.slot, "outboxd_backfill_rows") > 0
 	})
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	p.wait(t, time.Minute)

@@ -42,7 +42,9 @@ func sample(ctx context.Context, addr string, every time.Duration, start time.Ti
 	}
 }
 
-// scrape reads the unlabelled samples of a Prometheus text page.
+// scrape reads the unlabelled samples of a Prometheus text page, and
+// outboxd's, labelled with their pipeline alone, by name: the sum over the
+// pipelines, the process's.
 func scrape(ctx context.Context, cl *http.Client, url string) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -59,12 +61,16 @@ func scrape(ctx context.Context, cl *http.Client, url string) (map[string]float6
 	m := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+		series, val, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(series, "#") {
+			continue
+		}
+		name, labels, labelled := strings.Cut(series, "{")
+		if labelled && (!strings.HasPrefix(labels, `pipeline="`) || strings.Count(labels, `="`) != 1) {
 			continue
 		}
 		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
-			m[name] = v
+			m[name] += v
 		}
 	}
 	return m, sc.Err()

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/pump"
@@ -33,11 +36,19 @@ func (downPinger) Ping(context.Context) error {
 	return errors.New("reaching Kafka: connection refused")
 }
 
-// sample returns the value of the sample of name with label kind=kind
-// (kind "" for a metric without labels), or -1.
-func sample(t *testing.T, m *Metrics, name, kind string) float64 {
+// sample returns the value of pipeline's sample of name whose other
+// labels are labels (name, value, ...), or -1. Pipeline "" is the
+// process's, unlabelled.
+func sample(t *testing.T, reg prometheus.Gatherer, pipeline, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := m.Registry.Gather()
+	want := map[string]string{}
+	if pipeline != "" {
+		want["pipeline"] = pipeline
+	}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
+	}
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +57,11 @@ func sample(t *testing.T, m *Metrics, name, kind string) float64 {
 			continue
 		}
 		for _, s := range mf.GetMetric() {
-			if kind != "" && (len(s.GetLabel()) != 1 || s.GetLabel()[0].GetValue() != kind) {
+			got := map[string]string{}
+			for _, l := range s.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if !maps.Equal(got, want) {
 				continue
 			}
 			if c := s.GetCounter(); c != nil {
@@ -70,21 +85,22 @@ func TestKafkaUnreachableShows(t *testing.T) {
 	reach := fakeReach{errs: 3, since: now.Add(-10 * time.Second)}
 	st := fixedStats{cdc.Stats{State: cdc.StateStreaming, Reconnects: 2,
 		Stats: pump.Stats{InFlightRecords: 1, OldestInFlightCommit: now.Add(-time.Minute)}}}
-	m := NewMetrics(st, noStats{}, Counts{Kafka: reach})
-	if got := sample(t, m, "outboxd_errors_total", "connection"); got != 5 {
+	_, reg := newMetrics(t, "orders", st, Counts{Kafka: reach})
+	if got := sample(t, reg, "orders", "outboxd_errors_total", "kind", "connection"); got != 5 {
 		t.Errorf(`outboxd_errors_total{kind="connection"} = %v, want 5 (2 replication sessions lost, 3 Kafka dials failed)`, got)
 	}
-	if got := sample(t, m, "outboxd_kafka_unreachable_seconds", ""); got < 10 {
+	if got := sample(t, reg, "orders", "outboxd_kafka_unreachable_seconds"); got < 10 {
 		t.Errorf("outboxd_kafka_unreachable_seconds = %v, want at least 10", got)
 	}
-	if got := sample(t, m, "outboxd_replication_lag_seconds", ""); got < 60 {
+	if got := sample(t, reg, "orders", "outboxd_replication_lag_seconds"); got < 60 {
 		t.Errorf("outboxd_replication_lag_seconds = %v with a record committed a minute ago in flight, want at least 60", got)
 	}
-	if got := sample(t, NewMetrics(st, noStats{}, Counts{}), "outboxd_kafka_unreachable_seconds", ""); got != 0 {
+	_, bare := newMetrics(t, "orders", st, Counts{})
+	if got := sample(t, bare, "orders", "outboxd_kafka_unreachable_seconds"); got != 0 {
 		t.Errorf("outboxd_kafka_unreachable_seconds without a tracker = %v, want 0", got)
 	}
 
-	srv := &Server{Metrics: m, Stats: st, Kafka: downPinger{}, Reach: reach, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	srv := &Server{Registry: reg, Stats: st, Kafka: downPinger{}, Reach: reach, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	rec := httptest.NewRecorder()
 	srv.ready(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	want := "not ready: streaming, Kafka unreachable since " + reach.since.UTC().Format(time.RFC3339) + " (3 failed Kafka dials and requests): reaching Kafka: connection refused"

@@ -1,13 +1,14 @@
 package ops
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/outboxd/outboxd/cdc"
 )
@@ -48,10 +49,13 @@ type KafkaReach interface {
 	UnreachableSince() time.Time
 }
 
-// Metrics holds outboxd's Prometheus collectors. It implements
-// pump.Observer for the per-topic counters and latency histograms.
+// Metrics holds one pipeline's Prometheus collectors, registered under
+// its name. It implements pump.Observer for the per-topic counters and
+// latency histograms.
 type Metrics struct {
-	Registry       *prometheus.Registry
+	reg        prometheus.Registerer  // the process's, labelling every series with the pipeline's name
+	collectors []prometheus.Collector // registered on reg, for Unregister
+
 	records        *prometheus.CounterVec
 	bytes          *prometheus.CounterVec
 	deadLettered   *prometheus.CounterVec
@@ -76,12 +80,17 @@ const (
 	otherTopics         = "(other)"
 )
 
-// NewMetrics registers every metric on a new registry.
-func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+// NewMetrics registers the metrics of the pipeline called name on reg
+// (the process's, from NewRegistry), every series with the label
+// pipeline=name: many pipelines share one registry, and Unregister takes
+// one's series away and leaves the others'. A name already registered on
+// reg is refused until its Metrics are unregistered.
+func NewMetrics(reg prometheus.Registerer, name string, src StatsSource, wal RetainedWAL, counts Counts) (*Metrics, error) {
+	if name == "" {
+		return nil, errors.New("registering a pipeline's metrics: the pipeline has no name")
+	}
 	m := &Metrics{
-		Registry: reg,
+		reg: prometheus.WrapRegistererWith(prometheus.Labels{"pipeline": name}, reg),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outboxd_records_published_total", Help: "Records Kafka acknowledged, by topic.",
 		}, []string{"topic"}),
@@ -132,7 +141,7 @@ func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
 		}
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
 	}
-	reg.MustRegister(m.records, m.bytes, m.deadLettered, m.produceLatency, m.commitToAck, m.commitToRecv, m.commitToSend,
+	cs := []prometheus.Collector{m.records, m.bytes, m.deadLettered, m.produceLatency, m.commitToAck, m.commitToRecv, m.commitToSend,
 		optional("outboxd_kafka_data_loss_total", "Times Kafka reported losing records it had acknowledged (see the Error log).", counts.DataLoss),
 		optional("outboxd_heartbeats_total", "Heartbeat messages written (--heartbeat-interval).", counts.Heartbeats),
 		optional("outboxd_kafka_transactions_total", "Kafka transactions committed (--delivery exactly-once).", counts.KafkaTransactions),
@@ -154,8 +163,24 @@ func NewMetrics(src StatsSource, wal RetainedWAL, counts Counts) *Metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "outboxd_slot_retained_wal_bytes", Help: "WAL the replication slot keeps on the server (current WAL minus restart_lsn); -1 before the first check."}, func() float64 { return float64(wal.Retained()) }),
 		errorsCollector{src, kafka},
 		stateCollector{src, stateVec, states},
-	)
-	return m
+	}
+	for _, c := range cs {
+		if err := m.reg.Register(c); err != nil {
+			m.Unregister()
+			return nil, fmt.Errorf("registering the metrics of pipeline %q: %w", name, err)
+		}
+		m.collectors = append(m.collectors, c)
+	}
+	return m, nil
+}
+
+// Unregister takes the pipeline's series off the registry; the other
+// pipelines' stay. The pipeline's name may then be registered again.
+func (m *Metrics) Unregister() {
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
+	m.collectors = nil
 }
 
 // Received implements pump.Observer.

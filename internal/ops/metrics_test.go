@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/outboxd/outboxd/cdc"
 )
 
@@ -14,10 +16,22 @@ type noStats struct{}
 func (noStats) Stats() cdc.Stats { return cdc.Stats{} }
 func (noStats) Retained() int64  { return -1 }
 
-// deadLettered returns outboxd_dead_lettered_total by topic label.
-func deadLettered(t *testing.T, m *Metrics) map[string]float64 {
+// newMetrics registers a pipeline's metrics under name on a registry of
+// its own, and returns both.
+func newMetrics(t *testing.T, name string, src StatsSource, counts Counts) (*Metrics, *prometheus.Registry) {
 	t.Helper()
-	mfs, err := m.Registry.Gather()
+	reg := NewRegistry()
+	m, err := NewMetrics(reg, name, src, noStats{}, counts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reg
+}
+
+// deadLettered returns outboxd_dead_lettered_total by topic label.
+func deadLettered(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,13 +76,13 @@ func TestDeadLetteredTopicLabel(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m := NewMetrics(noStats{}, noStats{}, Counts{})
+			m, reg := newMetrics(t, "orders", noStats{}, Counts{})
 			var wg sync.WaitGroup
 			for _, topic := range tt.topics {
 				wg.Go(func() { m.DeadLettered(topic) })
 			}
 			wg.Wait()
-			got := deadLettered(t, m)
+			got := deadLettered(t, reg)
 			if _, ok := got[""]; ok {
 				t.Errorf("an empty topic label, on %v dead letters", got[""])
 			}

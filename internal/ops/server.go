@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/outboxd/outboxd/cdc"
@@ -23,10 +24,12 @@ type Pinger interface {
 
 // Server serves /metrics, /healthz and /readyz.
 type Server struct {
-	Addr    string
-	Metrics *Metrics
-	Stats   StatsSource
-	Kafka   Pinger
+	Addr string
+	// Registry is what /metrics serves: the process's (NewRegistry),
+	// with the pipeline's metrics.
+	Registry prometheus.Gatherer
+	Stats    StatsSource
+	Kafka    Pinger
 	// Reach, when set, says since when Kafka has been unreachable, for
 	// /readyz's answer.
 	Reach KafkaReach
@@ -63,7 +66,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	ln := s.ln
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
