@@ -23,9 +23,10 @@ type RetainedWAL interface {
 	Retained() int64
 }
 
-// Counts are the counters kept outside the pipeline: Kafka's data-loss
-// reports, the heartbeats written, the exactly-once sink's transactions
-// (nil: not running).
+// Counts are what the metrics read besides the stream and the slot: the
+// counters kept outside the pipeline (Kafka's data-loss reports, the
+// heartbeats written, the exactly-once sink's transactions; nil: not
+// running), Kafka's reachability and the supervisor's word.
 type Counts struct {
 	DataLoss   func() uint64
 	Heartbeats func() uint64
@@ -37,6 +38,9 @@ type Counts struct {
 	// Kafka reports the producer's failed dials and requests (nil: none
 	// known).
 	Kafka KafkaReach
+	// Supervision, when set, adds the supervisor's states to outboxd_state
+	// (nil: the stream's alone).
+	Supervision Supervision
 }
 
 // KafkaReach is what the metrics and /readyz learn of the Kafka clients'
@@ -132,9 +136,6 @@ func NewMetrics(reg prometheus.Registerer, name string, src StatsSource, wal Ret
 	if kafka == nil {
 		kafka = noKafkaReach{}
 	}
-	states := []cdc.State{cdc.StateStarting, cdc.StateStreaming, cdc.StateStandby, cdc.StateReconnecting, cdc.StateStopped}
-	stateVec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "outboxd_state", Help: "1 for the current state of the replication side: starting, streaming (active), standby, reconnecting, stopped. " +
-		"Kafka's side is outboxd_kafka_unreachable_seconds: streaming with it above 0 means reading the slot while records wait for Kafka."}, []string{"state"})
 	optional := func(name, help string, f func() uint64) prometheus.Collector {
 		if f == nil {
 			f = func() uint64 { return 0 }
@@ -162,7 +163,7 @@ func NewMetrics(reg prometheus.Registerer, name string, src StatsSource, wal Ret
 			func() float64 { return unreachableSeconds(kafka, time.Now()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "outboxd_slot_retained_wal_bytes", Help: "WAL the replication slot keeps on the server (current WAL minus restart_lsn); -1 before the first check."}, func() float64 { return float64(wal.Retained()) }),
 		errorsCollector{src, kafka},
-		stateCollector{src, stateVec, states},
+		stateCollector{src, counts.Supervision},
 	}
 	for _, c := range cs {
 		if err := m.reg.Register(c); err != nil {
@@ -238,26 +239,6 @@ func (c errorsCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.src.Stats()
 	ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(s.Reconnects+c.kafka.ConnectionErrors()), "connection")
 	ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(s.PermanentErrors), "permanent")
-}
-
-// stateCollector sets outboxd_state from the streamer's state at scrape time.
-type stateCollector struct {
-	src    StatsSource
-	vec    *prometheus.GaugeVec
-	states []cdc.State
-}
-
-func (c stateCollector) Describe(ch chan<- *prometheus.Desc) { c.vec.Describe(ch) }
-func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
-	cur := c.src.Stats().State
-	for _, s := range c.states {
-		v := 0.0
-		if s == cur {
-			v = 1
-		}
-		c.vec.WithLabelValues(s.String()).Set(v)
-	}
-	c.vec.Collect(ch)
 }
 
 // unreachableSeconds is outboxd_kafka_unreachable_seconds at now.
