@@ -91,7 +91,8 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 			return err
 		}
 		p.Observe(m)
-		srv := &ops.Server{Addr: cfg.MetricsAddr, Registry: reg, Stats: p.Stream(), Kafka: p, Reach: p.Reach(), Log: log, Pprof: cfg.Pprof}
+		health := []ops.PipelineHealth{{Name: name, Stats: p.Stream(), Kafka: p, Reach: p.Reach()}}
+		srv := &ops.Server{Addr: cfg.MetricsAddr, Registry: reg, Pipelines: func() []ops.PipelineHealth { return health }, Log: log, Pprof: cfg.Pprof}
 		if _, err := srv.Listen(); err != nil {
 			p.Close()
 			return err

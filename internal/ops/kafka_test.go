@@ -100,9 +100,9 @@ func TestKafkaUnreachableShows(t *testing.T) {
 		t.Errorf("outboxd_kafka_unreachable_seconds without a tracker = %v, want 0", got)
 	}
 
-	srv := &Server{Registry: reg, Stats: st, Kafka: downPinger{}, Reach: reach, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	srv := &Server{Registry: reg, Pipelines: list(PipelineHealth{Name: "orders", Stats: st, Kafka: downPinger{}, Reach: reach}), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	rec := httptest.NewRecorder()
-	srv.ready(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	srv.routes().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	want := "not ready: streaming, Kafka unreachable since " + reach.since.UTC().Format(time.RFC3339) + " (3 failed Kafka dials and requests): reaching Kafka: connection refused"
 	if body := strings.TrimSpace(rec.Body.String()); rec.Code != http.StatusServiceUnavailable || body != want {
 		t.Errorf("readyz = %d %q, want 503 %q", rec.Code, body, want)
