@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/internal/ops"
 )
 
 func freeAddr(t *testing.T) string {
@@ -103,6 +104,13 @@ func TestMetricsAndHealthFollowTheStream(t *testing.T) {
 		if v := metric(body, w.slot, name); v < 0 {
 			t.Errorf("%s missing or negative (%v)", name, v)
 		}
+	}
+	// GET /pipelines lists run's one pipeline, named after its slot.
+	code, pbody := get(addr, "/pipelines")
+	var st ops.Status
+	if err := json.Unmarshal([]byte(pbody), &st); code != 200 || err != nil || len(st.Pipelines) != 1 ||
+		st.Pipelines[0].Name != w.slot || st.Pipelines[0].State != "streaming" || st.Pipelines[0].ConfirmedLSN == "0/0" {
+		t.Errorf("GET /pipelines = %d %s (%v), want the pipeline %s streaming with a confirmed position", code, pbody, err, w.slot)
 	}
 	// The WAL monitor checks once at start: -1 ("not checked yet") must not last.
 	waitFor(t, 30*time.Second, "outboxd_slot_retained_wal_bytes checked", func() bool {

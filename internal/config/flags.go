@@ -386,7 +386,7 @@ func flags() []flagSpec {
 			check: positive(func(c *Config) time.Duration { return c.Txn.Timeout }),
 		},
 
-		{name: "metrics-addr", group: GroupOps, usage: "serve Prometheus /metrics, /healthz and /readyz on this address, e.g. :9187 (empty: off)",
+		{name: "metrics-addr", group: GroupOps, usage: "serve Prometheus /metrics, /healthz, /readyz and /pipelines on this address, e.g. :9187 (empty: off)",
 			bind: str(func(c *Config) *string { return &c.MetricsAddr }),
 			check: func(c *Config) string {
 				if c.MetricsAddr == "" {

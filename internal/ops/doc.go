@@ -1,5 +1,8 @@
 // Package ops serves what operators scrape and probe: Prometheus metrics at
-// /metrics, liveness at /healthz and readiness at /readyz. It reads the
-// streamer's counters and observes acknowledged records; it never changes
-// what the pipeline does.
+// /metrics, liveness at /healthz, readiness at /readyz and the pipelines'
+// state as JSON at /pipelines. It owns the process's registry and each
+// pipeline's collectors on it, every series labelled with the pipeline's
+// name, registered and unregistered as pipelines come and go. It reads the
+// pipelines' counters and observes acknowledged records; it never changes
+// what a pipeline does.
 package ops

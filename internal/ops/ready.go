@@ -16,7 +16,7 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// PipelineHealth is what /readyz reads of one pipeline.
+// PipelineHealth is what /readyz and /pipelines read of one pipeline.
 type PipelineHealth struct {
 	Name  string
 	Stats StatsSource

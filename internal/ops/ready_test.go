@@ -2,17 +2,22 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/outbox"
+	"github.com/outboxd/outboxd/pump"
 )
 
 // list is a Server.Pipelines that lists ps.
@@ -110,5 +115,48 @@ func TestKafkaCheckPerPipeline(t *testing.T) {
 	get(t, srv, "/readyz")
 	if names := slices.Sorted(maps.Keys(srv.checks)); !slices.Equal(names, []string{"payments"}) {
 		t.Errorf("Kafka checks kept for %v, want payments alone", names)
+	}
+}
+
+// TestPipelinesEndpoint: GET /pipelines lists every pipeline, sorted by
+// name, with its state (the supervisor's when it says one), confirmed
+// position, lag and records in flight, and pings nothing; /healthz stays
+// "ok" whatever the pipelines are.
+func TestPipelinesEndpoint(t *testing.T) {
+	t.Parallel()
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	kafka := &countingPinger{}
+	srv := newServer(
+		PipelineHealth{Name: "payments", Kafka: kafka, Reach: fakeReach{errs: 3, since: since},
+			Stats: fixedStats{cdc.Stats{State: cdc.StateStreaming, ConfirmedLSN: outbox.LSN(0x16B3748), ServerWALEnd: outbox.LSN(0x16B3748 + 100),
+				Stats: pump.Stats{InFlightRecords: 2}}}},
+		PipelineHealth{Name: "orders", Kafka: kafka, Stats: fixedStats{cdc.Stats{State: cdc.StateStopped}},
+			Supervision: supervisor{"backing off", "retry in 30s: slot outboxd_orders is gone"}},
+	)
+	code, body := get(t, srv, "/pipelines")
+	if code != 200 {
+		t.Fatalf("GET /pipelines = %d %q", code, body)
+	}
+	var got Status
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatalf("GET /pipelines: %v in %q", err, body)
+	}
+	want := Status{Pipelines: []PipelineStatus{
+		{Name: "orders", State: "backing off", Detail: "retry in 30s: slot outboxd_orders is gone", ConfirmedLSN: "0/0"},
+		{Name: "payments", State: "streaming", ConfirmedLSN: "0/16B3748", LagBytes: 100, InFlightRecords: 2, KafkaUnreachableSince: &since},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("GET /pipelines = %s, want %+v", body, want)
+	}
+	if n := kafka.pings.Load(); n != 0 {
+		t.Errorf("GET /pipelines pinged Kafka %d times, want none", n)
+	}
+
+	empty := newServer()
+	if code, body := get(t, empty, "/pipelines"); code != 200 || body != `{`+"\n"+`  "pipelines": []`+"\n"+`}` {
+		t.Errorf("GET /pipelines without pipelines = %d %q, want 200 and an empty list", code, body)
+	}
+	if code, body := get(t, empty, "/healthz"); code != 200 || body != "ok" {
+		t.Errorf("healthz without pipelines = %d %q, want 200 ok", code, body)
 	}
 }

@@ -17,13 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Server serves /metrics, /healthz and /readyz.
+// Server serves /metrics, /healthz, /readyz and /pipelines.
 type Server struct {
 	Addr string
 	// Registry is what /metrics serves: the process's (NewRegistry),
 	// with every pipeline's metrics.
 	Registry prometheus.Gatherer
-	// Pipelines lists the pipelines /readyz reports, as they
+	// Pipelines lists the pipelines /readyz and /pipelines report, as they
 	// are at the call: pipelines come and go. Their names are distinct.
 	Pipelines func() []PipelineHealth
 	Log       *slog.Logger
@@ -79,6 +79,7 @@ func (s *Server) routes() *http.ServeMux {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", s.ready)
+	mux.HandleFunc("GET /pipelines", s.status)
 	if s.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
