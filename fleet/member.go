@@ -285,3 +285,19 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// Supervised is the Member's own state while its pipeline does not run
+// (StateWaiting, StateBackingOff) and why; state is "" while the pipeline
+// runs (its stream's state stands) and once the Member stopped (the
+// stream's stopped stands).
+func (m *Member) Supervised() (state, detail string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state == "" || m.state == StateStopped {
+		return "", ""
+	}
+	return m.state, m.detail
+}
+
+// States lists the states Supervised returns.
+func (m *Member) States() []string { return []string{StateWaiting, StateBackingOff} }

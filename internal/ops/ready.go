@@ -26,7 +26,16 @@ type PipelineHealth struct {
 	// Supervision, when set, is the supervisor's word on the pipeline:
 	// while it says a state, that state is the pipeline's, not ready.
 	Supervision Supervision
+	// Replicated: other replicas run the pipeline too, and the slot admits
+	// one of them. Standing by while another holds it (standby, or a
+	// supervisor's Waiting) is then this replica's normal part: ready.
+	Replicated bool
 }
+
+// Waiting is the supervisor state that a Replicated pipeline's /readyz
+// takes for a standby's (fleet.StateWaiting: its rank's delay).
+const Waiting = "waiting"
+
 
 // kafkaCheckEvery rate-limits each pipeline's Kafka reachability check of
 // /readyz.
@@ -123,6 +132,8 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 func (p PipelineHealth) notReady(ctx context.Context, k *kafkaCheck) string {
 	state, detail, supervised := stateOf(p.Stats.Stats(), p.Supervision)
 	switch {
+	case p.Replicated && (state == cdc.StateStandby.String() || supervised && state == Waiting):
+		return ""
 	case supervised && detail != "":
 		return state + ": " + detail
 	case supervised || state != cdc.StateStreaming.String():

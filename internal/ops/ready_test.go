@@ -78,6 +78,13 @@ func TestReadyz(t *testing.T) {
 			wantCode: 503, wantBody: "not ready: stopped"},
 		{name: "one whose supervisor's state is named like the stream's", pipelines: []PipelineHealth{{Name: "orders", Stats: streaming, Kafka: up, Supervision: supervisor{state: "streaming"}}},
 			wantCode: 503, wantBody: "not ready: streaming"},
+		{name: "replicated: standing by is ready", pipelines: []PipelineHealth{ready("orders"),
+			{Name: "payments", Stats: fixedStats{cdc.Stats{State: cdc.StateStandby}}, Kafka: up, Replicated: true},
+			{Name: "refunds", Stats: fixedStats{cdc.Stats{State: cdc.StateStopped}}, Kafka: up, Supervision: supervisor{Waiting, "rank 1"}, Replicated: true}},
+			wantCode: 200, wantBody: "orders: ready\npayments: ready\nrefunds: ready"},
+		{name: "replicated: backing off is not ready", pipelines: []PipelineHealth{
+			{Name: "orders", Stats: fixedStats{cdc.Stats{State: cdc.StateStopped}}, Kafka: up, Supervision: supervisor{"backing off", "slot gone"}, Replicated: true}},
+			wantCode: 503, wantBody: "not ready: backing off: slot gone"},
 		{name: "one whose supervisor says nothing", pipelines: []PipelineHealth{{Name: "orders", Stats: streaming, Kafka: up, Supervision: supervisor{}}},
 			wantCode: 200, wantBody: "ready"},
 	}
