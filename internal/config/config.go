@@ -11,7 +11,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -67,6 +69,11 @@ type Config struct {
 	KafkaSASLMechanism         string
 	KafkaSASLUsername          string
 	KafkaSASLPassword          string
+
+	// The files --database-url-file and --kafka-sasl-password-file read
+	// Stream.DatabaseURL and KafkaSASLPassword from (already read).
+	DatabaseURLFile       string
+	KafkaSASLPasswordFile string
 }
 
 // DefaultMaxProcs is run's GOMAXPROCS. One slot is sent by one walsender
@@ -204,16 +211,17 @@ func EnvName(flagName string) string {
 }
 
 // Parse parses args into fs; a flag not given on the command line takes its
-// environment variable when set.
+// environment variable when set, unless the command line gave the other
+// flag of its setting (--database-url-file on the command line wins over
+// OUTBOXD_DATABASE_URL, as --database-url would).
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := setFlags(fs)
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] {
+		if set[f.Name] || set[partner(f.Name)] {
 			return
 		}
 		if v := getenv(EnvName(f.Name)); v != "" {
@@ -225,6 +233,14 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 	return errors.Join(errs...)
 }
 
+// setFlags is the flags of fs that were set (on the command line, from
+// the environment or a file).
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
 // Validate reports every problem with the flags the command registered,
 // naming each flag and its variable: the flags' own checks, then the
 // pipeline's Validate (each component's and the rules across them), whose
@@ -234,9 +250,30 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 // field that no flag sets is reported as it is, and so is a value of
 // rawio.EnvVar that is neither on nor off.
 func (c *Config) Validate(fs *flag.FlagSet) error {
+	return errors.Join(rawio.CheckEnv(), c.validate(fs, func(name string) string {
+		return "--" + name + " (" + EnvName(name) + ")"
+	}))
+}
+
+// validate is Validate without the process's raw I/O switch, each problem
+// with a flag reported under label(flag) (a pipelines file names its keys
+// instead of flags); a flag labelled "" is not this caller's to report,
+// and its problems are left out. A setting read from its -file variant is
+// reported under the -file flag, which is what was given.
+func (c *Config) validate(fs *flag.FlagSet, label func(flag string) string) error {
+	set := setFlags(fs)
+	files := fileFlags()
+	name := func(flag string) string {
+		if file := files[flag]; set[file] && !set[flag] {
+			return label(file)
+		}
+		return label(flag)
+	}
 	var errs []error
-	if err := rawio.CheckEnv(); err != nil {
-		errs = append(errs, err)
+	for base, file := range sortedPairs(files) {
+		if set[base] && set[file] && label(base) != "" {
+			errs = append(errs, fmt.Errorf("%s and %s: give one of them, not both", label(base), label(file)))
+		}
 	}
 	flagged := map[string]bool{}
 	byField := map[string]string{}
@@ -248,28 +285,40 @@ func (c *Config) Validate(fs *flag.FlagSet) error {
 			continue
 		}
 		if msg := f.check(c); msg != "" {
-			errs = append(errs, flagError(f.name, msg))
+			if n := name(f.name); n != "" {
+				errs = append(errs, fmt.Errorf("%s: %s", n, msg))
+			}
 			flagged[f.name] = true
 		}
 	}
 	for _, p := range c.componentProblems() {
-		name, ok := byField[p.field]
+		flag, ok := byField[p.field]
 		switch {
 		case !ok && p.field == "":
 			errs = append(errs, errors.New(p.problem))
 		case !ok:
 			errs = append(errs, fmt.Errorf("%s: %s", p.field, p.problem)) // a rule without a flag: still reported
-		case fs.Lookup(name) == nil || flagged[name]:
+		case fs.Lookup(flag) == nil || flagged[flag]:
 		default:
-			errs = append(errs, flagError(name, p.problem))
-			flagged[name] = true
+			if n := name(flag); n != "" {
+				errs = append(errs, fmt.Errorf("%s: %s", n, p.problem))
+			}
+			flagged[flag] = true
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func flagError(name, problem string) error {
-	return fmt.Errorf("--%s (%s): %s", name, EnvName(name), problem)
+// sortedPairs yields the flags with a -file variant, and the variant, in
+// the order of their names.
+func sortedPairs(files map[string]string) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for _, base := range slices.Sorted(maps.Keys(files)) {
+			if !yield(base, files[base]) {
+				return
+			}
+		}
+	}
 }
 
 // problem is one problem a component's Validate found with a field,

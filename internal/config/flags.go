@@ -29,13 +29,21 @@ type flagSpec struct {
 	// reported under the flag's name.
 	field string
 	show  func(v string) string // the startup dump's rendering; nil: as is
+	// fileOf names the flag this one is the -file variant of: it sets that
+	// flag's setting from a file's content, and the two are one setting
+	// (giving both is refused; the more specific source wins).
+	fileOf string
+	// process marks a setting of the whole process (metrics address,
+	// GOMAXPROCS, logging), not of one pipeline: a pipelines file takes it
+	// at its top level only.
+	process bool
 }
 
 // flags is the table of every flag.
 func flags() []flagSpec {
 	return []flagSpec{
 		{name: "database-url", group: GroupDatabase,
-			usage: "PostgreSQL URL or keyword/value string, e.g. postgres://user:pass@host:5432/app (required); the replication connection adds replication=database",
+			usage: "PostgreSQL URL or keyword/value string, e.g. postgres://user:pass@host:5432/app (required, here or with --database-url-file); the replication connection adds replication=database",
 			field: "Stream.DatabaseURL",
 			bind:  str(func(c *Config) *string { return &c.Stream.DatabaseURL }),
 			check: func(c *Config) string {
@@ -48,6 +56,9 @@ func flags() []flagSpec {
 				return msg
 			},
 			show: DescribeDatabase},
+		{name: "database-url-file", group: GroupDatabase, fileOf: "database-url",
+			usage: "file holding the --database-url, e.g. a mounted secret (its trailing newline and spaces left out): keeps the password out of ps and the environment; not with --database-url",
+			bind:  secretFileFlag(func(c *Config) *string { return &c.DatabaseURLFile }, func(c *Config) *string { return &c.Stream.DatabaseURL })},
 		{name: "table", group: GroupTable,
 			usage: `outbox table in SQL syntax, optionally schema-qualified: app.outbox, or "App"."Outbox" for capitals or other characters`,
 			bind:  str(func(c *Config) *string { return &c.Table }),
@@ -345,7 +356,7 @@ func flags() []flagSpec {
 				case "":
 				case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
 					if c.KafkaSASLUsername == "" || c.KafkaSASLPassword == "" {
-						return "needs --kafka-sasl-username and --kafka-sasl-password"
+						return "needs --kafka-sasl-username and --kafka-sasl-password (or --kafka-sasl-password-file)"
 					}
 				default:
 					return "\"" + c.KafkaSASLMechanism + "\" is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
@@ -354,8 +365,11 @@ func flags() []flagSpec {
 			}},
 		{name: "kafka-sasl-username", group: GroupKafka, usage: "SASL user name",
 			bind: str(func(c *Config) *string { return &c.KafkaSASLUsername })},
-		{name: "kafka-sasl-password", group: GroupKafka, usage: "SASL password (prefer the environment variable: flags show in ps)",
+		{name: "kafka-sasl-password", group: GroupKafka, usage: "SASL password (prefer --kafka-sasl-password-file or the environment variable: flags show in ps)",
 			bind: str(func(c *Config) *string { return &c.KafkaSASLPassword }), show: secret},
+		{name: "kafka-sasl-password-file", group: GroupKafka, fileOf: "kafka-sasl-password",
+			usage: "file holding the --kafka-sasl-password, e.g. a mounted secret (its trailing newline and spaces left out); not with --kafka-sasl-password",
+			bind:  secretFileFlag(func(c *Config) *string { return &c.KafkaSASLPasswordFile }, func(c *Config) *string { return &c.KafkaSASLPassword })},
 
 		{name: "delivery", group: GroupDelivery,
 			usage: "at-least-once: each record is acknowledged on its own and a crash sends the unconfirmed tail again (consumers dedupe on the id header). " +
@@ -386,7 +400,7 @@ func flags() []flagSpec {
 			check: positive(func(c *Config) time.Duration { return c.Txn.Timeout }),
 		},
 
-		{name: "metrics-addr", group: GroupOps, usage: "serve Prometheus /metrics, /healthz, /readyz and /pipelines on this address, e.g. :9187 (empty: off)",
+		{name: "metrics-addr", process: true, group: GroupOps, usage: "serve Prometheus /metrics, /healthz, /readyz and /pipelines on this address, e.g. :9187 (empty: off)",
 			bind: str(func(c *Config) *string { return &c.MetricsAddr }),
 			check: func(c *Config) string {
 				if c.MetricsAddr == "" {
@@ -397,9 +411,9 @@ func flags() []flagSpec {
 				}
 				return ""
 			}},
-		{name: "pprof", group: GroupOps, usage: "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for diagnosing; keep the address private)",
+		{name: "pprof", process: true, group: GroupOps, usage: "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for diagnosing; keep the address private)",
 			bind: boolean(func(c *Config) *bool { return &c.Pprof })},
-		{name: "max-procs", group: GroupOps,
+		{name: "max-procs", process: true, group: GroupOps,
 			usage: "CPU cores the Go runtime uses at once (GOMAXPROCS, which this overrides; 0: leave it to Go, all cores unless GOMAXPROCS is set). One slot is sent by one walsender process and one core keeps up with it; more cost CPU per event at steady rates",
 			bind:  integer(func(c *Config) *int { return &c.MaxProcs }),
 			check: func(c *Config) string {
@@ -426,7 +440,7 @@ func flags() []flagSpec {
 			bind:  duration(func(c *Config) *time.Duration { return &c.Heartbeat }),
 			field: "Heartbeat"},
 
-		{name: "log-level", group: GroupLog, usage: "log level: debug, info, warn, error",
+		{name: "log-level", process: true, group: GroupLog, usage: "log level: debug, info, warn, error",
 			bind: str(func(c *Config) *string { return &c.LogLevel }),
 			check: func(c *Config) string {
 				var l slog.Level
@@ -435,7 +449,7 @@ func flags() []flagSpec {
 				}
 				return ""
 			}},
-		{name: "log-format", group: GroupLog, usage: "log format: text or json",
+		{name: "log-format", process: true, group: GroupLog, usage: "log format: text or json",
 			bind: str(func(c *Config) *string { return &c.LogFormat }),
 			check: func(c *Config) string {
 				if c.LogFormat != "text" && c.LogFormat != "json" {
