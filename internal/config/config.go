@@ -3,7 +3,9 @@
 // taken from those components (never retyped here), and one table of flags
 // (flags.go) in which each flag is named once, bound to its field, explained,
 // and checked. Every flag also reads an OUTBOXD_<FLAG_IN_UPPER_SNAKE>
-// environment variable; Validate reports every problem at once.
+// environment variable; Validate reports every problem at once. A
+// pipelines file (LoadFile, file.go) describes several pipelines with the
+// same flags as keys, each validated as if its flags had been given.
 package config
 
 import (
@@ -250,9 +252,9 @@ func setFlags(fs *flag.FlagSet) map[string]bool {
 // field that no flag sets is reported as it is, and so is a value of
 // rawio.EnvVar that is neither on nor off.
 func (c *Config) Validate(fs *flag.FlagSet) error {
-	return errors.Join(rawio.CheckEnv(), c.validate(fs, func(name string) string {
+	return errors.Join(append([]error{rawio.CheckEnv()}, c.validate(fs, func(name string) string {
 		return "--" + name + " (" + EnvName(name) + ")"
-	}))
+	})...)...)
 }
 
 // validate is Validate without the process's raw I/O switch, each problem
@@ -260,7 +262,7 @@ func (c *Config) Validate(fs *flag.FlagSet) error {
 // instead of flags); a flag labelled "" is not this caller's to report,
 // and its problems are left out. A setting read from its -file variant is
 // reported under the -file flag, which is what was given.
-func (c *Config) validate(fs *flag.FlagSet, label func(flag string) string) error {
+func (c *Config) validate(fs *flag.FlagSet, label func(flag string) string) []error {
 	set := setFlags(fs)
 	files := fileFlags()
 	name := func(flag string) string {
@@ -306,7 +308,7 @@ func (c *Config) validate(fs *flag.FlagSet, label func(flag string) string) erro
 			flagged[flag] = true
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // sortedPairs yields the flags with a -file variant, and the variant, in
