@@ -93,18 +93,9 @@ func (r *fileReader) read(data []byte) (top section, pipelines []section, err er
 	if list == nil || list.Kind != yaml.SequenceNode {
 		return top, nil, nil
 	}
-	names := map[string]int{}
+	names := map[string]int{} // the line of each name's first pipeline
 	for i, item := range list.Content {
-		p := r.pipeline(i, resolve(item))
-		if p.name != "" {
-			if first, dup := names[p.name]; dup {
-				r.problem(p.line, "pipeline name %q is taken by the pipeline at line %d", p.name, first)
-				p.label += fmt.Sprintf(" (line %d)", p.line)
-			} else {
-				names[p.name] = p.line
-			}
-		}
-		pipelines = append(pipelines, p)
+		pipelines = append(pipelines, r.pipeline(i, resolve(item), names))
 	}
 	return top, pipelines, nil
 }
@@ -113,8 +104,9 @@ func (r *fileReader) read(data []byte) (top section, pipelines []section, err er
 // label value and appears in every log line of the pipeline.
 var pipelineName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
-// pipeline reads the i-th entry of the pipelines list.
-func (r *fileReader) pipeline(i int, n *yaml.Node) section {
+// pipeline reads the i-th entry of the pipelines list; names holds the
+// names taken before it.
+func (r *fileReader) pipeline(i int, n *yaml.Node, names map[string]int) section {
 	p := section{label: fmt.Sprintf("pipeline %d (line %d)", i+1, n.Line), line: n.Line}
 	if n.Kind != yaml.MappingNode {
 		r.problem(n.Line, "%s: want a mapping of settings with a name, not %s", p.label, kindName(n))
@@ -123,6 +115,12 @@ func (r *fileReader) pipeline(i int, n *yaml.Node) section {
 	unnamed := p.label
 	if name := r.peekName(n); name != "" {
 		p.name, p.label = name, "pipeline "+strconv.Quote(name)
+		if first, taken := names[name]; taken {
+			r.problem(n.Line, "pipeline name %q is taken by the pipeline at line %d", name, first)
+			p.label += fmt.Sprintf(" (line %d)", n.Line)
+		} else {
+			names[name] = n.Line
+		}
 	}
 	named := false
 	var settings [][2]*yaml.Node
