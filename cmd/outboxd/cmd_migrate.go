@@ -28,6 +28,7 @@ func migrateFlags(cfg *config.Config, stderr io.Writer) (fs *flag.FlagSet, print
 	cfg.Stream.CreateSlot = true // on a fresh install only: see migrateSlot
 	fs = newFlagSet("migrate", migrateSynopsis, stderr)
 	cfg.Register(fs, migrateGroups...)
+	configFlag(fs, "migrate every pipeline of the file, one after another, each with its settings; beside it only "+flagList(migrateBesideConfig))
 	return fs, fs.Bool("print-sql", false, "print the SQL migrate would run (for a DBA to apply by hand) and exit; needs no database")
 }
 
@@ -36,6 +37,9 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs, printSQL := migrateFlags(&cfg, stderr)
 	if code, ok := parseFlags("migrate", fs, args, stderr, getenv); !ok {
 		return code
+	}
+	if path := configPath(fs); path != "" {
+		return migrateFile(ctx, path, args, fs, &cfg, *printSQL, stdout, stderr, getenv)
 	}
 	cfg.ApplyLayout(fs)
 	if cfg.Layout == config.LayoutDebezium {

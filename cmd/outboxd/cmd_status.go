@@ -20,6 +20,7 @@ const statusSynopsis = "Shows the replication slot and the publication: whether 
 func statusFlags(cfg *config.Config, stderr io.Writer) (fs *flag.FlagSet, asJSON *bool) {
 	fs = newFlagSet("status", statusSynopsis, stderr)
 	cfg.Register(fs, config.GroupDatabase, config.GroupSlot, config.GroupPublication)
+	configFlag(fs, "the status of every pipeline of the file, each under its name (with --json: a list of {pipeline, status} or {pipeline, error}); exit 1 when any slot is missing or invalidated; beside it only --json")
 	return fs, fs.Bool("json", false, "print JSON instead of a table")
 }
 
@@ -29,16 +30,13 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if code, ok := parseFlags("status", fs, args, stderr, getenv); !ok {
 		return code
 	}
+	if path := configPath(fs); path != "" {
+		return statusFile(ctx, path, args, fs, *asJSON, stdout, stderr, getenv)
+	}
 	if code, ok := validate("status", &cfg, fs, stderr); !ok {
 		return code
 	}
-	conn, err := pgx.Connect(ctx, cfg.Stream.DatabaseURL)
-	if err != nil {
-		fmt.Fprintf(stderr, "outboxd status: connecting to PostgreSQL: %v\n", err)
-		return exitError
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	st, err := slot.ReadStatus(ctx, conn, cfg.Stream.Slot, cfg.Stream.Publication)
+	st, err := readStatus(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "outboxd status: %v\n", err)
 		return exitError
@@ -50,21 +48,37 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	} else {
 		printStatus(stdout, st)
 	}
-	switch {
-	case !st.Exists && st.InRecovery:
-		fmt.Fprintf(stderr, "outboxd status: replication slot %s is not on this standby (only failover slots are synchronized to standbys with sync_replication_slots = on, PostgreSQL 17+)\n", cfg.Stream.Slot)
-		return exitError
-	case !st.Exists:
-		fmt.Fprintf(stderr, "outboxd status: replication slot %s does not exist (run `outboxd migrate`)\n", cfg.Stream.Slot)
-		return exitError
-	case st.OtherDatabase:
-		fmt.Fprintf(stderr, "outboxd status: %v\n", slot.OtherDatabaseError(st))
-		return exitError
-	case st.Lost():
-		fmt.Fprintf(stderr, "outboxd status: replication slot %s was invalidated (%s): outbox rows may be missing from Kafka\n", cfg.Stream.Slot, st.Why())
+	if problem := slotProblem(cfg, st); problem != "" {
+		fmt.Fprintf(stderr, "outboxd status: %s\n", problem)
 		return exitError
 	}
 	return exitOK
+}
+
+// readStatus reads the status of cfg's slot and publication.
+func readStatus(ctx context.Context, cfg config.Config) (slot.Status, error) {
+	conn, err := pgx.Connect(ctx, cfg.Stream.DatabaseURL)
+	if err != nil {
+		return slot.Status{}, fmt.Errorf("connecting to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return slot.ReadStatus(ctx, conn, cfg.Stream.Slot, cfg.Stream.Publication)
+}
+
+// slotProblem is what makes status exit 1: a slot that is missing, was
+// invalidated or belongs to another database ("" when none).
+func slotProblem(cfg config.Config, st slot.Status) string {
+	switch {
+	case !st.Exists && st.InRecovery:
+		return fmt.Sprintf("replication slot %s is not on this standby (only failover slots are synchronized to standbys with sync_replication_slots = on, PostgreSQL 17+)", cfg.Stream.Slot)
+	case !st.Exists:
+		return fmt.Sprintf("replication slot %s does not exist (run `outboxd migrate`)", cfg.Stream.Slot)
+	case st.OtherDatabase:
+		return slot.OtherDatabaseError(st).Error()
+	case st.Lost():
+		return fmt.Sprintf("replication slot %s was invalidated (%s): outbox rows may be missing from Kafka", cfg.Stream.Slot, st.Why())
+	}
+	return ""
 }
 
 func printStatus(w io.Writer, st slot.Status) {

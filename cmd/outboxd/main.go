@@ -33,6 +33,9 @@ Usage:
                                           stream the outbox to Kafka until SIGTERM/SIGINT
   outboxd status --database-url URL       the slot's state, lag and retained WAL; exit 1 when
                                           the slot is missing or invalidated
+  outboxd validate --config FILE          check a pipelines file (several pipelines, one
+                                          process) without connecting; migrate and status
+                                          take --config FILE too, for every pipeline in it
   outboxd prune --database-url URL --older-than 7d
                                           remove outbox rows no longer needed (published, and
                                           older than any recovery would read): whole day
@@ -80,6 +83,8 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return cmdDemo(ctx, rest, stdout, stderr, getenv)
 	case "status":
 		return cmdStatus(ctx, rest, stdout, stderr, getenv)
+	case "validate":
+		return cmdValidate(rest, stdout, stderr, getenv)
 	case "processed-keys":
 		return cmdProcessedKeys(ctx, rest, stdout, stderr, getenv)
 	case "prune":
@@ -119,6 +124,7 @@ func commands() []config.Command {
 		{Name: "migrate", Synopsis: migrateSynopsis, Flags: migrate},
 		{Name: "run", Synopsis: runSynopsis, Flags: runFlags(cfg(), io.Discard)},
 		{Name: "status", Synopsis: statusSynopsis, Flags: status},
+		{Name: "validate", Synopsis: validateSynopsis, Flags: validateFlags(cfg(), io.Discard)},
 		{Name: "prune", Synopsis: pruneSynopsis, Flags: pruneFlags(cfg(), io.Discard)},
 		{Name: "processed-keys", Synopsis: processedKeysSynopsis, Flags: processedKeys},
 		{Name: "demo", Synopsis: demoSynopsis, Flags: demo},
