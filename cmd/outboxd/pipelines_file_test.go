@@ -330,6 +330,24 @@ pipelines:
 	if code, _, stderr := runOutboxd(t, nil, "status", "--config", onlyOrders); code != exitOK {
 		t.Errorf("status --config with every slot there: exit %d\n%s", code, stderr)
 	}
+
+	// A pipeline whose status cannot be read does not hide the others'.
+	gone, err := url.Parse(orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Path = "/" + testenv.Name(t, "gone")
+	withGone := pipelinesFile(t, fmt.Sprintf("brokers: 127.0.0.1:1\npipelines:\n  - name: gone\n    database-url: %s\n    slot: %s\n  - name: orders\n    database-url: %s\n    slot: %s\n",
+		gone, testenv.Name(t, "s"), orders, slotOrders))
+	code, stdout, stderr = runOutboxd(t, nil, "status", "--config", withGone, "--json")
+	var listed []struct{ Pipeline, Error string }
+	if err := json.Unmarshal([]byte(stdout), &listed); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, stdout)
+	}
+	if code != exitError || len(listed) != 2 || listed[0].Pipeline != "gone" || listed[0].Error == "" || listed[1].Pipeline != "orders" || listed[1].Error != "" ||
+		!strings.Contains(stderr, "outboxd status: pipeline gone: connecting to PostgreSQL") {
+		t.Errorf("status --config --json with a database that is gone: exit %d, %+v, stderr:\n%s\nwant 1, gone's error and orders' status", code, listed, stderr)
+	}
 }
 
 // connect opens a connection for the test, closed at its end.
