@@ -72,6 +72,9 @@ func LoadFile(path string, process *flag.FlagSet, newFlags func(*Config) *flag.F
 	envUsed := map[string]bool{}
 	var perPipeline []error
 	for i, sec := range sections {
+		if sec.broken {
+			continue
+		}
 		used, problems := r.build(&f.Pipelines[i], sec, base, process, newFlags)
 		for _, name := range used {
 			envUsed[name] = true
@@ -146,6 +149,9 @@ func (r *fileReader) build(p *Pipeline, sec section, base settings, process *fla
 	refused := map[string]bool{} // what a refused value would have set is not checked either
 	for _, name := range slices.Sorted(maps.Keys(vals)) {
 		s := vals[name]
+		if p.Flags.Lookup(name) == nil {
+			continue // a process setting run's flags do not have
+		}
 		if s.refused {
 			refused[name] = true
 			if s.from == fromEnv {

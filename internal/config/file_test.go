@@ -169,6 +169,8 @@ func TestLoadFileProblems(t *testing.T) {
 				`pipelines.yaml:6: pipeline 3 (line 6): name "orders/eu": want 1 to 63 letters`}},
 		{name: "a name too long", file: valid + "pipelines:\n  - name: " + strings.Repeat("a", 64) + "\n    database-url: postgres://db/a\n",
 			want: []string{"pipelines.yaml:3: pipeline 1 (line 3): name", "want 1 to 63 letters"}},
+		{name: "a pipeline that is not a mapping", file: valid + "pipelines:\n  - orders\n", want: []string{"pipelines.yaml:3: pipeline 1 (line 3): want a mapping of settings with a name, not a single value"},
+			notWant: []string{"required"}},
 		{name: "an empty list of pipelines", file: valid + "pipelines: []\n", want: []string{"pipelines.yaml:2: pipelines: the list is empty"}},
 		{name: "pipelines without a list", file: valid + "pipelines:\n", want: []string{"pipelines.yaml:2: pipelines: want a list of pipelines, not null"}},
 		{name: "no pipelines", file: valid, want: []string{"pipelines.yaml:1: no pipelines: list them under pipelines:"}},

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ type section struct {
 	line    int
 	entries []entry
 	refused []string // keys whose value was refused (and reported)
+	broken  bool     // not a mapping (reported): no pipeline to build
 }
 
 // fileReader turns a pipelines file's YAML into sections, collecting a
@@ -47,7 +49,7 @@ func (r *fileReader) problem(line int, format string, args ...any) {
 // that does not parse, or no mapping at the top); every other problem is
 // collected in r.errs.
 func (r *fileReader) read(data []byte) (top section, pipelines []section, err error) {
-	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -100,8 +102,9 @@ func (r *fileReader) read(data []byte) (top section, pipelines []section, err er
 	return top, pipelines, nil
 }
 
-// pipelineName is what a pipeline's name may be: it becomes a Prometheus
-// label value and appears in every log line of the pipeline.
+// pipelineName is what a pipeline's name may be: it names the pipeline in
+// log lines and is meant as a Prometheus label value, so it keeps to
+// characters safe in both.
 var pipelineName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 // pipeline reads the i-th entry of the pipelines list; names holds the
@@ -110,6 +113,7 @@ func (r *fileReader) pipeline(i int, n *yaml.Node, names map[string]int) section
 	p := section{label: fmt.Sprintf("pipeline %d (line %d)", i+1, n.Line), line: n.Line}
 	if n.Kind != yaml.MappingNode {
 		r.problem(n.Line, "%s: want a mapping of settings with a name, not %s", p.label, kindName(n))
+		p.broken = true
 		return p
 	}
 	unnamed := p.label
