@@ -32,6 +32,10 @@ type Status struct {
 	// pipeline failed with and when it starts again, what it waits for.
 	Detail string
 	Since  time.Time // when State was entered (for the states of this package)
+	// Failures counts the times the pipeline failed and was started again;
+	// LastError is the last failure's error, kept after the restart.
+	Failures  int
+	LastError string
 }
 
 // Member runs one pipeline of a fleet for as long as the fleet keeps it:
@@ -53,6 +57,8 @@ type Member struct {
 	state    string // "" while cur runs: its stream's state
 	detail   string
 	since    time.Time
+	failures int
+	lastErr  string
 	stopped  bool               // stop was called
 	stopRun  context.CancelFunc // run's own, set while run runs
 }
@@ -78,7 +84,7 @@ func (m *Member) Observe(o pump.Observer) {
 func (m *Member) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := Status{Name: m.spec.Name, Rank: m.rank, State: m.state, Detail: m.detail, Since: m.since}
+	st := Status{Name: m.spec.Name, Rank: m.rank, State: m.state, Detail: m.detail, Since: m.since, Failures: m.failures, LastError: m.lastErr}
 	if st.State == "" && m.cur != nil {
 		st.State = m.cur.Stream().Stats().State.String()
 	}
@@ -222,6 +228,10 @@ func (m *Member) run(ctx context.Context) {
 			bo.Reset() // it ran a while: a new failure, not the same one again
 		}
 		wait = bo.NextBackOff()
+		m.mu.Lock()
+		m.failures++
+		m.lastErr = err.Error()
+		m.mu.Unlock()
 		m.setState(StateBackingOff, fmt.Sprintf("%v (starting again at %s)", err, time.Now().Add(wait).UTC().Format(time.RFC3339)))
 		m.log.Error("pipeline stopped; the other pipelines go on, and this one starts again after a backoff", "err", err, "retry_in", wait)
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 
@@ -21,10 +23,10 @@ func envName(flagName string) string { return config.EnvName(flagName) }
 
 var runGroups = []config.Group{
 	config.GroupDatabase, config.GroupRunTable, config.GroupSlot, config.GroupPublication, config.GroupCreateSlot, config.GroupBackfill, config.GroupColumns,
-	config.GroupPump, config.GroupKafka, config.GroupDelivery, config.GroupStream, config.GroupOps, config.GroupLog,
+	config.GroupPump, config.GroupKafka, config.GroupDelivery, config.GroupStream, config.GroupOps, config.GroupLog, config.GroupFleet,
 }
 
-const runSynopsis = "Streams committed inserts of the publication's tables from the slot to Kafka until\nSIGTERM or SIGINT, then finishes the open transaction, waits for Kafka and confirms.\nSIGHUP is ignored."
+const runSynopsis = "Streams committed inserts of the publication's tables from the slot to Kafka until\nSIGTERM or SIGINT, then finishes the open transaction, waits for Kafka and confirms.\nWith --config, runs every pipeline of a pipelines file, and SIGHUP reloads the file;\nwithout, SIGHUP is ignored."
 
 // runFlags builds run's flags on cfg. Its --table is run's own
 // (GroupRunTable): checked only when given, its default empty, not
@@ -32,6 +34,7 @@ const runSynopsis = "Streams committed inserts of the publication's tables from 
 // whichever they are.
 func runFlags(cfg *config.Config, stderr io.Writer) *flag.FlagSet {
 	fs := newFlagSet("run", runSynopsis, stderr)
+	configFlag(fs, "run every pipeline it lists in this process (docs/fleet.md); beside it, only the process's own flags")
 	cfg.Register(fs, runGroups...)
 	return fs
 }
@@ -41,6 +44,13 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	fs := runFlags(&cfg, stderr)
 	if code, ok := parseFlags("run", fs, args, stderr, getenv); !ok {
 		return code
+	}
+	if path := configPath(fs); path != "" {
+		return runFile(ctx, path, &cfg, fs, args, stderr, getenv)
+	}
+	if given := fleetFlagsGiven(fs); given != "" {
+		fmt.Fprintf(stderr, "outboxd run: %s only with --config (a pipelines file)\n", given)
+		return exitUsage
 	}
 	cfg.ApplyLayout(fs)
 	if code, ok := validate("run", &cfg, fs, stderr); !ok {
@@ -108,4 +118,16 @@ func registered(fs *flag.FlagSet) []string {
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	return names
+}
+
+// fleetFlagsGiven names the flags of group GroupFleet that were set, which
+// mean something only with --config ("" when none).
+func fleetFlagsGiven(fs *flag.FlagSet) string {
+	var given []string
+	for _, name := range []string{"replica", "replicas", "rank-delay"} {
+		if set(fs, name) {
+			given = append(given, "--"+name)
+		}
+	}
+	return strings.Join(given, ", ")
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/fleet"
 	"github.com/outboxd/outboxd/internal/retention"
 	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/lib/rawio"
@@ -58,6 +59,10 @@ type Config struct {
 
 	LogLevel  string
 	LogFormat string
+
+	// Fleet is this replica's part in running a pipelines file (run
+	// --config); Replica -1: from the host name (see --replica).
+	Fleet fleet.Config
 
 	MetricsAddr string
 	Pprof       bool
@@ -168,7 +173,23 @@ func Default() Config {
 		LogLevel:  "info",
 		LogFormat: "text",
 		MaxProcs:  DefaultMaxProcs,
+		Fleet:     withReplicaUnset(fleet.Config{}.WithDefaults()),
 	}
+}
+
+func withReplicaUnset(c fleet.Config) fleet.Config { c.Replica = -1; return c }
+
+// ProcessFlags names the flags of the process's own settings
+// (flagSpec.process): what a command reading a pipelines file takes
+// beside --config.
+func ProcessFlags() []string {
+	var names []string
+	for _, f := range flags() {
+		if f.process {
+			names = append(names, f.name)
+		}
+	}
+	return names
 }
 
 // Group is a set of flags a command registers together.
@@ -192,6 +213,7 @@ const (
 	GroupDelivery                 // --delivery and the exactly-once options
 	GroupOps                      // metrics, WAL checks, heartbeat
 	GroupLog                      // --log-level, --log-format
+	GroupFleet                    // --replica, --replicas, --rank-delay (run --config)
 )
 
 // Register defines the flags of the groups on fs, bound to c's fields,

@@ -440,6 +440,21 @@ func flags() []flagSpec {
 			bind:  duration(func(c *Config) *time.Duration { return &c.Heartbeat }),
 			field: "Heartbeat"},
 
+		{name: "replica", process: true, group: GroupFleet,
+			usage: "with --config: this replica's number, 0 to --replicas minus 1 (default: the number after the last - of the host name, a StatefulSet pod's ordinal, when --replicas is above 1)",
+			bind:  integer(func(c *Config) *int { return &c.Fleet.Replica }),
+			check: func(c *Config) string {
+				if c.Fleet.Replica < -1 {
+					return "must not be negative"
+				}
+				return "" // below --replicas: checked with it, by run
+			}},
+		{name: "replicas", process: true, group: GroupFleet,
+			usage: "with --config: how many replicas run the same pipelines file; each pipeline runs on one of them, the slot being the lease (docs/fleet.md)",
+			bind:  integer(func(c *Config) *int { return &c.Fleet.Replicas }), check: positiveInt(func(c *Config) int { return c.Fleet.Replicas })},
+		{name: "rank-delay", process: true, group: GroupFleet,
+			usage: "with --config and several replicas: how long a replica waits per rank before it first tries a pipeline, and before it takes a slot another replica released; keep it above --slot-retry-interval (docs/fleet.md)",
+			bind:  duration(func(c *Config) *time.Duration { return &c.Fleet.RankDelay }), check: positive(func(c *Config) time.Duration { return c.Fleet.RankDelay })},
 		{name: "log-level", process: true, group: GroupLog, usage: "log level: debug, info, warn, error",
 			bind: str(func(c *Config) *string { return &c.LogLevel }),
 			check: func(c *Config) string {

@@ -36,7 +36,6 @@ type PipelineHealth struct {
 // takes for a standby's (fleet.StateWaiting: its rank's delay).
 const Waiting = "waiting"
 
-
 // kafkaCheckEvery rate-limits each pipeline's Kafka reachability check of
 // /readyz.
 const kafkaCheckEvery = 2 * time.Second

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/internal/config"
+)
+
+// startFile starts `outboxd run --config path` with no OUTBOXD_ variable
+// of the test's own.
+func startFile(t *testing.T, path string, extra ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(builtBinary, append([]string{"run", "--config", path}, extra...)...)
+	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.stderr.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+		}
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("outboxd run --config's log:\n%s", tail(p.log(), 80))
+		}
+	})
+	return p
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// One process runs every pipeline of the file, each with its own metrics
+// and readiness; SIGHUP adds and removes pipelines, and a file with
+// problems changes nothing; SIGTERM stops them all cleanly.
+func TestRunConfigRunsEveryPipelineAndReloadsOnSIGHUP(t *testing.T) {
+	t.Parallel()
+	a, b, c := newWorld(t), newWorld(t), newWorld(t)
+	dir := t.TempDir()
+	urlFile := filepath.Join(dir, "b-url")
+	writeFile(t, urlFile, b.url+"\n")
+	addr := freeAddr(t)
+	head := fmt.Sprintf("brokers: %s\nstatus-interval: 200ms\nmetrics-addr: %s\npipelines:\n", a.brokers, addr)
+	entry := func(name string, w *world) string {
+		return fmt.Sprintf("  - name: %s\n    database-url: %s\n    slot: %s\n", name, w.url, w.slot)
+	}
+	entryB := fmt.Sprintf("  - name: b\n    database-url-file: %s\n    slot: %s\n", urlFile, b.slot)
+	file := filepath.Join(dir, "pipelines.yaml")
+	writeFile(t, file, head+entry("a", a)+entryB)
+
+	p := startFile(t, file)
+	readyz := func(want string) func() bool {
+		return func() bool { code, body := get(addr, "/readyz"); return code == 200 && strings.TrimSpace(body) == want }
+	}
+	testenv.Eventually(t, time.Minute, "both pipelines ready", readyz("a: ready\nb: ready"))
+	for _, w := range []*world{a, b} {
+		ids := w.write(t, 4, 0)
+		if count, _ := w.consumeAll(t, ids, 30*time.Second); len(count) != len(ids) {
+			t.Fatalf("%d of %d rows of %s in Kafka", len(count), len(ids), w.slot)
+		}
+	}
+	_, body := get(addr, "/metrics")
+	for _, name := range []string{"a", "b"} {
+		if v := metric(body, name, `outboxd_state{state="streaming"}`); v != 1 {
+			t.Errorf("pipeline %s: outboxd_state streaming = %v, want 1", name, v)
+		}
+		if v := metric(body, name, "outboxd_transactions_total"); v < 4 {
+			t.Errorf("pipeline %s: outboxd_transactions_total = %v, want its 4 transactions", name, v)
+		}
+	}
+
+	// Added.
+	writeFile(t, file, head+entry("a", a)+entryB+entry("c", c))
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "c ready after SIGHUP added it", readyz("a: ready\nb: ready\nc: ready"))
+
+	// A file with a problem: nothing changes.
+	writeFile(t, file, head+entry("a", a)+"    slto: x\n")
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the refused reload logged", func() bool { return strings.Contains(p.log(), "nothing changed") })
+	if code, body := get(addr, "/readyz"); code != 200 || strings.TrimSpace(body) != "a: ready\nb: ready\nc: ready" {
+		t.Errorf("after a refused reload, /readyz = %d %q, want all three ready", code, body)
+	}
+	if !strings.Contains(p.log(), "slto") {
+		t.Errorf("the refused reload's log does not name the unknown key:\n%s", tail(p.log(), 10))
+	}
+
+	// Removed: b stops and releases its slot; a and c stream on.
+	writeFile(t, file, head+entry("a", a)+entry("c", c))
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "b gone after SIGHUP removed it", readyz("a: ready\nc: ready"))
+	testenv.Eventually(t, 30*time.Second, "b's slot released", func() bool {
+		var active bool
+		err := b.pool.QueryRow(t.Context(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, b.slot).Scan(&active)
+		return err == nil && !active
+	})
+	if _, body := get(addr, "/metrics"); metric(body, "b", `outboxd_state{state="streaming"}`) != -1 {
+		t.Error("b's series still exported after it was removed")
+	}
+	ids := c.write(t, 2, 0)
+	if count, _ := c.consumeAll(t, ids, 30*time.Second); len(count) != len(ids) {
+		t.Fatalf("%d of %d rows of c in Kafka", len(count), len(ids))
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Errorf("exit code after SIGTERM = %d, want 0", code)
+	}
+}
+
+// Flags that set a pipeline beside --config would be ignored, and the
+// replica flags mean nothing without it: both are refused.
+func TestRunConfigRefusesFlagsThatWouldBeIgnored(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "p.yaml")
+	writeFile(t, file, "brokers: k:9092\npipelines:\n  - name: a\n    database-url: postgres://h/db\n")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--config", file, "--slot", "x"}, "--slot beside --config"},
+		{[]string{"run", "--database-url", "postgres://h/db", "--brokers", "k:9092", "--replicas", "2"}, "--replicas only with --config"},
+		{[]string{"run", "--config", file, "--replicas", "2", "--replica", "2"}, "Replica: 2 is not between 0 and 1"},
+	}
+	for _, tt := range tests {
+		var stderr bytes.Buffer
+		code := run(tt.args, &bytes.Buffer{}, &stderr, func(string) string { return "" })
+		if code != exitUsage || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("outboxd %s: exit %d, stderr %q; want %d naming %q", strings.Join(tt.args, " "), code, stderr.String(), exitUsage, tt.want)
+		}
+	}
+}
+
+func TestReplicaFromTheHostName(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		host     string
+		replicas int
+		want     int
+		wantErr  bool
+	}{
+		{"outboxd-2", 3, 2, false},
+		{"outboxd-0", 3, 0, false},
+		{"my-app-outboxd-1", 2, 1, false},
+		{"outboxd", 3, 0, true},
+		{"outboxd-x", 3, 0, true},
+		{"outboxd-5", 3, 0, true}, // not below --replicas
+		{"whatever", 1, 0, false}, // one replica: no ordinal needed
+	}
+	for _, tt := range tests {
+		cfg := configWithReplicas(tt.replicas)
+		fc, err := fleetConfig(&cfg, func() (string, error) { return tt.host, nil })
+		if (err != nil) != tt.wantErr || err == nil && fc.Replica != tt.want {
+			t.Errorf("host %s, %d replicas: replica %d, err %v; want %d, error %v", tt.host, tt.replicas, fc.Replica, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func configWithReplicas(n int) config.Config {
+	c := config.Default()
+	c.Fleet.Replicas = n
+	return c
+}
