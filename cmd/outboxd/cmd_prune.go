@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,7 @@ const pruneSynopsis = "Removes outbox rows that are no longer needed: outboxd re
 // pruneFlags builds prune's flags on cfg.
 func pruneFlags(cfg *config.Config, stderr io.Writer) *flag.FlagSet {
 	fs := newFlagSet("prune", pruneSynopsis, stderr)
+	configFlag(fs, "prune every pipeline's table of the file (its table, else public.outbox; its slot), one after another; beside it only "+flagList(pruneBesideConfig))
 	cfg.Register(fs, pruneGroups...)
 	return fs
 }
@@ -39,14 +41,25 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if code, ok := parseFlags("prune", fs, args, stderr, getenv); !ok {
 		return code
 	}
+	if path := configPath(fs); path != "" {
+		return pruneFile(ctx, path, args, fs, &cfg, stdout, stderr, getenv)
+	}
 	if code, ok := validate("prune", &cfg, fs, stderr); !ok {
 		return code
 	}
 	log := cfg.Logger(stderr)
+	if err := pruneOne(ctx, cfg, stdout, log); err != nil {
+		log.Error("outboxd prune failed", "err", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// pruneOne prunes the table of cfg for its slot and prints what it did.
+func pruneOne(ctx context.Context, cfg config.Config, stdout io.Writer, log *slog.Logger) error {
 	conn, err := pgx.Connect(ctx, cfg.Stream.DatabaseURL)
 	if err != nil {
-		log.Error("outboxd prune failed", "err", fmt.Errorf("connecting to PostgreSQL: %w", err))
-		return exitError
+		return fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	pc := cfg.Prune
@@ -61,9 +74,5 @@ func cmdPrune(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	fmt.Fprintf(stdout, "%screated partitions: %s\n%sdropped partitions: %s\n%sdeleted rows: %d\n",
 		prefix, orNone(res.Created), prefix, orNone(res.Dropped), prefix, res.Deleted)
-	if err != nil {
-		log.Error("outboxd prune failed", "err", err)
-		return exitError
-	}
-	return exitOK
+	return err
 }

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/outboxd/outboxd/internal/config"
+)
+
+// pruneBesideConfig is what prune takes beside --config, for every
+// pipeline: what to remove, and the log's settings.
+var pruneBesideConfig = []string{"older-than", "created-column", "recovery-margin", "ahead-days", "batch-size", "lock-timeout", "dry-run", "log-level", "log-format"}
+
+// pruneFile prunes every pipeline's table of the pipelines file at path,
+// one after another, each with its database, table and slot (retention is
+// per pipeline: each slot's acknowledged position bounds its own table),
+// and goes on past a failed one: every failure is reported, and the exit
+// code is exitError if any. own is prune's Config, bound to fs, parsed
+// from args: what to remove.
+func pruneFile(ctx context.Context, path string, args []string, fs *flag.FlagSet, own *config.Config, stdout, stderr io.Writer, getenv func(string) string) int {
+	fresh := func() *flag.FlagSet { c := config.Default(); return pruneFlags(&c, io.Discard) }
+	if err := flagsBesideConfig(fresh, args, pruneBesideConfig...); err != nil {
+		fmt.Fprintf(stderr, "outboxd prune: %v\n", err)
+		return exitUsage
+	}
+	f, err := loadPipelinesFile(path, fs, getenv)
+	if err != nil {
+		return invalidFile(stderr, "prune", path, err)
+	}
+	cfgs := make([]config.Config, len(f.Pipelines))
+	var problems []error
+	for i, p := range f.Pipelines {
+		c := p.Config
+		c.Prune = own.Prune
+		c.Table = "public.outbox"
+		if p.Config.Stream.Table != "" {
+			c.Table = p.Config.Stream.Table
+		}
+		cfgs[i] = c
+		if err := c.Validate(fresh()); err != nil {
+			problems = append(problems, prefixed(fmt.Sprintf("pipeline %q: ", p.Name), err)...)
+		}
+	}
+	if len(problems) > 0 {
+		return invalidFile(stderr, "prune", path, errors.Join(problems...))
+	}
+	log := own.Logger(stderr)
+	var failed []error
+	for i, p := range f.Pipelines {
+		fmt.Fprintf(stdout, "pipeline %s (%s, table %s, slot %s):\n", p.Name, config.DescribeDatabase(cfgs[i].Stream.DatabaseURL), cfgs[i].Table, cfgs[i].Stream.Slot)
+		plog := log.With("pipeline", p.Name)
+		if err := pruneOne(ctx, cfgs[i], stdout, plog); err != nil {
+			plog.Error("outboxd prune failed", "err", err)
+			failed = append(failed, fmt.Errorf("pipeline %s: %w", p.Name, err))
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(stderr, "outboxd prune: %d of %d pipelines failed:\n%v\n", len(failed), len(f.Pipelines), errors.Join(failed...))
+		return exitError
+	}
+	return exitOK
+}
