@@ -65,6 +65,12 @@ func New(cfg Config, log *slog.Logger) (*Pipeline, error) {
 		p.sink = p.txn
 		// Progress recorded for one server is no resume point on another.
 		stream.StopOnServerChange = true
+	} else if cfg.Clients != nil {
+		var shared *publish.Producer
+		if shared, p.reach, err = cfg.Clients.Producer(cfg.ClientKey, cfg.Kafka); err != nil {
+			return nil, err
+		}
+		p.sink = shared
 	} else if p.sink, err = publish.New(kafka, log); err != nil {
 		return nil, err
 	}

@@ -90,8 +90,11 @@ func (c Config) WithDefaults() Config {
 type Producer struct {
 	cl             *kgo.Client
 	maxRecordBytes int
-	dataLoss       dataLossCounter
+	dataLoss       *dataLossCounter
 	explain        errgroup.Group // goroutines looking up a broker's limit for an error
+	// share is the shared client this Producer publishes through (see
+	// Pool), nil when it owns cl.
+	share *share
 }
 
 // New creates the producer. It does not contact Kafka until the first
@@ -101,8 +104,7 @@ func New(cfg Config, log *slog.Logger) (*Producer, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	p := &Producer{maxRecordBytes: cfg.MaxRecordBytes}
-	p.dataLoss.log = log
+	p := &Producer{maxRecordBytes: cfg.MaxRecordBytes, dataLoss: &dataLossCounter{log: log}}
 	cl, err := kgo.NewClient(clientOpts(cfg, log, p.dataLoss.detected)...)
 	if err != nil {
 		return nil, fmt.Errorf("creating Kafka producer: %w", err)
@@ -220,6 +222,9 @@ func (p *Producer) Publish(ev *outbox.Event, done func(error)) {
 	}
 	rec := toRecord(ev)
 	id := ev.ID()
+	if p.share != nil {
+		done = p.share.track(done)
+	}
 	p.cl.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
 		if err == nil {
 			done(nil)
@@ -252,7 +257,14 @@ func (p *Producer) EndTxn(context.Context, outbox.Commit) error { return nil }
 
 // Abort fails every record not yet sent and waits for what is in flight:
 // after a record failed for good, nothing queued behind it is written.
+// A Producer on a shared client (Pool) cannot fail its own records alone
+// (franz-go aborts a whole client's, or a whole partition's), so it waits
+// for them instead: the records it had handed to the client before the
+// failure may still be written, not only those already sent.
 func (p *Producer) Abort(ctx context.Context) error {
+	if p.share != nil {
+		return p.share.wait(ctx)
+	}
 	if err := p.cl.AbortBufferedRecords(ctx); err != nil {
 		return fmt.Errorf("aborting buffered Kafka records: %w", err)
 	}
@@ -351,8 +363,16 @@ func (d *dataLossCounter) detected(topic string, partition int32) {
 		"topic", topic, "partition", partition)
 }
 
-// Close closes the client; records still buffered fail with kgo.ErrClientClosed.
+// Close closes the client; records still buffered fail with
+// kgo.ErrClientClosed. A Producer on a shared client lets go of it instead
+// (the last one closes it); its records still buffered stay in the client,
+// to be written, and are not reported.
 func (p *Producer) Close() {
+	if p.share != nil {
+		p.share.release()
+		_ = p.explain.Wait()
+		return
+	}
 	p.cl.Close()
 	_ = p.explain.Wait() // its goroutines return nil
 

@@ -66,7 +66,7 @@ type TxnProducer struct {
 	recMu  sync.Mutex
 	recErr error // the first record of the open transaction that failed
 
-	dataLoss                  dataLossCounter
+	dataLoss                  *dataLossCounter
 	commits, retried, skipped atomic.Uint64
 }
 
@@ -97,7 +97,7 @@ func NewTxn(cfg TxnConfig, kafka Config, slot string, identify func(context.Cont
 	cfg, kafka = cfg.WithDefaults(), kafka.WithDefaults()
 	t := &TxnProducer{cfg: cfg, kafka: kafka, slot: slot, identify: identify, log: log,
 		wake: make(chan struct{}, 1), abort: make(chan struct{}, 1), stopped: make(chan struct{})}
-	t.dataLoss.log = log
+	t.dataLoss = &dataLossCounter{log: log}
 	admin, err := kgo.NewClient(clientOpts(kafka, log, t.dataLoss.detected)...)
 	if err != nil {
 		return nil, fmt.Errorf("creating Kafka client: %w", err)

@@ -21,6 +21,8 @@ import (
 	"github.com/outboxd/outboxd/fleet"
 	"github.com/outboxd/outboxd/internal/config"
 	"github.com/outboxd/outboxd/internal/ops"
+	"github.com/outboxd/outboxd/pipeline"
+	"github.com/outboxd/outboxd/publish"
 )
 
 // runFile is `run --config FILE`: every pipeline of the file in this
@@ -41,7 +43,10 @@ func runFile(ctx context.Context, path string, cfg *config.Config, fs *flag.Flag
 		fmt.Fprintf(stderr, "outboxd run: invalid configuration:\n%v\n", err)
 		return exitUsage
 	}
-	specs, err := fleetSpecs(file)
+	// At-least-once pipelines with the same Kafka settings publish
+	// through one client (publish.Pool), for the life of the process.
+	clients := publish.NewPool(cfg.Logger(os.Stderr))
+	specs, err := fleetSpecs(file, clients)
 	if err != nil {
 		return invalidFile(stderr, "run", path, err)
 	}
@@ -61,7 +66,7 @@ func runFile(ctx context.Context, path string, cfg *config.Config, fs *flag.Flag
 		if err != nil {
 			return nil, err
 		}
-		return fleetSpecs(f)
+		return fleetSpecs(f, clients)
 	}, log); err != nil {
 		log.Error("outboxd run stopped", "err", err)
 		return exitError
@@ -123,15 +128,19 @@ func ordinal(host string) (int, bool) {
 	return n, err == nil && n >= 0
 }
 
-// fleetSpecs are the file's pipelines as the fleet runs them. A
-// pipeline's fingerprint hashes every setting its flags hold (secrets
-// too: a rotated password restarts it; the hash never leaves the process).
-func fleetSpecs(file config.File) ([]fleet.Spec, error) {
+// fleetSpecs are the file's pipelines as the fleet runs them, the
+// at-least-once ones sharing clients. A pipeline's fingerprint hashes
+// every setting its flags hold (secrets too: a rotated password restarts
+// it; the hash never leaves the process).
+func fleetSpecs(file config.File, clients *publish.Pool) ([]fleet.Spec, error) {
 	specs := make([]fleet.Spec, 0, len(file.Pipelines))
 	for _, p := range file.Pipelines {
 		pc, err := p.Config.Pipeline()
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %q: %w", p.Name, err)
+		}
+		if pc.Delivery != pipeline.ExactlyOnce {
+			pc.Clients, pc.ClientKey = clients, config.KafkaClientKey(p.Flags)
 		}
 		h := sha256.New()
 		p.Flags.VisitAll(func(f *flag.Flag) { fmt.Fprintf(h, "%s=%q\n", f.Name, f.Value.String()) })

@@ -1,8 +1,11 @@
 package config
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -52,4 +55,21 @@ func (c *Config) KafkaOpts() ([]kgo.Opt, error) {
 		return nil, fmt.Errorf("--kafka-sasl-mechanism %q is not supported", c.KafkaSASLMechanism)
 	}
 	return opts, nil
+}
+
+// KafkaClientKey stands for every setting of the Kafka client that the
+// flags of fs hold (the GroupKafka flags: brokers, record size, linger,
+// compression, topic creation, TLS, SASL): pipelines with one key may
+// share a client (publish.Pool). It is a hash, and shows no secret.
+func KafkaClientKey(fs *flag.FlagSet) string {
+	h := sha256.New()
+	for _, f := range flags() {
+		if f.group != GroupKafka {
+			continue
+		}
+		if fl := fs.Lookup(f.name); fl != nil {
+			fmt.Fprintf(h, "%s=%q\n", f.name, fl.Value.String())
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
