@@ -579,3 +579,34 @@ func TestGracefulStopConfirmationReachesTheServer(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeoverDelayLetsTheStandbyRankedFirstGoFirst: of two standbys, the
+// one with no TakeoverDelay takes the released slot; the one with a long
+// delay, which saw it released too, finds it taken and stands by again.
+func TestTakeoverDelayLetsTheStandbyRankedFirstGoFirst(t *testing.T) {
+	t.Parallel()
+	b := newBed(t, "", nil)
+	ctx := t.Context()
+	active := b.start(cdc.Config{})
+	testenv.Eventually(t, 30*time.Second, "active streamer holds the slot", func() bool {
+		return active.st.Stats().State == cdc.StateStreaming
+	})
+	late := b.start(cdc.Config{SlotRetryInterval: 50 * time.Millisecond, TakeoverDelay: time.Hour})
+	first := b.start(cdc.Config{SlotRetryInterval: 300 * time.Millisecond})
+	testenv.Eventually(t, 30*time.Second, "both stand by", func() bool {
+		return late.st.Stats().State == cdc.StateStandby && first.st.Stats().State == cdc.StateStandby
+	})
+	if err := active.stop(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "the standby without a delay streams", func() bool {
+		return first.st.Stats().State == cdc.StateStreaming
+	})
+	if st := late.st.Stats().State; st != cdc.StateStandby {
+		t.Errorf("the standby with an hour's takeover delay is %v, want standby", st)
+	}
+	if _, err := b.insert(ctx, []row{{agg: uuidFor(1), topic: b.topic, payload: `{"n": 1}`}}, true, false); err != nil {
+		t.Fatal(err)
+	}
+	b.consume().until(t, 1, time.Minute)
+}
