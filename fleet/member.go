@@ -48,7 +48,6 @@ type Member struct {
 	rank int
 	cfg  Config
 	log  *slog.Logger
-	done chan struct{} // closed when run returned
 	gone chan struct{} // closed when the fleet let go of it (after Hooks.Removed)
 
 	mu       sync.Mutex
@@ -66,7 +65,7 @@ type Member struct {
 func newMember(spec Spec, cfg Config, log *slog.Logger) *Member {
 	rank := Rank(spec.Name, cfg.Replica, cfg.Replicas)
 	return &Member{spec: spec, rank: rank, cfg: cfg, log: log.With("pipeline", spec.Name),
-		done: make(chan struct{}), gone: make(chan struct{}), state: StateWaiting, since: time.Now()}
+		gone: make(chan struct{}), state: StateWaiting, since: time.Now()}
 }
 
 // Name is the pipeline's name.
@@ -193,7 +192,6 @@ func (m *Member) delay() time.Duration { return time.Duration(m.rank) * m.cfg.Ra
 // run runs the pipeline until ctx ends or stop is called, starting it
 // again after each failure. It returns once the last run drained.
 func (m *Member) run(ctx context.Context) {
-	defer close(m.done)
 	defer m.setState(StateStopped, "")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

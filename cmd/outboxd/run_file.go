@@ -43,9 +43,10 @@ func runFile(ctx context.Context, path string, cfg *config.Config, fs *flag.Flag
 		fmt.Fprintf(stderr, "outboxd run: invalid configuration:\n%v\n", err)
 		return exitUsage
 	}
+	log := cfg.Logger(os.Stderr)
 	// At-least-once pipelines with the same Kafka settings publish
 	// through one client (publish.Pool), for the life of the process.
-	clients := publish.NewPool(cfg.Logger(os.Stderr))
+	clients := publish.NewPool(log)
 	specs, err := fleetSpecs(file, clients)
 	if err != nil {
 		return invalidFile(stderr, "run", path, err)
@@ -55,7 +56,6 @@ func runFile(ctx context.Context, path string, cfg *config.Config, fs *flag.Flag
 	}
 	// Else Go's default, every core: one walsender feeds each pipeline,
 	// and many pipelines can keep several cores busy.
-	log := cfg.Logger(os.Stderr)
 	log.Info("starting", "version", buildVersion(version, readBuildInfo()), "config_file", path, "pipelines", len(specs),
 		"replica", fc.Replica, "replicas", fc.Replicas, "max_procs", runtime.GOMAXPROCS(0), "process", config.Dump(processFlags(fs)))
 	for _, p := range file.Pipelines {
