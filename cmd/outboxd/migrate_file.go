@@ -23,26 +23,11 @@ var migrateBesideConfig = []string{"print-sql", "create-slot", "own-table", "par
 // args.
 func migrateFile(ctx context.Context, path string, args []string, fs *flag.FlagSet, own *config.Config, printSQL bool, stdout, stderr io.Writer, getenv func(string) string) int {
 	fresh := func() *flag.FlagSet { c := config.Default(); f, _ := migrateFlags(&c, io.Discard); return f }
-	if err := flagsBesideConfig(fresh, args, migrateBesideConfig...); err != nil {
-		fmt.Fprintf(stderr, "outboxd migrate: %v\n", err)
-		return exitUsage
-	}
-	f, err := loadPipelinesFile(path, fs, getenv)
-	if err != nil {
-		return invalidFile(stderr, "migrate", path, err)
-	}
-	cfgs := make([]config.Config, len(f.Pipelines))
-	var problems []error
-	for i, p := range f.Pipelines {
-		cfgs[i] = migrateConfig(p.Config, *own)
-		// migrate's own checks (the table's name, its shape) on the
-		// flags migrate registers; the rest passed as run's.
-		if err := cfgs[i].Validate(fresh()); err != nil {
-			problems = append(problems, prefixed(fmt.Sprintf("pipeline %q: ", p.Name), err)...)
-		}
-	}
-	if len(problems) > 0 {
-		return invalidFile(stderr, "migrate", path, errors.Join(problems...))
+	f, cfgs, code := fileConfigs("migrate", path, args, fs, fresh, migrateBesideConfig, stderr, getenv, func(p config.Config) config.Config {
+		return migrateConfig(p, *own)
+	})
+	if code != exitOK {
+		return code
 	}
 	if printSQL {
 		for i, p := range f.Pipelines {

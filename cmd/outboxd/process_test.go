@@ -59,8 +59,16 @@ func migratedWorld(t *testing.T, dbURL string, migrateArgs ...string) *world {
 func (w *world) start(t *testing.T, extra ...string) *proc {
 	t.Helper()
 	args := append([]string{"run", "--slot", w.slot, "--status-interval", "200ms"}, extra...)
+	return startProcess(t, args, "OUTBOXD_DATABASE_URL="+w.url, "OUTBOXD_BROKERS="+w.brokers)
+}
+
+// startProcess starts outboxd with args and env added to the test's
+// environment; it is killed when the test ends, and its log shown if the
+// test failed.
+func startProcess(t *testing.T, args []string, env ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(builtBinary, args...)
-	cmd.Env = append(os.Environ(), "OUTBOXD_DATABASE_URL="+w.url, "OUTBOXD_BROKERS="+w.brokers)
+	cmd.Env = append(os.Environ(), env...)
 	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
@@ -83,7 +91,7 @@ func (w *world) start(t *testing.T, extra ...string) *proc {
 		_ = cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
-			t.Logf("outboxd %s's log:\n%s", strings.Join(args, " "), tail(p.log(), 60))
+			t.Logf("outboxd %s's log:\n%s", strings.Join(args, " "), tail(p.log(), 80))
 		}
 	})
 	return p

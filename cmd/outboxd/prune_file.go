@@ -22,30 +22,17 @@ var pruneBesideConfig = []string{"older-than", "created-column", "recovery-margi
 // from args: what to remove.
 func pruneFile(ctx context.Context, path string, args []string, fs *flag.FlagSet, own *config.Config, stdout, stderr io.Writer, getenv func(string) string) int {
 	fresh := func() *flag.FlagSet { c := config.Default(); return pruneFlags(&c, io.Discard) }
-	if err := flagsBesideConfig(fresh, args, pruneBesideConfig...); err != nil {
-		fmt.Fprintf(stderr, "outboxd prune: %v\n", err)
-		return exitUsage
-	}
-	f, err := loadPipelinesFile(path, fs, getenv)
-	if err != nil {
-		return invalidFile(stderr, "prune", path, err)
-	}
-	cfgs := make([]config.Config, len(f.Pipelines))
-	var problems []error
-	for i, p := range f.Pipelines {
-		c := p.Config
+	f, cfgs, code := fileConfigs("prune", path, args, fs, fresh, pruneBesideConfig, stderr, getenv, func(p config.Config) config.Config {
+		c := p
 		c.Prune = own.Prune
 		c.Table = "public.outbox"
-		if p.Config.Stream.Table != "" {
-			c.Table = p.Config.Stream.Table
+		if p.Stream.Table != "" {
+			c.Table = p.Stream.Table
 		}
-		cfgs[i] = c
-		if err := c.Validate(fresh()); err != nil {
-			problems = append(problems, prefixed(fmt.Sprintf("pipeline %q: ", p.Name), err)...)
-		}
-	}
-	if len(problems) > 0 {
-		return invalidFile(stderr, "prune", path, errors.Join(problems...))
+		return c
+	})
+	if code != exitOK {
+		return code
 	}
 	log := own.Logger(stderr)
 	var failed []error
@@ -62,4 +49,37 @@ func pruneFile(ctx context.Context, path string, args []string, fs *flag.FlagSet
 		return exitError
 	}
 	return exitOK
+}
+
+// fileConfigs is the start of a command that acts on every pipeline of
+// the pipelines file at path: it refuses the flags beside --config other
+// than besides, loads the file (fs: the command's own flags, parsed from
+// args), makes each pipeline's Config for the command with adapt, and
+// checks each with the command's own flags (fresh), reporting every
+// problem by pipeline. code is exitOK when all went well, else the exit
+// code, the problems written to stderr.
+func fileConfigs(cmd, path string, args []string, fs *flag.FlagSet, fresh func() *flag.FlagSet, besides []string, stderr io.Writer,
+	getenv func(string) string, adapt func(config.Config) config.Config) (config.File, []config.Config, int) {
+	if err := flagsBesideConfig(fresh, args, besides...); err != nil {
+		fmt.Fprintf(stderr, "outboxd %s: %v\n", cmd, err)
+		return config.File{}, nil, exitUsage
+	}
+	f, err := loadPipelinesFile(path, fs, getenv)
+	if err != nil {
+		return config.File{}, nil, invalidFile(stderr, cmd, path, err)
+	}
+	cfgs := make([]config.Config, len(f.Pipelines))
+	var problems []error
+	for i, p := range f.Pipelines {
+		cfgs[i] = adapt(p.Config)
+		// The command's own checks on the flags it registers; the rest
+		// passed as run's when the file loaded.
+		if err := cfgs[i].Validate(fresh()); err != nil {
+			problems = append(problems, prefixed(fmt.Sprintf("pipeline %q: ", p.Name), err)...)
+		}
+	}
+	if len(problems) > 0 {
+		return config.File{}, nil, invalidFile(stderr, cmd, path, errors.Join(problems...))
+	}
+	return f, cfgs, exitOK
 }

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,37 +14,10 @@ import (
 	"github.com/outboxd/outboxd/internal/config"
 )
 
-// startFile starts `outboxd run --config path` with no OUTBOXD_ variable
-// of the test's own.
+// startFile starts `outboxd run --config path`.
 func startFile(t *testing.T, path string, extra ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(builtBinary, append([]string{"run", "--config", path}, extra...)...)
-	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
-	pipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.stderr.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-		}
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("outboxd run --config's log:\n%s", tail(p.log(), 80))
-		}
-	})
-	return p
+	return startProcess(t, append([]string{"run", "--config", path}, extra...))
 }
 
 func writeFile(t *testing.T, path, content string) {
