@@ -101,6 +101,11 @@ type Config struct {
 	// (not TLS, not Unix sockets), and only with raw I/O on: the linger is
 	// a raised socket low-water mark, which OUTBOXD_RAW_IO=off turns off.
 	ReadLinger time.Duration
+	// SharedLinger, when set, makes the read linger engage from the
+	// commit rate of every stream sharing it, and end on a tick common to
+	// them (readpace.Shared): for a process running many streams, each
+	// too slow for a linger of its own. It does nothing with ReadLinger 0.
+	SharedLinger *readpace.Shared
 	// ShutdownTimeout bounds the drain after Run's context ends: finishing
 	// the open transaction, waiting for Kafka's acknowledgments, sending the
 	// final status. Default DefaultShutdownTimeout. Past it, what is

@@ -58,10 +58,11 @@ type reader struct {
 	wm             Watermark
 	slot           string
 	statusInterval time.Duration
-	idleWait       time.Duration // the longest read deadline when nothing is due
-	readLinger     time.Duration // Config.ReadLinger
-	serverTimeout  time.Duration // silence after which the connection is taken for broken
-	act            *activity     // when bytes last arrived (nil in tests without a socket)
+	idleWait       time.Duration    // the longest read deadline when nothing is due
+	readLinger     time.Duration    // Config.ReadLinger
+	sharedLinger   *readpace.Shared // Config.SharedLinger
+	serverTimeout  time.Duration    // silence after which the connection is taken for broken
+	act            *activity        // when bytes last arrived (nil in tests without a socket)
 	log            *slog.Logger
 	serverWALEnd   *atomic.Uint64 // for lag metrics
 	confirmedLSN   *atomic.Uint64
@@ -92,6 +93,9 @@ func (r *reader) run(ctx, stop context.Context) error {
 		socketRead = r.act.bytesRead
 	}
 	pacer := readpace.New(r.conn.Conn(), socketRead, r.readLinger)
+	if r.sharedLinger != nil {
+		pacer.Share(r.sharedLinger)
+	}
 	defer pacer.Stop()
 	r.lastReceived = time.Now()
 	for {

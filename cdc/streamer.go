@@ -397,7 +397,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	s.counters.confirmed.Store(uint64(start))
 
 	r := &reader{conn: conn, dec: decode.NewDecoder(s.cfg.Columns.MessagePrefix), lay: layout.New(s.columns()), out: s.pump, wm: s.pump, slot: s.cfg.Slot,
-		statusInterval: s.cfg.StatusInterval, idleWait: s.cfg.IdleWait, readLinger: s.cfg.ReadLinger, serverTimeout: s.cfg.ServerTimeout, act: act, log: s.log, serverWALEnd: &s.counters.serverWALEnd,
+		statusInterval: s.cfg.StatusInterval, idleWait: s.cfg.IdleWait, readLinger: s.cfg.ReadLinger, sharedLinger: s.cfg.SharedLinger, serverTimeout: s.cfg.ServerTimeout, act: act, log: s.log, serverWALEnd: &s.counters.serverWALEnd,
 		confirmedLSN: &s.counters.confirmed, confirmed: start}
 	// A graceful stop (ctx) finishes the open transaction and drains; past
 	// ShutdownTimeout the reader and the drain give up (hard).

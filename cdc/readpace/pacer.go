@@ -43,6 +43,7 @@ type Pacer struct {
 	txRate     float64    // commits per second in the last whole window
 	lingering  bool       // waiting for more transactions, for up to linger
 	lingerNew  bool       // a linger began: it needs a deadline of its own
+	shared     *Shared    // the process's streams lingering together (nil: this one alone)
 }
 
 const (
@@ -108,11 +109,17 @@ func New(c net.Conn, socketRead func() int64, linger time.Duration) *Pacer {
 	return p
 }
 
+// Share makes p linger with the other pacers of s (see Shared) instead of
+// alone. Call it before the first read.
+func (p *Pacer) Share(s *Shared) { p.shared = s }
+
 // Wait is the longest the next read should wait while the mark is raised,
 // 0 when it is not (the read then waits for one byte, as long as the
 // reader likes).
 func (p *Pacer) Wait() time.Duration {
 	switch {
+	case p.lingering && p.shared != nil:
+		return p.shared.untilTick(time.Now(), p.linger)
 	case p.lingering:
 		return p.linger
 	case p.lowat <= 1:
@@ -136,6 +143,9 @@ func (p *Pacer) Transaction(open bool) {
 		p.sizes[p.nSizes%sizes] = int(p.consumed - p.txStart)
 		p.nSizes++
 		p.countCommit()
+		if p.shared != nil {
+			p.shared.commit(p.lastAt)
+		}
 		p.lingering = p.lingerDue()
 		p.lingerNew = p.lingering
 		p.lastCommit = p.lastAt
@@ -151,8 +161,16 @@ func (p *Pacer) Transaction(open bool) {
 // its own, for little to batch), and nothing but a keepalive waits to be
 // read (else it would hold back a transaction that is already here).
 func (p *Pacer) lingerDue() bool {
-	if p.linger <= 0 || p.queued == nil || p.setLowat == nil || p.lastCommit.IsZero() || p.lastAt.Sub(p.lastCommit) >= p.linger ||
-		p.txRate < EngagesFrom(p.linger) {
+	if p.linger <= 0 || p.queued == nil || p.setLowat == nil {
+		return false
+	}
+	if p.shared != nil {
+		// The process's streams together: whatever this one's own rate,
+		// the wake-up it waits for serves the others too.
+		if !p.shared.engaged(p.linger) {
+			return false
+		}
+	} else if p.lastCommit.IsZero() || p.lastAt.Sub(p.lastCommit) >= p.linger || p.txRate < EngagesFrom(p.linger) {
 		return false
 	}
 	return p.readAhead()+int64(p.queued()) <= keepaliveBytes

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/outboxd/outboxd/cdc/readpace"
 	"github.com/outboxd/outboxd/fleet"
 	"github.com/outboxd/outboxd/internal/config"
 	"github.com/outboxd/outboxd/internal/ops"
@@ -47,7 +48,10 @@ func runFile(ctx context.Context, path string, cfg *config.Config, fs *flag.Flag
 	// At-least-once pipelines with the same Kafka settings publish
 	// through one client (publish.Pool), for the life of the process.
 	clients := publish.NewPool(log)
-	specs, err := fleetSpecs(file, clients)
+	// The pipelines' read lingers engage from their commits together,
+	// and end together (readpace.Shared).
+	linger := readpace.NewShared()
+	specs, err := fleetSpecs(file, clients, linger)
 	if err != nil {
 		return invalidFile(stderr, "run", path, err)
 	}
@@ -66,7 +70,7 @@ func runFile(ctx context.Context, path string, cfg *config.Config, fs *flag.Flag
 		if err != nil {
 			return nil, err
 		}
-		return fleetSpecs(f, clients)
+		return fleetSpecs(f, clients, linger)
 	}, log); err != nil {
 		log.Error("outboxd run stopped", "err", err)
 		return exitError
@@ -129,16 +133,17 @@ func ordinal(host string) (int, bool) {
 }
 
 // fleetSpecs are the file's pipelines as the fleet runs them, the
-// at-least-once ones sharing clients. A pipeline's fingerprint hashes
+// at-least-once ones sharing clients, all of them lingering together. A pipeline's fingerprint hashes
 // every setting its flags hold (secrets too: a rotated password restarts
 // it; the hash never leaves the process).
-func fleetSpecs(file config.File, clients *publish.Pool) ([]fleet.Spec, error) {
+func fleetSpecs(file config.File, clients *publish.Pool, linger *readpace.Shared) ([]fleet.Spec, error) {
 	specs := make([]fleet.Spec, 0, len(file.Pipelines))
 	for _, p := range file.Pipelines {
 		pc, err := p.Config.Pipeline()
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %q: %w", p.Name, err)
 		}
+		pc.Stream.SharedLinger = linger
 		if pc.Delivery != pipeline.ExactlyOnce {
 			pc.Clients, pc.ClientKey = clients, config.KafkaClientKey(p.Flags)
 		}
