@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,14 +9,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"golang.org/x/sync/errgroup"
-
+	"github.com/outboxd/outboxd/bench/internal/steady"
 	"github.com/outboxd/outboxd/bench/relay"
 )
 
@@ -306,134 +301,40 @@ func parseRates(s string) ([]int, error) {
 }
 
 // steady writes rate events/s (-transaction-size rows a statement, from 4
-// writers) for d
-// while a consumer notes when each id arrives.
+// writers) for d while a consumer notes when each id arrives
+// (package steady), and reads what the system's processes used meanwhile.
 func (e *env) steady(ctx context.Context, s *steadySystem, rate int, d time.Duration) (latencyResult, error) {
-	db, topic, insert, metricsAddr, probe := s.db, s.topic, s.insert, s.metricsAddr, s.probe
 	res := latencyResult{TargetRate: rate}
-	var mu sync.Mutex
-	committed := map[string]time.Time{}
-	received := map[string]time.Time{}
-
-	// read_committed, as consumers of the exactly-once mode must read; for
-	// the other systems, which do not write in transactions, it changes
-	// nothing.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.kafka.Addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
-		kgo.FetchMaxWait(10*time.Millisecond), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	var stagesBefore histSnapshot
+	var cpuBefore, cpuAfter cpuReading
+	r, err := steady.Run(ctx, steady.Load{
+		Brokers: e.kafka.Addr, Targets: []steady.Target{{URL: e.dbURL(s.db), Topic: s.topic, Insert: s.insert, Writers: 4}},
+		Rate: rate, TxSize: e.o.txSize, Duration: d,
+		Started: func() {
+			if s.metricsAddr != "" {
+				stagesBefore, _ = scrapeStages(s.metricsAddr) // nil: the stages are left out
+			}
+			cpuBefore = s.probe.read(ctx, e)
+		},
+		Ended: func() {
+			cpuAfter = s.probe.read(ctx, e)
+			if stagesBefore != nil {
+				if after, err := scrapeStages(s.metricsAddr); err == nil {
+					res.Stages = stagesBetween(stagesBefore, after)
+				}
+			}
+		},
+	})
 	if err != nil {
 		return res, err
 	}
-	defer cl.Close()
-	cctx, cancelConsumer := context.WithCancel(ctx)
-	consumerDone := make(chan struct{})
-	go func() {
-		defer close(consumerDone)
-		for cctx.Err() == nil {
-			fs := cl.PollFetches(cctx)
-			now := time.Now()
-			mu.Lock()
-			fs.EachRecord(func(r *kgo.Record) {
-				for _, h := range r.Headers {
-					if h.Key == "id" {
-						id := strings.Trim(string(h.Value), `"`)
-						if _, ok := received[id]; !ok {
-							received[id] = now
-						}
-					}
-				}
-			})
-			mu.Unlock()
-		}
-	}()
-	// Make sure the consumer has its partitions before writing.
-	time.Sleep(time.Second)
-
-	const writers = 4
-	interval := time.Duration(float64(time.Second) * float64(e.o.txSize) * writers / float64(rate))
-	wctx, cancelWriters := context.WithTimeout(ctx, d)
-	defer cancelWriters()
-	g, gctx := errgroup.WithContext(wctx)
-	var stagesBefore histSnapshot
-	if metricsAddr != "" {
-		stagesBefore, _ = scrapeStages(metricsAddr) // nil: the stages are left out
-	}
-	cpuBefore := probe.read(ctx, e)
-	start := time.Now()
-	for range writers {
-		g.Go(func() error {
-			conn, err := pgx.Connect(ctx, e.dbURL(db))
-			if err != nil {
-				return err
-			}
-			defer conn.Close(context.Background())
-			next := time.Now()
-			for gctx.Err() == nil {
-				if d := time.Until(next); d > 0 {
-					time.Sleep(d)
-				}
-				next = next.Add(interval)
-				rows, err := conn.Query(ctx, insert, topic)
-				if err != nil {
-					return err
-				}
-				ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-				if err != nil {
-					return err
-				}
-				now := time.Now()
-				mu.Lock()
-				for _, id := range ids {
-					committed[id] = now
-				}
-				mu.Unlock()
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		cancelConsumer()
-		<-consumerDone
-		return res, fmt.Errorf("writing at %d events/s: %w", rate, err)
-	}
-	wrote := time.Since(start)
-	// Give stragglers up to 15 s.
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		mu.Lock()
-		done := len(received) >= len(committed)
-		mu.Unlock()
-		if done {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	cpuAfter := probe.read(ctx, e)
-	if stagesBefore != nil {
-		if after, err := scrapeStages(metricsAddr); err == nil {
-			res.Stages = stagesBetween(stagesBefore, after)
-		}
-	}
-	cancelConsumer()
-	<-consumerDone
-	var lat []float64
-	for id, c := range committed {
-		if r, ok := received[id]; ok {
-			lat = append(lat, max(0, float64(r.Sub(c).Microseconds())/1000))
-		}
-	}
-	slices.Sort(lat)
-	res.Written, res.Delivered = len(committed), len(lat)
-	res.WrittenRate = float64(len(committed)) / wrote.Seconds()
-	if len(lat) > 0 {
-		q := func(p float64) float64 { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-		res.P50ms, res.P95ms, res.P99ms, res.Maxms = q(0.50), q(0.95), q(0.99), lat[len(lat)-1]
-	}
-	if len(committed) > 0 {
+	res.Written, res.Delivered, res.WrittenRate = r.Written, r.Delivered, r.WrittenRate
+	res.P50ms, res.P95ms, res.P99ms, res.Maxms = r.P50ms, r.P95ms, r.P99ms, r.Maxms
+	if r.Written > 0 {
 		pub, srv, busy := cpuUsed(cpuBefore, cpuAfter)
-		res.PublisherCPUus, res.ServerCPUus, res.MachineBusy = pub/float64(len(committed))*1e6, srv/float64(len(committed))*1e6, busy
-		res.PublisherWakeups = float64(cpuAfter.sleeps-cpuBefore.sleeps) / (float64(len(committed)) / float64(e.o.txSize))
+		res.PublisherCPUus, res.ServerCPUus, res.MachineBusy = pub/float64(r.Written)*1e6, srv/float64(r.Written)*1e6, busy
+		res.PublisherWakeups = float64(cpuAfter.sleeps-cpuBefore.sleeps) / (float64(r.Written) / float64(e.o.txSize))
 	}
-	res.Reached = res.WrittenRate >= 0.95*float64(rate)
-	res.Sustained = res.Delivered == res.Written && res.P99ms < 1000
+	res.Reached, res.Sustained = r.Reached(rate), r.Sustained()
 	return res, nil
 }
