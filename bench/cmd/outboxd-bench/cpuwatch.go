@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/outboxd/outboxd/bench/internal/host"
 	"github.com/outboxd/outboxd/harness/procstat"
 )
 
@@ -22,12 +20,7 @@ type cpuWatch struct {
 
 	mu        sync.Mutex
 	walsender map[int]float64 // pid -> CPU seconds, last sample
-	machine   []cpuSample
-}
-
-type cpuSample struct {
-	at          time.Time
-	busy, total uint64 // jiffies over all CPUs, from /proc/stat
+	machine   []host.CPUSample
 }
 
 // watchCPU starts sampling every 100 ms until finish. slot "" watches no
@@ -35,7 +28,7 @@ type cpuSample struct {
 func (e *env) watchCPU(ctx context.Context, db, slot string) *cpuWatch {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &cpuWatch{start: time.Now(), cancel: cancel, done: make(chan struct{}), walsender: map[int]float64{}}
-	if s, ok := machineCPU(); ok {
+	if s, ok := host.ReadCPU(); ok {
 		w.machine = append(w.machine, s)
 	}
 	go func() {
@@ -54,7 +47,7 @@ func (e *env) watchCPU(ctx context.Context, db, slot string) *cpuWatch {
 			if conn != nil {
 				_ = conn.QueryRow(ctx, `SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1 AND database = $2`, slot, db).Scan(&pid)
 			}
-			s, ok := machineCPU()
+			s, ok := host.ReadCPU()
 			w.mu.Lock()
 			if pid != 0 {
 				if cpu, err := procstat.CPUSeconds(pid); err == nil && cpu > 0 {
@@ -98,46 +91,15 @@ func (w *cpuWatch) finish(from, to time.Duration) (walsenderCPU, machineBusy flo
 		walsenderCPU += cpu
 	}
 	begin, end := w.start.Add(from), w.start.Add(to)
-	var first, last cpuSample
+	var first, last host.CPUSample
 	for _, s := range w.machine {
-		if s.at.After(end) {
+		if s.At.After(end) {
 			break
 		}
-		if first.at.IsZero() || !s.at.After(begin) {
+		if first.At.IsZero() || !s.At.After(begin) {
 			first = s
 		}
 		last = s
 	}
-	if last.total > first.total {
-		machineBusy = float64(last.busy-first.busy) / float64(last.total-first.total)
-	}
-	return walsenderCPU, machineBusy
-}
-
-// machineCPU reads the aggregate "cpu" line of /proc/stat.
-func machineCPU() (cpuSample, bool) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuSample{}, false
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 6 || f[0] != "cpu" {
-		return cpuSample{}, false
-	}
-	s := cpuSample{at: time.Now()}
-	for i, v := range f[1:] {
-		if i >= 8 { // guest time is already counted in user
-			break
-		}
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return cpuSample{}, false
-		}
-		s.total += n
-		if i != 3 && i != 4 { // idle, iowait
-			s.busy += n
-		}
-	}
-	return s, true
+	return walsenderCPU, host.BusyBetween(first, last)
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/outboxd/outboxd/bench/internal/host"
 	"github.com/outboxd/outboxd/bench/internal/steady"
 	"github.com/outboxd/outboxd/bench/relay"
 )
@@ -306,7 +307,7 @@ func parseRates(s string) ([]int, error) {
 func (e *env) steady(ctx context.Context, s *steadySystem, rate int, d time.Duration) (latencyResult, error) {
 	res := latencyResult{TargetRate: rate}
 	var stagesBefore histSnapshot
-	var cpuBefore, cpuAfter cpuReading
+	var cpuBefore, cpuAfter host.Reading
 	r, err := steady.Run(ctx, steady.Load{
 		Brokers: e.kafka.Addr, Targets: []steady.Target{{URL: e.dbURL(s.db), Topic: s.topic, Insert: s.insert, Writers: 4}},
 		Rate: rate, TxSize: e.o.txSize, Duration: d,
@@ -331,9 +332,9 @@ func (e *env) steady(ctx context.Context, s *steadySystem, rate int, d time.Dura
 	res.Written, res.Delivered, res.WrittenRate = r.Written, r.Delivered, r.WrittenRate
 	res.P50ms, res.P95ms, res.P99ms, res.Maxms = r.P50ms, r.P95ms, r.P99ms, r.Maxms
 	if r.Written > 0 {
-		pub, srv, busy := cpuUsed(cpuBefore, cpuAfter)
+		pub, srv, busy := host.Used(cpuBefore, cpuAfter)
 		res.PublisherCPUus, res.ServerCPUus, res.MachineBusy = pub/float64(r.Written)*1e6, srv/float64(r.Written)*1e6, busy
-		res.PublisherWakeups = float64(cpuAfter.sleeps-cpuBefore.sleeps) / (float64(r.Written) / float64(e.o.txSize))
+		res.PublisherWakeups = float64(cpuAfter.Sleeps-cpuBefore.Sleeps) / (float64(r.Written) / float64(e.o.txSize))
 	}
 	res.Reached, res.Sustained = r.Reached(rate), r.Sustained()
 	return res, nil

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxd/outboxd/bench/internal/host"
 	"github.com/outboxd/outboxd/harness/testbed"
 )
 
@@ -146,7 +146,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	res := Results{
 		Date:    time.Now().UTC().Format(time.RFC3339),
 		Args:    o.args,
-		Machine: machine(),
+		Machine: host.Describe(),
 		Settings: map[string]string{"events": strconv.Itoa(o.events), "reps": strconv.Itoa(o.reps), "transaction_size": strconv.Itoa(o.txSize), "payload": "jsonb {\"n\": N, \"pad\": 200 x} (about 230 bytes with the key)", "partitions": "6",
 			"drain_timed_from": streamStart,
 			"postgres":         "15, fsync=on, full_page_writes=on, synchronous_commit=on (the backlog writer alone uses synchronous_commit=off)", "kafka": "4.1.1 single node KRaft, acks=all"},
@@ -279,22 +279,6 @@ func summarize(all []drainResult, sys string) summary {
 		StartupSeconds: m.StartupSeconds, FirstRecordSeconds: m.FirstRecordSeconds, MachineBusy: m.MachineBusy, Reps: len(ds),
 		TimedFromLaunch: fromLaunch,
 	}
-}
-
-func machine() map[string]string {
-	m := map[string]string{"cpus": strconv.Itoa(runtime.NumCPU()), "go": runtime.Version(), "os": runtime.GOOS + "/" + runtime.GOARCH}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "model name") {
-				m["cpu"] = strings.TrimSpace(l[strings.Index(l, ":")+1:])
-				break
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		m["memory"] = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
-	}
-	return m
 }
 
 // sql runs statements on a database of the bench cluster.

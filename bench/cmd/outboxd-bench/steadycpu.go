@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/harness/procstat"
+	"github.com/outboxd/outboxd/bench/internal/host"
 )
 
 // relayAppName marks the relay's database sessions, so that the CPU of the
@@ -23,25 +23,10 @@ type cpuProbe struct {
 	slot string // the slot whose walsender works for it ("" for the relay)
 }
 
-// cpuReading is one probe reading.
-type cpuReading struct {
-	publisher float64
-	sleeps    int64           // the publisher's voluntary context switches (procstat.Sleeps)
-	server    map[int]float64 // pid -> CPU seconds
-	machine   cpuSample
-}
-
-func (p cpuProbe) read(ctx context.Context, e *env) cpuReading {
-	r := cpuReading{server: map[int]float64{}}
-	r.publisher, _ = procstat.CPUSeconds(p.pid)
-	r.sleeps, _ = procstat.Sleeps(p.pid)
-	for _, pid := range p.serverPids(ctx, e) {
-		if cpu, err := procstat.CPUSeconds(pid); err == nil {
-			r.server[pid] = cpu
-		}
-	}
-	r.machine, _ = machineCPU()
-	return r
+// read reads the system's CPU time now (host.Read): its process and the
+// server processes working for it.
+func (p cpuProbe) read(ctx context.Context, e *env) host.Reading {
+	return host.Read([]int{p.pid}, p.serverPids(ctx, e))
 }
 
 func (p cpuProbe) serverPids(ctx context.Context, e *env) []int {
@@ -60,18 +45,4 @@ func (p cpuProbe) serverPids(ctx context.Context, e *env) []int {
 	}
 	pids, _ := pgx.CollectRows(rows, pgx.RowTo[int])
 	return pids
-}
-
-// cpuUsed is what a system used between two readings: its own process,
-// the server processes working for it (a process that appeared meanwhile
-// counts whole), and how busy the machine was (share of all cores).
-func cpuUsed(a, b cpuReading) (publisher, server, machineBusy float64) {
-	publisher = b.publisher - a.publisher
-	for pid, cpu := range b.server {
-		server += cpu - a.server[pid]
-	}
-	if b.machine.total > a.machine.total {
-		machineBusy = float64(b.machine.busy-a.machine.busy) / float64(b.machine.total-a.machine.total)
-	}
-	return publisher, server, machineBusy
 }
