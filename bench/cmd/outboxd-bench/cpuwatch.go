@@ -35,7 +35,7 @@ func (e *env) watchCPU(ctx context.Context, db, slot string) *cpuWatch {
 		defer close(w.done)
 		var conn *pgx.Conn
 		if slot != "" {
-			if c, err := pgx.Connect(ctx, e.dbURL(db)); err == nil {
+			if c, err := pgx.Connect(ctx, e.DatabaseURL(db)); err == nil {
 				conn = c
 				defer conn.Close(context.WithoutCancel(ctx))
 			}

@@ -30,12 +30,12 @@ func (e *env) startDebezium(ctx context.Context, db, slot, prefix, profile strin
 	if err != nil {
 		return 0, "", nil, err
 	}
-	host, port, err := hostPort(e.pg.URL)
+	host, port, err := hostPort(e.PG.URL)
 	if err != nil {
 		os.RemoveAll(work)
 		return 0, "", nil, fmt.Errorf("the test bed's database URL: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, e.o.debezium, "start", work, host, port, db, e.kafka.Addr, prefix)
+	cmd := exec.CommandContext(ctx, e.o.debezium, "start", work, host, port, db, e.Kafka.Addr, prefix)
 	cmd.Env = append(os.Environ(), "DBZ_PROFILE="+profile, "DBZ_SLOT_NAME="+slot)
 	if exactlyOnce {
 		cmd.Env = append(cmd.Env, "DBZ_EXACTLY_ONCE=1")
@@ -61,11 +61,11 @@ func (e *env) startDebezium(ctx context.Context, db, slot, prefix, profile strin
 func (e *env) runDebezium(ctx context.Context, db, topic, slot string, exactlyOnce bool) (usage, error) {
 	prefix := topic
 	routed := debeziumTopic(prefix)
-	if err := e.createTopic(ctx, routed); err != nil {
+	if err := e.CreateTopics(ctx, routed); err != nil {
 		return usage{}, err
 	}
 	defer func() {
-		adm := e.admin()
+		adm := e.Admin()
 		defer adm.Close()
 		_, _ = adm.DeleteTopics(context.WithoutCancel(ctx), routed)
 	}()
@@ -76,7 +76,7 @@ func (e *env) runDebezium(ctx context.Context, db, topic, slot string, exactlyOn
 	defer stop()
 	// One client for the polling: a new one every 50 ms would take CPU
 	// from Debezium on the same cores.
-	adm := e.admin()
+	adm := e.Admin()
 	defer adm.Close()
 	deadline := time.Now().Add(15 * time.Minute)
 	for {
@@ -129,7 +129,7 @@ func hostPort(dbURL string) (string, string, error) {
 // awaitCommitted reads topic with read_committed isolation until it has
 // read want records (control records are not returned), or the deadline.
 func (e *env) awaitCommitted(ctx context.Context, topic string, want int64, deadline time.Time) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.kafka.Addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Kafka.Addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond))
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,8 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxd/outboxd/bench/internal/servers"
 	"github.com/outboxd/outboxd/bench/relay"
 	"github.com/outboxd/outboxd/harness/procstat"
 	"github.com/outboxd/outboxd/internal/demo/pgtemp"
@@ -54,16 +53,16 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 	db := fmt.Sprintf("bench_%s_%s", strings.ReplaceAll(sys, "-", "_"), suffix)
 	slot := db
 	topic := fmt.Sprintf("bench.%s.%s", sys, suffix)
-	if err := e.sql(ctx, "postgres", "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)", "CREATE DATABASE "+db); err != nil {
+	if err := e.Exec(ctx, "postgres", "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)", "CREATE DATABASE "+db); err != nil {
 		return d, "", err
 	}
 	defer func() {
 		e.dropDatabase(context.WithoutCancel(ctx), db)
-		adm := e.admin()
+		adm := e.Admin()
 		defer adm.Close()
 		_, _ = adm.DeleteTopics(context.WithoutCancel(ctx), topic)
 	}()
-	if err := e.createTopic(ctx, topic); err != nil {
+	if err := e.CreateTopics(ctx, topic); err != nil {
 		return d, "", err
 	}
 	var backlog, table string
@@ -73,7 +72,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 		if err := e.migrate(ctx, db); err != nil {
 			return d, "", err
 		}
-		if err := e.sql(ctx, db, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
+		if err := e.Exec(ctx, db, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
 			return d, "", err
 		}
 		backlog = backlogSQL("outbox", "aggregate_id, topic, payload", fmt.Sprintf("md5((g %% 1000)::text)::uuid, '%s', %s", topic, payloadSQL), e.o.events, e.o.txSize)
@@ -81,7 +80,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 		table = "outbox_relay"
 		// Autovacuum off on the table: count the dead tuples the relay leaves
 		// for vacuum, rather than how many vacuum happened to remove meanwhile.
-		if err := e.sql(ctx, db, relay.Schema, "ALTER TABLE outbox_relay SET (autovacuum_enabled = false)", "CREATE EXTENSION IF NOT EXISTS pgstattuple"); err != nil {
+		if err := e.Exec(ctx, db, relay.Schema, "ALTER TABLE outbox_relay SET (autovacuum_enabled = false)", "CREATE EXTENSION IF NOT EXISTS pgstattuple"); err != nil {
 			return d, "", err
 		}
 		backlog = backlogSQL("outbox_relay", "aggregate_id, topic, payload", fmt.Sprintf("md5((g %% 1000)::text)::uuid, '%s', %s", topic, payloadSQL), e.o.events, e.o.txSize)
@@ -94,7 +93,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 			return d, "", err
 		}
 		table = "outbox_debezium"
-		if err := e.sql(ctx, db, string(schema), fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
+		if err := e.Exec(ctx, db, string(schema), fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
 			return d, "", err
 		}
 		backlog = backlogSQL("outbox_debezium", "id, aggregatetype, aggregateid, type, payload", fmt.Sprintf("gen_random_uuid(), 'events', md5((g %% 1000)::text), 'Event', %s", payloadSQL), e.o.events, e.o.txSize)
@@ -106,7 +105,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 		return d, "", err
 	}
 	// The backlog writer alone skips the commit flush; the server stays durable.
-	if err := e.sql(ctx, db, "SET synchronous_commit = off", backlog); err != nil {
+	if err := e.Exec(ctx, db, "SET synchronous_commit = off", backlog); err != nil {
 		return d, "", fmt.Errorf("writing the backlog: %w", err)
 	}
 	target, err := e.lsn(ctx, db)
@@ -116,7 +115,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 	d.InsertWALBytes = target - before
 	// Vacuum now, so that autovacuum does not pick the fresh million rows
 	// up in the middle of some system's drain and take CPU from it.
-	if err := e.sql(ctx, db, "VACUUM (ANALYZE) "+table, "CHECKPOINT"); err != nil {
+	if err := e.Exec(ctx, db, "VACUUM (ANALYZE) "+table, "CHECKPOINT"); err != nil {
 		return d, "", err
 	}
 	base, err := e.lsn(ctx, db)
@@ -218,7 +217,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 // wait for that (up to 15 s) rather than leave both behind.
 func (e *env) dropDatabase(ctx context.Context, db string) {
 	for range 75 {
-		if err := e.sql(ctx, "postgres",
+		if err := e.Exec(ctx, "postgres",
 			fmt.Sprintf("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '%s' AND NOT active", db),
 			"DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err == nil {
 			return
@@ -243,7 +242,7 @@ func (e *env) firstRecord(ctx context.Context, topic string) func() time.Time {
 	ctx, cancel := context.WithCancel(ctx)
 	seen := make(chan time.Time, 1)
 	go func() {
-		adm := e.admin()
+		adm := e.Admin()
 		defer adm.Close()
 		t := time.NewTicker(10 * time.Millisecond)
 		defer t.Stop()
@@ -325,7 +324,7 @@ func runChild(cmd *exec.Cmd) ([]byte, usage, error) {
 }
 
 func (e *env) migrate(ctx context.Context, db string) error {
-	conn, err := pgx.Connect(ctx, e.dbURL(db))
+	conn, err := pgx.Connect(ctx, e.DatabaseURL(db))
 	if err != nil {
 		return err
 	}
@@ -339,7 +338,7 @@ func (e *env) runRecvlogical(ctx context.Context, db, slot string, target int64)
 	if err != nil {
 		return usage{}, err
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pg_recvlogical"), "-d", e.dbURL(db), "--slot", slot, "--start",
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pg_recvlogical"), "-d", e.DatabaseURL(db), "--slot", slot, "--start",
 		"--endpos", lsnText(target), "-o", "proto_version=1", "-o", "publication_names=outboxd", "-f", "/dev/null", "--no-loop")
 	out, u, err := runChild(cmd)
 	if err != nil {
@@ -389,7 +388,7 @@ func (e *env) outboxdArgs(sys string) []string {
 // topicBytes is the size of the topic's log on the broker: the record
 // batches as the producer sent them (compressed or not), framing included.
 func (e *env) topicBytes(ctx context.Context, topic string) (int64, error) {
-	adm := e.admin()
+	adm := e.Admin()
 	defer adm.Close()
 	dirs, err := adm.DescribeAllLogDirs(ctx, nil) // every partition; filtered below
 	if err != nil {
@@ -407,11 +406,11 @@ func (e *env) topicBytes(ctx context.Context, topic string) (int64, error) {
 }
 
 func (e *env) runOutboxd(ctx context.Context, sys, db, slot string, target int64, profile bool) (usage, string, error) {
-	addr, err := freeAddr()
+	addr, err := servers.FreeAddr()
 	if err != nil {
 		return usage{}, "", err
 	}
-	cmd := exec.Command(e.outboxdBinary(sys), append([]string{"run", "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--slot", slot,
+	cmd := exec.Command(e.outboxdBinary(sys), append([]string{"run", "--database-url", e.DatabaseURL(db), "--brokers", e.Kafka.Addr, "--slot", slot,
 		"--metrics-addr", addr, "--pprof", "--log-level", "warn"}, e.outboxdArgs(sys)...)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -485,7 +484,7 @@ func pprofTop(file string) string {
 }
 
 func (e *env) waitConfirmed(ctx context.Context, db, slot string, target int64, limit time.Duration) error {
-	conn, err := pgx.Connect(ctx, e.dbURL(db))
+	conn, err := pgx.Connect(ctx, e.DatabaseURL(db))
 	if err != nil {
 		return err
 	}
@@ -505,7 +504,7 @@ func (e *env) waitConfirmed(ctx context.Context, db, slot string, target int64, 
 }
 
 func (e *env) runRelay(ctx context.Context, db string) (usage, error) {
-	cmd := exec.CommandContext(ctx, e.o.relay, "--database-url", e.dbURL(db), "--brokers", e.kafka.Addr, "--drain", "--workers", "4", "--batch", "500")
+	cmd := exec.CommandContext(ctx, e.o.relay, "--database-url", e.DatabaseURL(db), "--brokers", e.Kafka.Addr, "--drain", "--workers", "4", "--batch", "500")
 	out, u, err := runChild(cmd)
 	if err != nil {
 		return usage{}, fmt.Errorf("relay: %w\n%s", err, out)
@@ -519,7 +518,7 @@ func (e *env) runRelay(ctx context.Context, db string) (usage, error) {
 // deadTuples returns the dead tuples left in the table and the rows
 // updated (the relay's backends have exited, so their statistics are in).
 func (e *env) deadTuples(ctx context.Context, db, table string) (dead, updated int64, err error) {
-	conn, err := pgx.Connect(ctx, e.dbURL(db))
+	conn, err := pgx.Connect(ctx, e.DatabaseURL(db))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -531,21 +530,6 @@ func (e *env) deadTuples(ctx context.Context, db, table string) (dead, updated i
 	return dead, updated, err
 }
 
-func (e *env) admin() *kadm.Client {
-	cl, _ := kgo.NewClient(kgo.SeedBrokers(e.kafka.Addr))
-	return kadm.NewClient(cl)
-}
-
-func (e *env) createTopic(ctx context.Context, topic string) error {
-	adm := e.admin()
-	defer adm.Close()
-	resp, err := adm.CreateTopic(ctx, 6, 1, nil, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	return err
-}
-
 // recordsIn sums the end offsets of topics.
 func recordsIn(ctx context.Context, adm *kadm.Client, topics ...string) (int64, error) {
 	ends, err := adm.ListEndOffsets(ctx, topics...)
@@ -555,13 +539,4 @@ func recordsIn(ctx context.Context, adm *kadm.Client, topics ...string) (int64, 
 	var n int64
 	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
 	return n, nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

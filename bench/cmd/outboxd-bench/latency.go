@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/bench/internal/host"
+	"github.com/outboxd/outboxd/bench/internal/servers"
 	"github.com/outboxd/outboxd/bench/internal/steady"
 	"github.com/outboxd/outboxd/bench/relay"
 )
@@ -208,7 +209,7 @@ func (e *env) latency(ctx context.Context, systems ...string) ([]latencyResult, 
 // caches).
 func (e *env) startSteady(ctx context.Context, sys string, warmRate int) (_ *steadySystem, err error) {
 	s := &steadySystem{sys: sys, db: "bench_latency_" + strings.ReplaceAll(sys, "-", "_"), topic: "bench.latency." + sys, stop: func() {}}
-	if err := e.sql(ctx, "postgres", "DROP DATABASE IF EXISTS "+s.db+" WITH (FORCE)", "CREATE DATABASE "+s.db); err != nil {
+	if err := e.Exec(ctx, "postgres", "DROP DATABASE IF EXISTS "+s.db+" WITH (FORCE)", "CREATE DATABASE "+s.db); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -217,7 +218,7 @@ func (e *env) startSteady(ctx context.Context, sys string, warmRate int) (_ *ste
 			e.dropDatabase(context.WithoutCancel(ctx), s.db)
 		}
 	}()
-	if err := e.createTopic(ctx, s.topic); err != nil {
+	if err := e.CreateTopics(ctx, s.topic); err != nil {
 		return nil, err
 	}
 	slot := s.db
@@ -229,11 +230,11 @@ func (e *env) startSteady(ctx context.Context, sys string, warmRate int) (_ *ste
 		}
 		// run never creates a slot on its own (it would publish nothing
 		// committed before); the drain creates its slot the same way.
-		if err := e.sql(ctx, s.db, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
+		if err := e.Exec(ctx, s.db, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
 			return nil, err
 		}
 		s.insert = fmt.Sprintf(`INSERT INTO outbox (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, %d) g RETURNING id::text`, e.o.txSize)
-		addr, err := freeAddr()
+		addr, err := servers.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -241,7 +242,7 @@ func (e *env) startSteady(ctx context.Context, sys string, warmRate int) (_ *ste
 			s.pprofAddr = addr
 		}
 		s.metricsAddr = addr
-		cmd := exec.Command(e.outboxdBinary(sys), append([]string{"run", "--database-url", e.dbURL(s.db), "--brokers", e.kafka.Addr, "--slot", slot, "--log-level", "warn",
+		cmd := exec.Command(e.outboxdBinary(sys), append([]string{"run", "--database-url", e.DatabaseURL(s.db), "--brokers", e.Kafka.Addr, "--slot", slot, "--log-level", "warn",
 			"--metrics-addr", addr, "--pprof"}, e.outboxdArgs(sys)...)...)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
@@ -250,11 +251,11 @@ func (e *env) startSteady(ctx context.Context, sys string, warmRate int) (_ *ste
 		s.probe.pid = cmd.Process.Pid
 		s.stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
 	case sys == "relay":
-		if err := e.sql(ctx, s.db, relay.Schema); err != nil {
+		if err := e.Exec(ctx, s.db, relay.Schema); err != nil {
 			return nil, err
 		}
 		s.insert = fmt.Sprintf(`INSERT INTO outbox_relay (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, %d) g RETURNING id::text`, e.o.txSize)
-		cmd := exec.Command(e.o.relay, "--database-url", e.dbURL(s.db)+"&application_name="+relayAppName, "--brokers", e.kafka.Addr, "--workers", "4", "--batch", "500", "--poll-interval", "100ms")
+		cmd := exec.Command(e.o.relay, "--database-url", e.DatabaseURL(s.db)+"&application_name="+relayAppName, "--brokers", e.Kafka.Addr, "--workers", "4", "--batch", "500", "--poll-interval", "100ms")
 		if err := cmd.Start(); err != nil {
 			return nil, err
 		}
@@ -265,7 +266,7 @@ func (e *env) startSteady(ctx context.Context, sys string, warmRate int) (_ *ste
 		if err != nil {
 			return nil, err
 		}
-		if err := e.sql(ctx, s.db, string(schema), fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
+		if err := e.Exec(ctx, s.db, string(schema), fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
 			return nil, err
 		}
 		// $1 (the topic) goes into the type column: routing is by aggregatetype.
@@ -309,7 +310,7 @@ func (e *env) steady(ctx context.Context, s *steadySystem, rate int, d time.Dura
 	var stagesBefore histSnapshot
 	var cpuBefore, cpuAfter host.Reading
 	r, err := steady.Run(ctx, steady.Load{
-		Brokers: e.kafka.Addr, Targets: []steady.Target{{URL: e.dbURL(s.db), Topic: s.topic, Insert: s.insert, Writers: 4}},
+		Brokers: e.Kafka.Addr, Targets: []steady.Target{{URL: e.DatabaseURL(s.db), Topic: s.topic, Insert: s.insert, Writers: 4}},
 		Rate: rate, TxSize: e.o.txSize, Duration: d,
 		Started: func() {
 			if s.metricsAddr != "" {

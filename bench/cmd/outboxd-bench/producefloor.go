@@ -34,20 +34,20 @@ func (e *env) measureProduceFloors(ctx context.Context, rates []int, reps int) (
 	}
 	defer cleanup()
 	topic := "bench.producecost"
-	if err := e.createTopic(ctx, topic); err != nil {
+	if err := e.CreateTopics(ctx, topic); err != nil {
 		return nil, err
 	}
 	// Unmeasured: the new topic's partitions and the broker's first
 	// requests to them, which would otherwise weigh on the first rate's
 	// acknowledgment latency.
-	if out, err := exec.CommandContext(ctx, bin, "-brokers", e.kafka.Addr, "-topic", topic, "-rate", fmt.Sprint(rates[0]), "-transaction-size", fmt.Sprint(e.o.txSize), "-duration", "3s").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, bin, "-brokers", e.Kafka.Addr, "-topic", topic, "-rate", fmt.Sprint(rates[0]), "-transaction-size", fmt.Sprint(e.o.txSize), "-duration", "3s").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("warming producecost up: %w\n%s", err, out)
 	}
 	var floors []produceFloor
 	for _, rate := range rates {
 		var cpu, p50, p99 []float64
 		for range max(1, reps) {
-			out, err := exec.CommandContext(ctx, bin, "-brokers", e.kafka.Addr, "-topic", topic, "-rate", fmt.Sprint(rate),
+			out, err := exec.CommandContext(ctx, bin, "-brokers", e.Kafka.Addr, "-topic", topic, "-rate", fmt.Sprint(rate),
 				"-transaction-size", fmt.Sprint(e.o.txSize), "-duration", e.o.rateDuration.String()).Output()
 			if err != nil {
 				return floors, fmt.Errorf("producecost at %d events/s: %w", rate, err)

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/bench/internal/host"
-	"github.com/outboxd/outboxd/harness/testbed"
+	"github.com/outboxd/outboxd/bench/internal/servers"
 )
 
 type options struct {
@@ -30,10 +30,9 @@ type options struct {
 
 // env is the servers of the run.
 type env struct {
-	pg    *testbed.Postgres
-	kafka *testbed.Kafka
-	o     options
-	log   *slog.Logger
+	*servers.Servers
+	o   options
+	log *slog.Logger
 }
 
 // drainResult is one drain of one system.
@@ -127,27 +126,17 @@ type summary struct {
 
 func run(ctx context.Context, o options, log *slog.Logger) error {
 	start := time.Now()
-	pg, err := testbed.StartPostgres(ctx, o.testbed)
+	srv, err := servers.Start(ctx, o.testbed)
 	if err != nil {
 		return err
 	}
-	defer pg.Remove(context.WithoutCancel(ctx))
-	kafka, err := testbed.StartKafkaTemp(ctx, o.testbed)
-	if err != nil {
-		return err
-	}
-	defer kafka.Remove(context.WithoutCancel(ctx))
-	e := &env{pg: pg, kafka: kafka, o: o, log: log}
-	// Durable, as in production: the test bed turns fsync off for test
-	// speed, which would flatter every system that commits (the relay).
-	if err := e.sql(ctx, "postgres", "ALTER SYSTEM SET fsync = on", "ALTER SYSTEM SET full_page_writes = on", "SELECT pg_reload_conf()"); err != nil {
-		return err
-	}
+	defer srv.Remove(context.WithoutCancel(ctx)) //nolint:errcheck // the run's outcome is decided
+	e := &env{Servers: srv, o: o, log: log}
 	res := Results{
 		Date:    time.Now().UTC().Format(time.RFC3339),
 		Args:    o.args,
 		Machine: host.Describe(),
-		Settings: map[string]string{"events": strconv.Itoa(o.events), "reps": strconv.Itoa(o.reps), "transaction_size": strconv.Itoa(o.txSize), "payload": "jsonb {\"n\": N, \"pad\": 200 x} (about 230 bytes with the key)", "partitions": "6",
+		Settings: map[string]string{"events": strconv.Itoa(o.events), "reps": strconv.Itoa(o.reps), "transaction_size": strconv.Itoa(o.txSize), "payload": "jsonb {\"n\": N, \"pad\": 200 x} (about 230 bytes with the key)", "partitions": strconv.Itoa(servers.Partitions),
 			"drain_timed_from": streamStart,
 			"postgres":         "15, fsync=on, full_page_writes=on, synchronous_commit=on (the backlog writer alone uses synchronous_commit=off)", "kafka": "4.1.1 single node KRaft, acks=all"},
 		Summary: map[string]summary{}, Errors: map[string]string{}, RatioToRef: map[string]float64{},
@@ -281,27 +270,8 @@ func summarize(all []drainResult, sys string) summary {
 	}
 }
 
-// sql runs statements on a database of the bench cluster.
-func (e *env) sql(ctx context.Context, db string, stmts ...string) error {
-	conn, err := pgx.Connect(ctx, e.dbURL(db))
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	for _, s := range stmts {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			return fmt.Errorf("%.60s...: %w", s, err)
-		}
-	}
-	return nil
-}
-
-func (e *env) dbURL(db string) string {
-	return strings.Replace(e.pg.URL, "/postgres?", "/"+db+"?", 1)
-}
-
 func (e *env) lsn(ctx context.Context, db string) (int64, error) {
-	conn, err := pgx.Connect(ctx, e.dbURL(db))
+	conn, err := pgx.Connect(ctx, e.DatabaseURL(db))
 	if err != nil {
 		return 0, err
 	}
@@ -314,7 +284,7 @@ func (e *env) lsn(ctx context.Context, db string) (int64, error) {
 // warmWAL reads every WAL segment so the drain does not pay for disk reads
 // that an earlier system already paid for.
 func (e *env) warmWAL() {
-	files, _ := filepath.Glob(filepath.Join(e.pg.Dir, "data", "pg_wal", "0*"))
+	files, _ := filepath.Glob(filepath.Join(e.PG.Dir, "data", "pg_wal", "0*"))
 	buf := make([]byte, 1<<20)
 	for _, f := range files {
 		fh, err := os.Open(f)

@@ -30,7 +30,7 @@ func (p cpuProbe) read(ctx context.Context, e *env) host.Reading {
 }
 
 func (p cpuProbe) serverPids(ctx context.Context, e *env) []int {
-	conn, err := pgx.Connect(ctx, e.dbURL(p.db))
+	conn, err := pgx.Connect(ctx, e.DatabaseURL(p.db))
 	if err != nil {
 		return nil
 	}

@@ -99,7 +99,7 @@ const streamPollEvery = 5 * time.Millisecond
 // made before it returns, so that it precedes the launch. stop ends the
 // polling and returns the sighting, Launched left for the caller.
 func (e *env) watchStream(ctx context.Context, db, slot string) (*streamWatch, error) {
-	conn, err := pgx.Connect(ctx, e.dbURL(db))
+	conn, err := pgx.Connect(ctx, e.DatabaseURL(db))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to watch the stream start: %w", err)
 	}

@@ -15,15 +15,15 @@ import (
 // against a slower broker (every system's first drain was its slowest).
 func (e *env) warmKafka(ctx context.Context, records int) error {
 	const topic = "bench.warmup"
-	if err := e.createTopic(ctx, topic); err != nil {
+	if err := e.CreateTopics(ctx, topic); err != nil {
 		return fmt.Errorf("creating the warm-up topic: %w", err)
 	}
 	defer func() {
-		adm := e.admin()
+		adm := e.Admin()
 		defer adm.Close()
 		_, _ = adm.DeleteTopics(context.WithoutCancel(ctx), topic)
 	}()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.kafka.Addr), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Kafka.Addr), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (e *env) warmKafka(ctx context.Context, records int) error {
 // and loads its coordinator: without this, outboxd-eos's first drain paid
 // for both and ran far slower than the drains after it.
 func (e *env) warmTransactions(ctx context.Context, topic string, value []byte, records int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.kafka.Addr), kgo.DefaultProduceTopic(topic), kgo.TransactionalID("bench.warmup"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Kafka.Addr), kgo.DefaultProduceTopic(topic), kgo.TransactionalID("bench.warmup"))
 	if err != nil {
 		return err
 	}

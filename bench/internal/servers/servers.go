@@ -1,0 +1,134 @@
+// Package servers is a benchmark's own PostgreSQL and Kafka, started
+// through the test bed (harness/testbed/testbed.sh) and removed when the
+// benchmark ends, and what the benchmarks do on them: statements on a
+// database, server settings, topics. It is shared by
+// bench/cmd/outboxd-bench and bench/cmd/fleet-bench.
+package servers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/harness/testbed"
+)
+
+// Partitions is the partition count of every topic a benchmark creates.
+const Partitions = 6
+
+// Servers is one PostgreSQL cluster and one Kafka broker, private to a
+// benchmark.
+type Servers struct {
+	PG    *testbed.Postgres
+	Kafka *testbed.Kafka
+}
+
+// Start starts both through the test bed script, PostgreSQL durable as in
+// production: the test bed turns fsync off for test speed, which would
+// flatter every system that commits (the relay, the writers). The caller
+// must Remove them, also when its context was cancelled.
+func Start(ctx context.Context, script string) (_ *Servers, err error) {
+	s := &Servers{}
+	defer func() {
+		if err != nil {
+			_ = s.Remove(context.WithoutCancel(ctx))
+		}
+	}()
+	if s.PG, err = testbed.StartPostgres(ctx, script); err != nil {
+		return nil, fmt.Errorf("starting PostgreSQL: %w", err)
+	}
+	if s.Kafka, err = testbed.StartKafkaTemp(ctx, script); err != nil {
+		return nil, fmt.Errorf("starting Kafka: %w", err)
+	}
+	if err := s.Exec(ctx, "postgres", "ALTER SYSTEM SET fsync = on", "ALTER SYSTEM SET full_page_writes = on", "SELECT pg_reload_conf()"); err != nil {
+		return nil, fmt.Errorf("making PostgreSQL durable: %w", err)
+	}
+	return s, nil
+}
+
+// Remove stops both servers and deletes their state; either may be
+// missing (a failed Start).
+func (s *Servers) Remove(ctx context.Context) error {
+	var errs []error
+	if s.Kafka != nil {
+		errs = append(errs, s.Kafka.Remove(ctx))
+	}
+	if s.PG != nil {
+		errs = append(errs, s.PG.Remove(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Restart sets PostgreSQL settings that take effect only at the server's
+// start (ALTER SYSTEM SET name = value, each given as "name = value") and
+// restarts it.
+func (s *Servers) Restart(ctx context.Context, settings ...string) error {
+	stmts := make([]string, len(settings))
+	for i, set := range settings {
+		stmts[i] = "ALTER SYSTEM SET " + set
+	}
+	if err := s.Exec(ctx, "postgres", stmts...); err != nil {
+		return err
+	}
+	if err := s.PG.Stop(ctx, "fast"); err != nil {
+		return fmt.Errorf("restarting PostgreSQL for %s: %w", strings.Join(settings, ", "), err)
+	}
+	if err := s.PG.Start(ctx); err != nil {
+		return fmt.Errorf("restarting PostgreSQL for %s: %w", strings.Join(settings, ", "), err)
+	}
+	return nil
+}
+
+// DatabaseURL is a superuser URL of database db.
+func (s *Servers) DatabaseURL(db string) string {
+	return strings.Replace(s.PG.URL, "/postgres?", "/"+db+"?", 1)
+}
+
+// Exec runs statements, one after another, on database db.
+func (s *Servers) Exec(ctx context.Context, db string, stmts ...string) error {
+	conn, err := pgx.Connect(ctx, s.DatabaseURL(db))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for _, stmt := range stmts {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("%.60s...: %w", stmt, err)
+		}
+	}
+	return nil
+}
+
+// Admin is an admin client of the broker; the caller closes it.
+func (s *Servers) Admin() *kadm.Client {
+	cl, _ := kgo.NewClient(kgo.SeedBrokers(s.Kafka.Addr))
+	return kadm.NewClient(cl)
+}
+
+// CreateTopics creates topics of Partitions partitions.
+func (s *Servers) CreateTopics(ctx context.Context, topics ...string) error {
+	adm := s.Admin()
+	defer adm.Close()
+	resp, err := adm.CreateTopics(ctx, Partitions, 1, nil, topics...)
+	if err != nil {
+		return err
+	}
+	return resp.Error()
+}
+
+// FreeAddr is a loopback address free at the moment, for a process's
+// --metrics-addr.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
