@@ -14,6 +14,7 @@ import (
 
 	"github.com/outboxd/outboxd/bench/internal/host"
 	"github.com/outboxd/outboxd/bench/internal/servers"
+	"github.com/outboxd/outboxd/bench/internal/stats"
 	"github.com/outboxd/outboxd/bench/internal/steady"
 	"github.com/outboxd/outboxd/bench/relay"
 )
@@ -103,22 +104,10 @@ func summarizeLatency(runs []latencyResult) []latencySummary {
 		slices.Sort(srv)
 		slices.Sort(wake)
 		out = append(out, latencySummary{latencyResult: g[len(g)/2], Runs: len(g), P99MinMs: g[0].P99ms, P99MaxMs: g[len(g)-1].P99ms,
-			PublisherCPUMedianUs: median(pub), PublisherCPUMinUs: pub[0], PublisherCPUMaxUs: pub[len(pub)-1], ServerCPUMedianUs: median(srv),
-			PublisherWakeupsMedian: median(wake)})
+			PublisherCPUMedianUs: stats.Median(pub), PublisherCPUMinUs: pub[0], PublisherCPUMaxUs: pub[len(pub)-1], ServerCPUMedianUs: stats.Median(srv),
+			PublisherWakeupsMedian: stats.Median(wake)})
 	}
 	return out
-}
-
-// median of sorted values (the mean of the middle two for an even count).
-func median(sorted []float64) float64 {
-	n := len(sorted)
-	if n == 0 {
-		return 0
-	}
-	if n%2 == 1 {
-		return sorted[n/2]
-	}
-	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
 func cmpFloat(a, b float64) int {

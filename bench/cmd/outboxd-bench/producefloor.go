@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+
+	"github.com/outboxd/outboxd/bench/internal/stats"
 )
 
 // produceFloor is outboxd's Kafka side alone at one steady rate
@@ -65,9 +67,9 @@ func (e *env) measureProduceFloors(ctx context.Context, rates []int, reps int) (
 		slices.Sort(cpu)
 		slices.Sort(p50)
 		slices.Sort(p99)
-		floors = append(floors, produceFloor{Rate: rate, Runs: len(cpu), CPUMedianUs: median(cpu), CPUMinUs: cpu[0], CPUMaxUs: cpu[len(cpu)-1],
-			AckP50Ms: median(p50), AckP99Ms: median(p99), AckP99MinMs: p99[0], AckP99MaxMs: p99[len(p99)-1]})
-		e.log.Info("producer alone", "rate", rate, "cpu_us_per_event", fmt.Sprintf("%.1f", median(cpu)), "ack_p99_ms", median(p99))
+		floors = append(floors, produceFloor{Rate: rate, Runs: len(cpu), CPUMedianUs: stats.Median(cpu), CPUMinUs: cpu[0], CPUMaxUs: cpu[len(cpu)-1],
+			AckP50Ms: stats.Median(p50), AckP99Ms: stats.Median(p99), AckP99MinMs: p99[0], AckP99MaxMs: p99[len(p99)-1]})
+		e.log.Info("producer alone", "rate", rate, "cpu_us_per_event", fmt.Sprintf("%.1f", stats.Median(cpu)), "ack_p99_ms", stats.Median(p99))
 	}
 	return floors, nil
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/outboxd/outboxd/bench/internal/stats"
 )
 
 // wakeFloor is what one wake-up of an idle Go process costs on this machine
@@ -108,7 +110,7 @@ func measureWakeFloors(ctx context.Context, rates []int, size int) ([]wakeFloor,
 				runs = append(runs, r.US)
 			}
 			slices.Sort(runs)
-			*m.into = median(runs)
+			*m.into = stats.Median(runs)
 		}
 		floors = append(floors, w)
 	}
