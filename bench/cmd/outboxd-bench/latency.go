@@ -222,7 +222,7 @@ func (e *env) startSteady(ctx context.Context, sys string, warmRate int) (_ *ste
 		if err := e.Exec(ctx, s.db, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
 			return nil, err
 		}
-		s.insert = fmt.Sprintf(`INSERT INTO outbox (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, %d) g RETURNING id::text`, e.o.txSize)
+		s.insert = steady.OutboxInsert(e.o.txSize)
 		addr, err := servers.FreeAddr()
 		if err != nil {
 			return nil, err

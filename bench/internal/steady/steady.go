@@ -52,10 +52,20 @@ type Load struct {
 // Result is what one run wrote and what arrived, with the latency
 // quantiles of the events that did.
 type Result struct {
-	Written, Delivered int
-	WrittenRate        float64 // events a second
-	P50ms, P95ms       float64
-	P99ms, Maxms       float64
+	Written     int     `json:"written"`
+	Delivered   int     `json:"delivered"`
+	WrittenRate float64 `json:"written_events_per_second"`
+	P50ms       float64 `json:"p50_ms"`
+	P95ms       float64 `json:"p95_ms"`
+	P99ms       float64 `json:"p99_ms"`
+	Maxms       float64 `json:"max_ms"`
+}
+
+// OutboxInsert is Target.Insert for outboxd's default outbox table (as
+// outboxd migrate creates it): size rows of a 200-byte jsonb payload, keyed
+// by uuids that repeat from one transaction to the next.
+func OutboxInsert(size int) string {
+	return fmt.Sprintf(`INSERT INTO outbox (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, %d) g RETURNING id::text`, size)
 }
 
 // Reached reports whether the writers wrote at least 95% of rate. On a
