@@ -40,10 +40,13 @@ func Start(ctx context.Context, script string) (_ *Servers, err error) {
 			_ = s.Remove(context.WithoutCancel(ctx))
 		}
 	}()
-	if s.PG, err = testbed.StartPostgres(ctx, script); err != nil {
+	// Started whole even when ctx ends meanwhile (a Ctrl-C): a server
+	// whose start was cut short could be left running, its directory gone.
+	start := context.WithoutCancel(ctx)
+	if s.PG, err = testbed.StartPostgres(start, script); err != nil {
 		return nil, fmt.Errorf("starting PostgreSQL: %w", err)
 	}
-	if s.Kafka, err = testbed.StartKafkaTemp(ctx, script); err != nil {
+	if s.Kafka, err = testbed.StartKafkaTemp(start, script); err != nil {
 		return nil, fmt.Errorf("starting Kafka: %w", err)
 	}
 	if err := s.Exec(ctx, "postgres", "ALTER SYSTEM SET fsync = on", "ALTER SYSTEM SET full_page_writes = on", "SELECT pg_reload_conf()"); err != nil {
