@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/outboxd/outboxd/bench/internal/servers"
+	"github.com/outboxd/outboxd/harness/procstat"
+)
+
+// proc is one running `outboxd run`.
+type proc struct {
+	cmd       *exec.Cmd
+	addr      string        // its --metrics-addr, where GET /pipelines answers
+	pipelines int           // how many it runs
+	done      chan struct{} // closed once it exited
+	err       error         // its exit, once done
+}
+
+// group is the outboxd processes of one measurement: A's one, B's one a
+// pipeline, or the reference's one.
+type group struct {
+	name     string
+	procs    []*proc
+	ps       []pipeline
+	launched time.Time
+}
+
+// slots are the group's pipelines' slots.
+func (g *group) slots() []string {
+	slots := make([]string, len(g.ps))
+	for i, p := range g.ps {
+		slots[i] = p.slot
+	}
+	return slots
+}
+
+// launchA starts one `outboxd run --config` with every pipeline of the
+// fleet.
+func (b *bench) launchA() (*group, error) {
+	return b.launch("A", b.fleet, [][]string{{"run", "--config", b.file}}, len(b.fleet))
+}
+
+// launchB starts one `outboxd run` a pipeline of the fleet, with the
+// settings A's file gives it.
+func (b *bench) launchB() (*group, error) {
+	cmds := make([][]string, len(b.fleet))
+	for i, p := range b.fleet {
+		cmds[i] = b.runFlags(p)
+	}
+	return b.launch("B", b.fleet, cmds, 1)
+}
+
+// launchReference starts the single pipeline the load compares A with.
+func (b *bench) launchReference() (*group, error) {
+	return b.launch("single", []pipeline{b.ref}, [][]string{b.runFlags(b.ref)}, 1)
+}
+
+// launch starts a process for each command, one after another, each with
+// a --metrics-addr of its own; on a failure it stops those it started.
+func (b *bench) launch(name string, ps []pipeline, cmds [][]string, pipelinesEach int) (_ *group, err error) {
+	g := &group{name: name, ps: ps, launched: time.Now()}
+	defer func() {
+		if err != nil {
+			_ = g.stop() // the launch's error says more
+		}
+	}()
+	for _, args := range cmds {
+		addr, err := servers.FreeAddr()
+		if err != nil {
+			return nil, fmt.Errorf("launching %s: %w", name, err)
+		}
+		cmd := exec.Command(b.o.outboxd, slices.Concat(args, []string{"--metrics-addr", addr})...)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("launching %s: %w", name, err)
+		}
+		p := &proc{cmd: cmd, addr: addr, pipelines: pipelinesEach, done: make(chan struct{})}
+		go func() { p.err = cmd.Wait(); close(p.done) }()
+		g.procs = append(g.procs, p)
+	}
+	return g, nil
+}
+
+// pids are the group's processes.
+func (g *group) pids() []int {
+	pids := make([]int, len(g.procs))
+	for i, p := range g.procs {
+		pids[i] = p.cmd.Process.Pid
+	}
+	return pids
+}
+
+// exited is the first process of g that is no longer running, as an error.
+func (g *group) exited() error {
+	for _, p := range g.procs {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s: outboxd (pid %d) exited: %v", g.name, p.cmd.Process.Pid, p.err)
+		default:
+		}
+	}
+	return nil
+}
+
+// peakRSS is the sum of the processes' own peak resident sets (VmHWM): for
+// many processes, at least the peak of their sum, since their peaks need
+// not coincide.
+func (g *group) peakRSS() (int64, error) {
+	var sum int64
+	for _, pid := range g.pids() {
+		rss, err := procstat.PeakRSS(pid)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", g.name, err)
+		}
+		sum += rss
+	}
+	return sum, nil
+}
+
+// stopGrace is how long a process may take to drain and confirm after
+// SIGTERM before it is killed.
+const stopGrace = time.Minute
+
+// stop sends SIGTERM to every process at once, as an orchestrator stopping
+// them would, and waits for them to exit, killing those still running
+// after stopGrace.
+func (g *group) stop() error {
+	for _, p := range g.procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(stopGrace)
+	var errs []error
+	for _, p := range g.procs {
+		select {
+		case <-p.done:
+			continue
+		case <-time.After(time.Until(deadline)):
+		}
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		errs = append(errs, fmt.Errorf("%s: outboxd (pid %d) killed, still running %s after SIGTERM", g.name, p.cmd.Process.Pid, stopGrace))
+	}
+	return errors.Join(errs...)
+}
+
+// sleep waits d, or less if ctx ends (its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/outboxd/outboxd/bench/internal/steady"
+)
+
+// sample is a run of 3 repetitions: A within its RSS and idle targets on
+// the median though not in every repetition, B above them, A's load
+// missing its latency target and within 1.5 times the single pipeline's
+// CPU per event.
+func sample() Results {
+	r := Results{Date: "2026-12-05T00:00:00Z", Args: []string{"-pipelines", "100", "-reps", "3"},
+		Machine:  map[string]string{"cpus": "2", "memory": "MemTotal:   24731408 kB"},
+		Settings: map[string]string{"pipelines": "100", "reps": "3", "rate": "10000", "idle": "1m0s"}}
+	for i, rss := range []int64{140, 160, 145} {
+		r.Idle = append(r.Idle,
+			idleRun{Mode: "A", Rep: i + 1, StreamingSeconds: 2, PeakRSSBytes: rss * mib, IdleSeconds: 60, IdleCPUSeconds: 0.3},
+			idleRun{Mode: "B", Rep: i + 1, StreamingSeconds: 9, PeakRSSBytes: 2000 * mib, IdleSeconds: 60, IdleCPUSeconds: 6})
+		r.Load = append(r.Load,
+			loadRun{System: "A", Rep: i + 1, Result: steady.Result{P99ms: 25 + float64(i)}, PublisherCPUus: 14},
+			loadRun{System: "single", Rep: i + 1, Result: steady.Result{P99ms: 9}, PublisherCPUus: 10})
+	}
+	return r
+}
+
+func find(t *testing.T, figs []figure, name string) figure {
+	t.Helper()
+	for _, f := range figs {
+		if strings.HasPrefix(f.Name, name) {
+			return f
+		}
+	}
+	t.Fatalf("no figure %q", name)
+	return figure{}
+}
+
+// A target is judged on A's median; the other system's figures stand
+// beside it.
+func TestFiguresJudgeATargetOnItsMedian(t *testing.T) {
+	r := sample()
+	idle, load := idleFigures(r.Idle), loadFigures(r.Load)
+	rss := find(t, idle, "peak RSS")
+	if rss.Met != "yes" || rss.Systems["A"].Median != 145 || rss.Systems["A"].Max != 160 || rss.Systems["B"].Median != 2000 {
+		t.Errorf("peak RSS = %+v, want A's median 145 (max 160) met and B's 2000 beside it", rss)
+	}
+	cpu := find(t, idle, "idle CPU")
+	if cpu.Met != "yes" || cpu.Systems["A"].Median != 0.5 || cpu.Systems["B"].Median != 10 {
+		t.Errorf("idle CPU = %+v, want A at 0.5%% of a core (met), B at 10%%", cpu)
+	}
+	if p99 := find(t, load, "p99"); p99.Met != "no" || p99.Systems["A"].Median != 26 {
+		t.Errorf("p99 = %+v, want A's median 26 ms, not met", p99)
+	}
+	if c := find(t, load, "outboxd CPU per event"); c.Met != "yes" || !strings.Contains(c.Target, "(A: 1.40 ×)") {
+		t.Errorf("CPU per event = %+v, want met at 1.40 times the single pipeline's", c)
+	}
+	if f := find(t, loadFigures(nil), "p99"); f.Met != "-" {
+		t.Errorf("p99 without runs: met %q, want -", f.Met)
+	}
+}
+
+// The report names the command that produced it and shows A beside B,
+// and A beside the single pipeline, with the targets.
+func TestReportNamesItsCommandAndTables(t *testing.T) {
+	dir := t.TempDir()
+	if err := write(dir, sample()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, want := range []string{
+		"`fleet-bench -pipelines 100 -reps 3`",
+		"Machine: 2 cores",
+		"MemTotal: 24731408 kB",
+		"| figure | A median | A min - max | B median | B min - max | target (A) | met? |",
+		"| peak RSS, MiB (B: its processes' summed) | 145 | 140 - 160 | 2000 | 2000 - 2000 | ≤ 150 MiB | yes |",
+		"| figure | A median | A min - max | single median | single min - max | target (A) | met? |",
+		"| p99 commit to consumer, ms | 26.0 | 25.0 - 27.0 | 9.00 | 9.00 - 9.00 | ≤ 20 ms | no |",
+		"100 events/s into each database",
+	} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md lacks %q:\n%s", want, readme)
+		}
+	}
+	if err := rerender(dir); err != nil {
+		t.Fatalf("re-rendering: %v", err)
+	}
+	again, _ := os.ReadFile(filepath.Join(dir, "README.md"))
+	if string(again) != readme {
+		t.Error("re-rendering from results.json changed README.md")
+	}
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/outboxd/outboxd/bench/internal/stats"
+)
+
+// Results is results.json: the runs as measured, and the figures the
+// report's tables show, derived from them.
+type Results struct {
+	Date     string            `json:"date"`
+	Args     []string          `json:"args,omitempty"` // fleet-bench's flags in this run
+	Machine  map[string]string `json:"machine"`
+	Settings map[string]string `json:"settings"`
+	Idle     []idleRun         `json:"idle_runs"`
+	Load     []loadRun         `json:"load_runs"`
+	// IdleFigures set A beside B, LoadFigures A beside the single
+	// pipeline.
+	IdleFigures []figure          `json:"idle_figures"`
+	LoadFigures []figure          `json:"load_figures"`
+	Errors      map[string]string `json:"errors,omitempty"`
+}
+
+// figure is a row of a table: one figure of each system over the
+// repetitions, and the target issue 39 sets A, if any.
+type figure struct {
+	Name    string                  `json:"figure"`
+	Systems map[string]stats.Spread `json:"systems"`
+	Target  string                  `json:"target,omitempty"`
+	// Met says whether A's median meets the target: yes or no, "-"
+	// where A has no run ("" without a target).
+	Met string `json:"met,omitempty"`
+}
+
+// Targets of issue 39.
+const (
+	rssTargetMiB      = 150
+	idleTargetPercent = 1
+	p99TargetMs       = 20
+	cpuTargetRatio    = 1.5
+)
+
+// spreadOf is the spread of f over runs of one system.
+func spreadOf[R any](runs []R, system func(R) string, name string, f func(R) float64) stats.Spread {
+	var vs []float64
+	for _, r := range runs {
+		if system(r) == name {
+			vs = append(vs, f(r))
+		}
+	}
+	return stats.SpreadOf(vs)
+}
+
+// met is a figure's Met: ok of A's median, "-" without A.
+func met(a stats.Spread, ok func(median float64) bool) string {
+	switch {
+	case a.N == 0:
+		return "-"
+	case ok(a.Median):
+		return "yes"
+	}
+	return "no"
+}
+
+const mib = 1 << 20
+
+// idleFigures are A beside B: start-up, peak RSS and the idle window.
+func idleFigures(runs []idleRun) []figure {
+	row := func(name string, f func(idleRun) float64) figure {
+		mode := func(r idleRun) string { return r.Mode }
+		return figure{Name: name, Systems: map[string]stats.Spread{"A": spreadOf(runs, mode, "A", f), "B": spreadOf(runs, mode, "B", f)}}
+	}
+	rss := row("peak RSS, MiB (B: its processes' summed)", func(r idleRun) float64 { return float64(r.PeakRSSBytes) / mib })
+	rss.Target, rss.Met = fmt.Sprintf("≤ %d MiB", rssTargetMiB), met(rss.Systems["A"], func(m float64) bool { return m <= rssTargetMiB })
+	cpu := row("idle CPU, % of a core (B: summed)", idleRun.IdleCorePercent)
+	cpu.Target, cpu.Met = fmt.Sprintf("≤ %d%%", idleTargetPercent), met(cpu.Systems["A"], func(m float64) bool { return m <= idleTargetPercent })
+	return []figure{
+		row("launch to every pipeline streaming, s", func(r idleRun) float64 { return r.StreamingSeconds }),
+		rss,
+		cpu,
+		row("walsenders' idle CPU, % of a core", func(r idleRun) float64 { return 100 * r.IdleWalsenderCPUSeconds / r.IdleSeconds }),
+		row("outboxd wake-ups a second while idle", func(r idleRun) float64 { return float64(r.IdleWakeups) / r.IdleSeconds }),
+		row("machine busy while idle, % of all cores", func(r idleRun) float64 { return 100 * r.MachineBusy }),
+	}
+}
+
+// loadFigures are A beside the single pipeline at the same steady rate.
+func loadFigures(runs []loadRun) []figure {
+	row := func(name string, f func(loadRun) float64) figure {
+		system := func(r loadRun) string { return r.System }
+		return figure{Name: name, Systems: map[string]stats.Spread{"A": spreadOf(runs, system, "A", f), "single": spreadOf(runs, system, "single", f)}}
+	}
+	p99 := row("p99 commit to consumer, ms", func(r loadRun) float64 { return r.P99ms })
+	p99.Target, p99.Met = fmt.Sprintf("≤ %d ms", p99TargetMs), met(p99.Systems["A"], func(m float64) bool { return m <= p99TargetMs })
+	cpu := row("outboxd CPU per event, µs", func(r loadRun) float64 { return r.PublisherCPUus })
+	single := cpu.Systems["single"].Median
+	cpu.Target = fmt.Sprintf("≤ %g × single's", cpuTargetRatio)
+	if single > 0 && cpu.Systems["A"].N > 0 {
+		cpu.Target += fmt.Sprintf(" (A: %.2f ×)", cpu.Systems["A"].Median/single)
+	}
+	cpu.Met = met(cpu.Systems["A"], func(m float64) bool { return single > 0 && m <= cpuTargetRatio*single })
+	return []figure{
+		p99,
+		row("p50 commit to consumer, ms", func(r loadRun) float64 { return r.P50ms }),
+		cpu,
+		row("walsenders' CPU per event, µs", func(r loadRun) float64 { return r.ServerCPUus }),
+		row("outboxd's and walsenders' CPU per event, µs", func(r loadRun) float64 { return r.PublisherCPUus + r.ServerCPUus }),
+		row("outboxd wake-ups per transaction", func(r loadRun) float64 { return r.PublisherWakeups }),
+		row("events written a second", func(r loadRun) float64 { return r.WrittenRate }),
+		row("events delivered, % of written", func(r loadRun) float64 { return 100 * float64(r.Delivered) / float64(max(1, r.Written)) }),
+		row("peak RSS at the end of the load, MiB", func(r loadRun) float64 { return float64(r.PeakRSSBytes) / mib }),
+		row("machine busy, % of all cores", func(r loadRun) float64 { return 100 * r.MachineBusy }),
+	}
+}
