@@ -17,6 +17,11 @@
 #                (docs/bench/consumer/); BENCH_FLAGS adds flags, e.g. -events 100000
 #   make bench-compression  the drain with each --compression codec, and the
 #                bytes it puts in Kafka (docs/bench/compression/)
+#   make bench-fleet  100 pipelines in one `outboxd run --config` beside 100
+#                processes: start-up, peak RSS, idle CPU, and a steady
+#                10,000 events/s beside one pipeline (docs/bench/fleet/);
+#                about 20 minutes; FLEET_FLAGS adds flags, e.g. for a trial
+#                -pipelines 10 -reps 2 -idle 10s -out /tmp/fleet
 #   make chaos   the long fault-injection runs (1,000,000 events, every fault
 #                kind many times, network faults and crashes included),
 #                at-least-once then exactly-once, then 300,000 events with 5
@@ -104,7 +109,7 @@ RAW_IO_OFF_TEST_NAMES := TestConcurrentWritersPublishedOnceInCommitOrder \
 	TestRenewWakeReplacesAShortDeadline
 RAW_IO_OFF_TESTS := ^($(subst $(space),|,$(strip $(RAW_IO_OFF_TEST_NAMES))))$$
 
-.PHONY: test test-go up down env build docs chaos bench bench-compression compare-debezium soak
+.PHONY: test test-go up down env build docs chaos bench bench-compression bench-fleet compare-debezium soak
 
 test:
 	OUTBOXD_PG_VERSIONS="$(PG_VERSIONS)" $(TESTBED) run -- $(MAKE) --no-print-directory test-go
@@ -166,6 +171,13 @@ bench: build
 bench-compression: build
 	$(GO) run ./bench/cmd/outboxd-bench -outboxd bin/outboxd -testbed $(TESTBED) -systems outboxd,outboxd-none,outboxd-gzip,outboxd-lz4,outboxd-zstd \
 		-rates '' -debezium '' -perf=false -out docs/bench/compression $(BENCH_FLAGS)
+
+# Issue 39: many pipelines in one process (outboxd run --config) beside a
+# process each, and under a steady load beside a single pipeline
+# (docs/bench/fleet/).
+FLEET_FLAGS ?=
+bench-fleet: build
+	$(GO) run ./bench/cmd/fleet-bench -outboxd bin/outboxd -testbed $(TESTBED) $(FLEET_FLAGS)
 
 # outboxd --layout debezium beside Debezium 3.6.1's outbox EventRouter on the
 # same inserts, every record compared field by field (docs/debezium/).
