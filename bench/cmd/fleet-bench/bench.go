@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/outboxd/outboxd/bench/internal/host"
 	"github.com/outboxd/outboxd/bench/internal/servers"
 )
@@ -93,7 +91,11 @@ func (b *bench) measure(ctx context.Context, step string, rep int, res *Results)
 	if err := b.advance(ctx, ps); err != nil {
 		return err
 	}
-	b.log.Info("step", "step", step, "rep", rep, "slots_advanced_in_s", fmt.Sprintf("%.1f", time.Since(advanced).Seconds()))
+	backlog, err := b.restartBacklog(ctx, slotsOf(ps))
+	if err != nil {
+		return err
+	}
+	b.log.Info("step", "step", step, "rep", rep, "slots_advanced_in_s", fmt.Sprintf("%.1f", time.Since(advanced).Seconds()), "restart_backlog_mib", backlog>>20)
 	g, err := launch()
 	if err != nil {
 		return err
@@ -103,13 +105,16 @@ func (b *bench) measure(ctx context.Context, step string, rep int, res *Results)
 		if _, err := awaitStreaming(ctx, g); err != nil {
 			return err
 		}
+		if _, err := b.caughtUp(ctx, g); err != nil {
+			return err
+		}
 	} else {
 		ir, err := b.idle(ctx, g, rep)
 		if err != nil {
 			return err
 		}
 		res.Idle = append(res.Idle, ir)
-		b.log.Info("idle", "mode", step, "rep", rep, "processes", ir.Processes, "streaming_s", fmt.Sprintf("%.2f", ir.StreamingSeconds),
+		b.log.Info("idle", "mode", step, "rep", rep, "processes", ir.Processes, "streaming_s", fmt.Sprintf("%.2f", ir.StreamingSeconds), "caught_up_s", fmt.Sprintf("%.2f", ir.CaughtUpSeconds),
 			"peak_rss_mib", ir.PeakRSSBytes>>20, "idle_cpu_percent_of_a_core", fmt.Sprintf("%.2f", ir.IdleCorePercent()),
 			"walsender_idle_cpu_percent_of_a_core", fmt.Sprintf("%.2f", 100*ir.IdleWalsenderCPUSeconds/ir.IdleSeconds))
 		if step == "B" {
@@ -150,13 +155,8 @@ func (b *bench) settings(ctx context.Context, limits []string) map[string]string
 }
 
 func (b *bench) serverVersion(ctx context.Context) string {
-	conn, err := pgx.Connect(ctx, b.DatabaseURL("postgres"))
-	if err != nil {
-		return "PostgreSQL (version unknown: " + err.Error() + ")"
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
 	var v string
-	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
+	if err := b.queryRow(ctx, "SHOW server_version", nil, &v); err != nil {
 		return "PostgreSQL (version unknown: " + err.Error() + ")"
 	}
 	return "PostgreSQL " + v

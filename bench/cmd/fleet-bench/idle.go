@@ -18,10 +18,13 @@ type idleRun struct {
 	// every process listed its pipelines all streaming (replication
 	// started).
 	StreamingSeconds float64 `json:"launch_to_all_streaming_seconds"`
+	// CaughtUpSeconds is from the first launch until every walsender
+	// decoded past a marker written once all streamed (caughtUp).
+	CaughtUpSeconds float64 `json:"launch_to_all_caught_up_seconds"`
 	// PeakRSSBytes is the processes' own peak resident sets (VmHWM)
 	// summed, read at the idle window's end: start-up and idling.
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
-	// IdleSeconds is the window from the moment every pipeline streamed;
+	// IdleSeconds is the window from the moment every walsender caught up;
 	// the CPU figures are the processes' (summed) and their walsenders'
 	// over it, and the machine's share of all cores busy.
 	IdleSeconds             float64 `json:"idle_seconds"`
@@ -29,13 +32,17 @@ type idleRun struct {
 	IdleWalsenderCPUSeconds float64 `json:"idle_walsender_cpu_seconds"`
 	IdleWakeups             int64   `json:"idle_wakeups"` // the processes' voluntary context switches
 	MachineBusy             float64 `json:"machine_cpu_busy"`
+	// IdleWALBytes is the WAL the server wrote over the window (autovacuum
+	// after the loads, checkpoints): every walsender reads all of it.
+	IdleWALBytes int64 `json:"idle_wal_bytes"`
 }
 
 // IdleCorePercent is the processes' idle CPU as a percentage of one core.
 func (r idleRun) IdleCorePercent() float64 { return 100 * r.IdleCPUSeconds / r.IdleSeconds }
 
-// idle measures g from its launch: the time until every pipeline streams,
-// then its CPU over the idle window and its peak RSS.
+// idle measures g from its launch: the time until every pipeline streams
+// and every walsender caught up, then its CPU over the idle window and its
+// peak RSS.
 func (b *bench) idle(ctx context.Context, g *group, rep int) (idleRun, error) {
 	r := idleRun{Mode: g.name, Rep: rep, Processes: len(g.procs), Pipelines: len(g.ps)}
 	at, err := awaitStreaming(ctx, g)
@@ -43,6 +50,14 @@ func (b *bench) idle(ctx context.Context, g *group, rep int) (idleRun, error) {
 		return r, err
 	}
 	r.StreamingSeconds = at.Sub(g.launched).Seconds()
+	if at, err = b.caughtUp(ctx, g); err != nil {
+		return r, err
+	}
+	r.CaughtUpSeconds = at.Sub(g.launched).Seconds()
+	walBefore, err := b.walPosition(ctx)
+	if err != nil {
+		return r, err
+	}
 	before, err := b.read(ctx, g)
 	if err != nil {
 		return r, err
@@ -54,6 +69,11 @@ func (b *bench) idle(ctx context.Context, g *group, rep int) (idleRun, error) {
 	if err != nil {
 		return r, err
 	}
+	walAfter, err := b.walPosition(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.IdleWALBytes = walAfter - walBefore
 	r.IdleSeconds = after.Machine.At.Sub(before.Machine.At).Seconds()
 	if err := g.exited(); err != nil {
 		return r, fmt.Errorf("during the idle window: %w", err)

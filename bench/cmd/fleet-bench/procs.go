@@ -33,9 +33,11 @@ type group struct {
 }
 
 // slots are the group's pipelines' slots.
-func (g *group) slots() []string {
-	slots := make([]string, len(g.ps))
-	for i, p := range g.ps {
+func (g *group) slots() []string { return slotsOf(g.ps) }
+
+func slotsOf(ps []pipeline) []string {
+	slots := make([]string, len(ps))
+	for i, p := range ps {
 		slots[i] = p.slot
 	}
 	return slots

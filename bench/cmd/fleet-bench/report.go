@@ -140,9 +140,14 @@ warm-up. Nothing of the step's own databases is skipped: the processes
 that streamed them last published and confirmed it all before exiting.
 
 - **Launch to every pipeline streaming**: from starting the first process
-  until GET /pipelines (on each process's --metrics-addr, polled every
-  50 ms) lists every pipeline of every process as streaming, which a
-  pipeline is once its slot's replication started.
+  (B's are started one after another) until GET /pipelines (on each
+  process's --metrics-addr, polled every 50 ms) lists every pipeline of
+  every process as streaming, which a pipeline is once its slot's
+  replication started. **Caught up**: until, after that, every walsender
+  decoded past a marker the bench then wrote (a logical decoding message
+  in the postgres database, published by no pipeline): a walsender first
+  decodes again, sending nothing, the WAL between its slot's restart
+  position and the position it confirmed.
 - **Peak RSS**: each process's own high-water mark (VmHWM, read by
   harness/procstat) at the end of the idle window, so start-up and idling;
   for B the sum over its processes, which is at least the peak of their
@@ -150,10 +155,12 @@ that streamed them last published and confirmed it all before exiting.
   the measured run (A: after start-up, idle window and load).
 - **Idle CPU**: outboxd's CPU time (user and system, from each process's
   CPU clock) over the idle window of {{.Settings.idle}}, which starts the moment every
-  pipeline streams and in which nothing is written, as a percentage of one
-  core; B's summed over its processes. The walsenders' is the same for the
-  server processes streaming the slots. Wake-ups are outboxd's voluntary
-  context switches.
+  walsender caught up and in which the bench writes nothing, as a
+  percentage of one core; B's summed over its processes. The walsenders'
+  is the same for the server processes streaming the slots: they read
+  every WAL record the server writes meanwhile (autovacuum after the
+  loads, checkpoints; the WAL row says how much). Wake-ups are outboxd's
+  voluntary context switches.
 - **Commit to consumer** (bench/internal/steady, as outboxd-bench's steady
   runs): writers insert with autocommit and note, for each outbox id, when
   their INSERT ... RETURNING returned: the commit as the writer saw it. One

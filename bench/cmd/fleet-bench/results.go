@@ -77,9 +77,11 @@ func idleFigures(runs []idleRun) []figure {
 	cpu.Target, cpu.Met = fmt.Sprintf("≤ %d%%", idleTargetPercent), met(cpu.Systems["A"], func(m float64) bool { return m <= idleTargetPercent })
 	return []figure{
 		row("launch to every pipeline streaming, s", func(r idleRun) float64 { return r.StreamingSeconds }),
+		row("launch to every walsender caught up, s", func(r idleRun) float64 { return r.CaughtUpSeconds }),
 		rss,
 		cpu,
 		row("walsenders' idle CPU, % of a core", func(r idleRun) float64 { return 100 * r.IdleWalsenderCPUSeconds / r.IdleSeconds }),
+		row("server WAL written while idle, KiB (every walsender reads it)", func(r idleRun) float64 { return float64(r.IdleWALBytes) / 1024 }),
 		row("outboxd wake-ups a second while idle", func(r idleRun) float64 { return float64(r.IdleWakeups) / r.IdleSeconds }),
 		row("machine busy while idle, % of all cores", func(r idleRun) float64 { return 100 * r.MachineBusy }),
 	}
