@@ -55,11 +55,13 @@ func runFile(ctx context.Context, path string, cfg *config.Config, fs *flag.Flag
 	if err != nil {
 		return invalidFile(stderr, "run", path, err)
 	}
-	if set(fs, "max-procs") {
+	// --max-procs as for one pipeline (1 by default): a fleet's pipelines
+	// on one core woke half as often per transaction, and spent less CPU
+	// per event, than on two (docs/bench/fleet); a process whose
+	// pipelines need more than a core sets it higher.
+	if cfg.MaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.MaxProcs)
 	}
-	// Else Go's default, every core: one walsender feeds each pipeline,
-	// and many pipelines can keep several cores busy.
 	log.Info("starting", "version", buildVersion(version, readBuildInfo()), "config_file", path, "pipelines", len(specs),
 		"replica", fc.Replica, "replicas", fc.Replicas, "max_procs", runtime.GOMAXPROCS(0), "process", config.Dump(processFlags(fs)))
 	for _, p := range file.Pipelines {

@@ -149,7 +149,7 @@ func (b *bench) settings(ctx context.Context, limits []string) map[string]string
 		"outboxd": strings.Join(strings.Fields(string(version)), " "),
 		"pipeline_settings": "brokers, log-level warn, and each pipeline's database-url and slot: the top level and entries of A's file, " +
 			"flags of each B process and of the single pipeline; everything else run's defaults",
-		"max_procs": "A: Go's default, every core (run --config); B and single: 1 (run's --max-procs default)",
+		"max_procs": "1 for every process (run's --max-procs default, with or without --config)",
 		"order":     "each repetition: A, single, B; every other one: B, single, A",
 	}
 }
