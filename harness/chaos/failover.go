@@ -130,7 +130,7 @@ func (in *injector) failover(ctx context.Context) error {
 		return fmt.Errorf("reading outboxd_slots on the promoted standby: %w", err)
 	}
 	pred := fmt.Sprintf("created_at >= '%s'", acked.Add(-failoverMargin).UTC().Format(time.RFC3339Nano))
-	p, err := in.fleet.start("--create-slot", "--backfill-where", pred)
+	p, err := in.publishers.start("--create-slot", "--backfill-where", pred)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 
 // injector injects faults and keeps track of the active publisher.
 type injector struct {
-	fleet      *fleet
+	publishers *publishers
 	pg         *testbed.Postgres
 	kafka      *testbed.Kafka        // single-broker runs
 	cluster    *testbed.KafkaCluster // three-broker runs
@@ -46,7 +46,7 @@ func (in *injector) checkActive() error {
 }
 
 func (in *injector) restart() error {
-	p, err := in.fleet.start()
+	p, err := in.publishers.start()
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (in *injector) takeover(ctx context.Context) error {
 	if err := in.waitStreaming(ctx, in.active); err != nil {
 		return err
 	}
-	standby, err := in.fleet.start()
+	standby, err := in.publishers.start()
 	if err != nil {
 		return err
 	}

@@ -253,7 +253,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	if o.ExactlyOnce {
 		rep.Delivery = "exactly-once"
 	}
-	f := &fleet{binary: o.Outboxd, url: pgVia, logOut: o.PublisherLog,
+	f := &publishers{binary: o.Outboxd, url: pgVia, logOut: o.PublisherLog,
 		args: []string{"--slot", slotName, "--status-interval", "500ms", "--server-timeout", serverTimeout.String(), "--slot-retry-interval", "200ms",
 			"--reconnect-max-interval", "2s", "--max-in-flight-records", strconv.Itoa(o.MaxInFlight), "--log-level", "info",
 			"--wal-check-interval", "500ms", // keeps outboxd_slots' acknowledged commit time fresh for a failover's recovery
@@ -338,7 +338,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			return wr.run(gctx)
 		})
 	}
-	inj := &injector{fleet: f, pg: pg, kafka: srv.single, cluster: srv.cluster, kafkaProxy: srv.proxy, pgProxy: pgProxy,
+	inj := &injector{publishers: f, pg: pg, kafka: srv.single, cluster: srv.cluster, kafkaProxy: srv.proxy, pgProxy: pgProxy,
 		topic: topic, brokers: brokers, events: int64(o.Events), live: live, ledger: l, log: log, rng: rand.New(rand.NewPCG(o.Seed, 99)),
 		detect: map[Fault][]float64{}, recover: map[Fault][]float64{}}
 	inj.active = active

@@ -23,8 +23,8 @@ type publisher struct {
 	name   string
 }
 
-// fleet starts `outboxd run` processes with one configuration.
-type fleet struct {
+// publishers starts `outboxd run` processes with one configuration.
+type publishers struct {
 	binary  string
 	url     string // database URL; each process gets its own application_name
 	args    []string
@@ -33,19 +33,28 @@ type fleet struct {
 	started int
 }
 
-// start starts one more process; extra flags are added to the fleet's.
-func (f *fleet) start(extra ...string) (*publisher, error) {
+// start starts one more process; extra flags are added to the set's.
+func (f *publishers) start(extra ...string) (*publisher, error) {
 	f.started++
 	p := &publisher{done: make(chan struct{}), logOut: f.logOut, name: fmt.Sprintf("outboxd#%d", f.started)}
 	p.cmd = exec.Command(f.binary, append(append([]string{"run"}, f.args...), extra...)...)
 	p.cmd.Env = append(os.Environ(), f.env...)
 	p.cmd.Env = append(p.cmd.Env, "OUTBOXD_DATABASE_URL="+f.url+"&application_name="+p.appName())
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
+	if err := p.launch(); err != nil {
 		return nil, err
 	}
+	return p, nil
+}
+
+// launch starts p.cmd, keeping its stderr lines (and copying them to
+// p.logOut, prefixed); p.done closes when it exited.
+func (p *publisher) launch() error {
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
 	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", f.binary, err)
+		return fmt.Errorf("starting %s: %w", p.cmd.Path, err)
 	}
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -61,7 +70,7 @@ func (f *fleet) start(extra ...string) (*publisher, error) {
 		_ = p.cmd.Wait()
 		close(p.done)
 	}()
-	return p, nil
+	return nil
 }
 
 // appName is the process's application_name in pg_stat_replication.
