@@ -57,6 +57,12 @@ type writer struct {
 	rate float64
 	due  time.Time
 	last int // events of the last transaction committed
+	// stop, when not nil, ends run once closed (between transactions);
+	// hold, when not nil, is read-locked around each transaction, so that
+	// whoever write-locks it knows no transaction of this writer is open
+	// (a fleet run's poison row: every commit is then before it or after).
+	stop <-chan struct{}
+	hold *sync.RWMutex
 }
 
 func newWriter(n int, url, topic string, aggregates int, l *ledger, target int64, seed uint64, log *slog.Logger) *writer {
@@ -75,7 +81,7 @@ func (w *writer) run(ctx context.Context) error {
 			conn.Close(context.Background())
 		}
 	}()
-	for ctx.Err() == nil && w.ledger.events.Load() < w.target {
+	for ctx.Err() == nil && w.ledger.events.Load() < w.target && !w.stopped() {
 		if w.ledger.events.Load() >= w.ledger.gate.Load() {
 			time.Sleep(5 * time.Millisecond) // a fault is due before more writes
 			continue
@@ -88,7 +94,7 @@ func (w *writer) run(ctx context.Context) error {
 			}
 			conn = c
 		}
-		if err := w.transaction(ctx, conn); err != nil {
+		if err := w.held(func() error { return w.transaction(ctx, conn) }); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -101,6 +107,25 @@ func (w *writer) run(ctx context.Context) error {
 		w.pace(ctx)
 	}
 	return nil
+}
+
+// stopped reports whether stop was closed.
+func (w *writer) stopped() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// held runs f under a read lock of hold, when there is one.
+func (w *writer) held(f func() error) error {
+	if w.hold != nil {
+		w.hold.RLock()
+		defer w.hold.RUnlock()
+	}
+	return f()
 }
 
 // pace waits, at a steady rate, until the next transaction is due.
