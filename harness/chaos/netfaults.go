@@ -33,6 +33,8 @@ func checkFaults(o Options) error {
 	for f, n := range o.Faults {
 		switch {
 		case n == 0:
+		case !slices.Contains(AllFaults, f):
+			return fmt.Errorf("fault %s is a fleet run's (RunFleet)", f)
 		case o.KafkaNodes < 3 && slices.Contains(clusterFaults, f):
 			return fmt.Errorf("fault %s needs a three-broker cluster (KafkaNodes 3)", f)
 		case o.KafkaNodes > 1 && slices.Contains(singleFaults, f):

@@ -444,8 +444,13 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 
 // schedule returns the faults to inject in a random order.
 func schedule(counts map[Fault]int, seed uint64) []Fault {
+	return scheduleOf(AllFaults, counts, seed)
+}
+
+// scheduleOf returns the faults of kinds to inject in a random order.
+func scheduleOf(kinds []Fault, counts map[Fault]int, seed uint64) []Fault {
 	var out []Fault
-	for _, f := range AllFaults {
+	for _, f := range kinds {
 		for range counts[f] {
 			out = append(out, f)
 		}
