@@ -5,7 +5,13 @@
 // with an independent consumer and reports lost, duplicated, reordered and
 // leaked events. It exits 1 when anything was lost, leaked or reordered.
 //
-//	make chaos                      # the long run (1,000,000 events)
+// With -fleet it runs many pipelines over several replicas of `outboxd run
+// --config FILE` instead (package chaos, RunFleet): kill -9 and SIGTERM of
+// a replica, walsender terminations, a database refusing connections, a
+// poison row and a transaction coordinator's death, each pipeline checked
+// on its own.
+//
+//	make chaos                      # the long runs (1,000,000 events), then the fleet run
 //	go run ./harness/cmd/outboxd-chaos -h   # flags
 package main
 
@@ -52,6 +58,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, f := range chaos.AllFaults {
 		counts[f] = fs.Int(string(f), defaults[f], fmt.Sprintf("%s faults to inject", f))
 	}
+	for _, f := range fleetOnly() {
+		counts[f] = fs.Int(string(f), 0, fmt.Sprintf("with -fleet: %s faults to inject", f))
+	}
+	fo := fleetFlags(fs)
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
 	verbose := fs.Bool("v", false, "show outboxd's logs")
 	if err := fs.Parse(args); err != nil {
@@ -60,6 +70,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	o.Seed = *seed
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *fo.on {
+		return runFleet(fo, o, counts, set, *jsonOut, *verbose, stdout, stderr)
+	}
+	for _, f := range fleetOnly() {
+		if *counts[f] > 0 {
+			fmt.Fprintf(stderr, "outboxd-chaos: -%s is a fleet run's fault: give -fleet\n", f)
+			return 2
+		}
+	}
 	for f, n := range counts {
 		o.Faults[f] = *n
 		if o.KafkaNodes >= 3 && !set[string(f)] {
