@@ -124,7 +124,10 @@ func printFleetTable(w io.Writer, r chaos.FleetReport) {
 		if f.Node != 0 {
 			fmt.Fprintf(tw, " of node %d", f.Node)
 		}
-		fmt.Fprintf(tw, ", pipelines %v, recovered in %.0f ms", f.Pipelines, f.RecoveredMS)
+		fmt.Fprintf(tw, ", pipelines %v", f.Pipelines)
+		if f.RecoveredMS > 0 {
+			fmt.Fprintf(tw, ", recovered in %.0f ms", f.RecoveredMS)
+		}
 		if f.Note != "" {
 			fmt.Fprintf(tw, " (%s)", f.Note)
 		}
