@@ -28,8 +28,13 @@
 #                failovers on PostgreSQL 17 (failover slots), then 300,000
 #                events against a three-broker Kafka cluster (leaders and the
 #                controller killed, two of three brokers lost, a rolling
-#                restart) (docs/chaos-report*.json); CHAOS_FLAGS adds flags,
-#                e.g. -v or -events
+#                restart), then the fleet run: 20 pipelines (half of them
+#                exactly-once) over 3 replicas of run --config against the
+#                three brokers, replicas killed and stopped, walsenders, a
+#                database out of reach, a poison row, a transaction
+#                coordinator killed (docs/chaos-report*.json); CHAOS_FLAGS
+#                adds flags to the single-pipeline runs, e.g. -v or -events,
+#                CHAOS_FLEET_FLAGS to the fleet run, e.g. -v or -pipelines
 #   make soak    20 minutes at a steady rate with a fault a minute: memory,
 #                goroutines, open files and records in flight must stay flat
 #                (docs/soak/)
@@ -151,6 +156,7 @@ docs:
 	mv docs/configuration.md.tmp docs/configuration.md
 
 CHAOS_FLAGS ?=
+CHAOS_FLEET_FLAGS ?=
 chaos: build
 	$(GO) build -o bin/outboxd-chaos ./harness/cmd/outboxd-chaos
 	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -json docs/chaos-report.json $(CHAOS_FLAGS)
@@ -159,6 +165,7 @@ chaos: build
 		-walsender_terminate 3 -broker_restart 2 -postgres_restart 2 -sigterm_restart 2 -json docs/chaos-report-pg17.json $(CHAOS_FLAGS)
 	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -kafka-nodes 3 -events 300000 -kill9 3 -standby_takeover 1 -postgres_failover 0 \
 		-walsender_terminate 2 -postgres_restart 1 -sigterm_restart 1 -json docs/chaos-report-cluster.json $(CHAOS_FLAGS)
+	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -fleet -kafka-nodes 3 -json docs/chaos-report-fleet.json $(CHAOS_FLEET_FLAGS)
 
 BENCH_FLAGS ?=
 bench: build
