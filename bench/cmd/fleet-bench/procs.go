@@ -74,7 +74,10 @@ func (b *bench) launch(name string, ps []pipeline, cmds [][]string, pipelinesEac
 		}
 	}()
 	for _, args := range cmds {
-		addr, err := servers.FreeAddr()
+		if b.nextPort == 0 {
+			b.nextPort = servers.FirstPort
+		}
+		addr, err := servers.FreeAddrFrom(&b.nextPort)
 		if err != nil {
 			return nil, fmt.Errorf("launching %s: %w", name, err)
 		}

@@ -22,6 +22,9 @@ type bench struct {
 	fleet []pipeline // A's and B's
 	ref   pipeline   // the single pipeline of the load's reference
 	file  string     // A's pipelines file
+	// nextPort is where the next --metrics-addr is looked for
+	// (servers.FreeAddrFrom); 0 before the first.
+	nextPort int
 }
 
 // pipeline is one pipeline: its database, slot and topic, named after it.

@@ -125,8 +125,8 @@ func (s *Servers) CreateTopics(ctx context.Context, topics ...string) error {
 	return resp.Error()
 }
 
-// FreeAddr is a loopback address free at the moment, for a process's
-// --metrics-addr.
+// FreeAddr returns a loopback address with a port nothing listens on,
+// chosen by the kernel: fine for a process or two (see FreeAddrFrom).
 func FreeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -135,3 +135,30 @@ func FreeAddr() (string, error) {
 	defer l.Close()
 	return l.Addr().String(), nil
 }
+
+// FreeAddrFrom returns a loopback address with a port nothing listens on,
+// for many processes. The port is taken below the kernel's ephemeral range, from a counter
+// the caller keeps (next, advanced past the port returned): a port the
+// kernel chose itself would be free to be handed out again, as the local
+// port of a connection, before the process given it binds it, and a
+// hundred processes each opening connections made that happen.
+func FreeAddrFrom(next *int) (string, error) {
+	for ; *next < ephemeralStart; *next++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *next))
+		if err != nil {
+			continue // in use
+		}
+		addr := l.Addr().String()
+		l.Close()
+		*next++
+		return addr, nil
+	}
+	return "", fmt.Errorf("no free port below %d", ephemeralStart)
+}
+
+// FirstPort is where a FreeAddrFrom counter starts; ephemeralStart is the
+// Linux default start of the ephemeral range (net.ipv4.ip_local_port_range).
+const (
+	FirstPort      = 20000
+	ephemeralStart = 32768
+)
