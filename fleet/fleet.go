@@ -29,6 +29,10 @@ type Fleet struct {
 
 	mu      sync.Mutex
 	members map[string]*Member
+	// leaving are the members removed by a reload and not yet gone: a
+	// pipeline added back under the same name starts once its old member
+	// left, as a changed one does.
+	leaving map[string]*Member
 
 	hookMu sync.Mutex // the hooks are called one at a time
 }
@@ -50,7 +54,8 @@ func New(cfg Config, specs []Spec, hooks Hooks, log *slog.Logger) (*Fleet, error
 	if err := errors.Join(cfg.Validate(), checkSpecs(specs)); err != nil {
 		return nil, err
 	}
-	f := &Fleet{cfg: cfg.WithDefaults(), hooks: hooks, log: log, reloads: make(chan []Spec, 1), members: map[string]*Member{}}
+	f := &Fleet{cfg: cfg.WithDefaults(), hooks: hooks, log: log, reloads: make(chan []Spec, 1), members: map[string]*Member{},
+		leaving: map[string]*Member{}}
 	for _, s := range specs {
 		f.members[s.Name] = newMember(s, f.cfg, log)
 	}
@@ -106,6 +111,11 @@ func (f *Fleet) Run(ctx context.Context) error {
 			m.run(gctx)
 			f.hook(f.hooks.Removed, m)
 			close(m.gone)
+			f.mu.Lock()
+			if f.leaving[m.Name()] == m {
+				delete(f.leaving, m.Name())
+			}
+			f.mu.Unlock()
 			return nil
 		})
 	}
@@ -141,7 +151,8 @@ func (f *Fleet) apply(specs []Spec, start func(m, after *Member)) {
 		case !ok:
 			m := newMember(s, f.cfg, f.log)
 			f.members[s.Name] = m
-			start(m, nil)
+			start(m, f.leaving[s.Name]) // nil, or a removed one still draining
+			delete(f.leaving, s.Name)
 			added = append(added, s.Name)
 		case old.spec.Fingerprint == s.Fingerprint:
 			unchanged = append(unchanged, s.Name)
@@ -157,6 +168,7 @@ func (f *Fleet) apply(specs []Spec, start func(m, after *Member)) {
 		if !keep[name] {
 			m.stop()
 			delete(f.members, name)
+			f.leaving[name] = m
 			removed = append(removed, name)
 		}
 	}

@@ -2,11 +2,13 @@ package fleet_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/fleet"
+	"github.com/outboxd/outboxd/harness/netfault"
 	"github.com/outboxd/outboxd/harness/testenv"
 )
 
@@ -102,5 +104,58 @@ func TestReloadTouchesOnlyWhatChanged(t *testing.T) {
 	}
 	if !streaming(f, "b")() {
 		t.Errorf("b after a refused reload: %+v", status(f, "b"))
+	}
+}
+
+// Regression: a pipeline removed by one reload and added back by the next
+// while its old member still drained started at once beside it, and the
+// old member's leaving unregistered the new one's metrics. It starts once
+// the old one left: never two members of one name at a time.
+func TestRemovedAndAddedBackWaitsForTheOldMember(t *testing.T) {
+	t.Parallel()
+	url, conn := outboxDB(t)
+	slotName := testenv.Name(t, "a")
+	createSlot(t, conn, slotName)
+	closed, err := netfault.FreeAddr() // no broker: a record waits, and the drain with it
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := spec("a", url, slotName, []string{closed})
+	a.Config.Stream.ShutdownTimeout = 3 * time.Second
+	var mu sync.Mutex
+	live, most := 0, 0
+	hooks := fleet.Hooks{
+		Added: func(*fleet.Member) {
+			mu.Lock()
+			defer mu.Unlock()
+			live++
+			most = max(most, live)
+		},
+		Removed: func(*fleet.Member) { mu.Lock(); defer mu.Unlock(); live-- },
+	}
+	f, err := fleet.New(fleet.Config{}, []fleet.Spec{a}, hooks, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runFleet(t, f)
+	testenv.Eventually(t, time.Minute, "a streams", streaming(f, "a"))
+	insert(t, conn, "t", "00000000-0000-0000-0000-000000000001", `{"n": 0}`)
+	old := member(f, "a")
+	testenv.Eventually(t, time.Minute, "a record in flight", func() bool { return old.Stats().InFlightRecords > 0 })
+	if err := f.Reload(nil); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "a removed", func() bool { return member(f, "a") == nil })
+	if err := f.Reload([]fleet.Spec{a}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "a back after its old member left", func() bool {
+		return member(f, "a") != nil && member(f, "a") != old && old.Status().State == fleet.StateStopped
+	})
+	time.Sleep(500 * time.Millisecond) // for a second Added, were one coming
+	mu.Lock()
+	defer mu.Unlock()
+	if most != 1 || live != 1 {
+		t.Errorf("members of a registered at once: at most %d, now %d; want 1 and 1", most, live)
 	}
 }

@@ -24,6 +24,9 @@ import (
 // those of the key's first Producer.
 type Pool struct {
 	log *slog.Logger
+	// abortWait bounds how long a Producer's Abort waits for its records
+	// (sharedAbortWait).
+	abortWait time.Duration
 
 	mu      sync.Mutex
 	clients map[string]*sharedClient
@@ -31,7 +34,7 @@ type Pool struct {
 
 // NewPool returns an empty Pool.
 func NewPool(log *slog.Logger) *Pool {
-	return &Pool{log: log, clients: map[string]*sharedClient{}}
+	return &Pool{log: log, abortWait: sharedAbortWait, clients: map[string]*sharedClient{}}
 }
 
 // sharedClient is one client of a Pool and its users.
@@ -110,9 +113,17 @@ func (s *share) track(done func(error)) func(error) {
 // follows a failure that stops the pipeline, so it is rare.
 const waitPoll = 5 * time.Millisecond
 
-// wait returns once none of the Producer's records is in flight, or
-// ctx's error.
+// sharedAbortWait bounds a shared Producer's Abort: its records wait for
+// ever while a partition has no leader, and the pipeline that failed must
+// get to its restart (its records left in the client are written, or
+// fail, later, unreported: Close).
+const sharedAbortWait = 10 * time.Second
+
+// wait returns once none of the Producer's records is in flight, or an
+// error once ctx ended or the pool's abortWait passed.
 func (s *share) wait(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.pool.abortWait)
+	defer cancel()
 	t := time.NewTicker(waitPoll)
 	defer t.Stop()
 	for {

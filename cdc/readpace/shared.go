@@ -14,7 +14,8 @@ import (
 // a tick common to all of them (a multiple of the linger since the
 // Shared began): the streams' readers then wake together, and one
 // wake-up of the process reads what all of them received. A message
-// still waits at most one linger. Safe for concurrent use.
+// waits at most a linger and a quarter (a tick nearer than a quarter of
+// a linger is skipped for the one after). Safe for concurrent use.
 type Shared struct {
 	epoch time.Time
 

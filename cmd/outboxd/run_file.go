@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,6 +141,7 @@ func ordinal(host string) (int, bool) {
 // it; the hash never leaves the process).
 func fleetSpecs(file config.File, clients *publish.Pool, linger *readpace.Shared) ([]fleet.Spec, error) {
 	specs := make([]fleet.Spec, 0, len(file.Pipelines))
+	process := config.ProcessFlags()
 	for _, p := range file.Pipelines {
 		pc, err := p.Config.Pipeline()
 		if err != nil {
@@ -150,7 +152,14 @@ func fleetSpecs(file config.File, clients *publish.Pool, linger *readpace.Shared
 			pc.Clients, pc.ClientKey = clients, config.KafkaClientKey(p.Flags)
 		}
 		h := sha256.New()
-		p.Flags.VisitAll(func(f *flag.Flag) { fmt.Fprintf(h, "%s=%q\n", f.Name, f.Value.String()) })
+		p.Flags.VisitAll(func(f *flag.Flag) {
+			// The process's settings are not the pipeline's: a reload
+			// reads them from the file alone, the first load from the
+			// command line and the environment too.
+			if !slices.Contains(process, f.Name) {
+				fmt.Fprintf(h, "%s=%q\n", f.Name, f.Value.String())
+			}
+		})
 		specs = append(specs, fleet.Spec{Name: p.Name, Config: pc, Fingerprint: hex.EncodeToString(h.Sum(nil))})
 	}
 	return specs, nil

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd/cdc/readpace"
 	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/internal/config"
+	"github.com/outboxd/outboxd/publish"
 )
 
 // startFile starts `outboxd run --config path`.
@@ -165,4 +170,46 @@ func configWithReplicas(n int) config.Config {
 	c := config.Default()
 	c.Fleet.Replicas = n
 	return c
+}
+
+// Regression: a SIGHUP with the file unchanged restarted every pipeline
+// when a process setting came from the command line or the environment:
+// the reload reads the file alone, and the fingerprint counted the
+// process's settings as the pipeline's. Only a pipeline's own settings
+// count.
+func TestFingerprintCountsOnlyThePipelinesOwnSettings(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "p.yaml")
+	content := "brokers: k:9092\npipelines:\n  - name: a\n    database-url: postgres://h/db\n    slot: %s\n"
+	writeFile(t, file, fmt.Sprintf(content, "s1"))
+	cfg := config.Default()
+	fs := runFlags(&cfg, io.Discard)
+	if err := config.Parse(fs, []string{"--config", file, "--log-level", "debug", "--replicas", "3"}, func(k string) string {
+		if k == "OUTBOXD_METRICS_ADDR" {
+			return "127.0.0.1:1"
+		}
+		return ""
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fingerprint := func(process *flag.FlagSet) string {
+		t.Helper()
+		f, err := loadPipelinesFile(file, process, func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs, err := fleetSpecs(f, publish.NewPool(slog.New(slog.DiscardHandler)), readpace.NewShared())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return specs[0].Fingerprint
+	}
+	first, reload := fingerprint(fs), fingerprint(nil)
+	if first != reload {
+		t.Error("the first load's fingerprint and a reload's of the same file differ: a SIGHUP would restart the pipeline")
+	}
+	writeFile(t, file, fmt.Sprintf(content, "s2"))
+	if fingerprint(nil) == reload {
+		t.Error("a pipeline whose slot changed kept its fingerprint: a SIGHUP would not restart it")
+	}
 }
