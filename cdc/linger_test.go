@@ -13,9 +13,9 @@ func TestLingerEngagesFrom(t *testing.T) {
 		linger time.Duration
 		want   float64
 	}{
-		{DefaultReadLinger, 800},
-		{20 * time.Millisecond, 200},
-		{MaxReadLinger, 40},
+		{DefaultReadLinger, 400},
+		{20 * time.Millisecond, 100},
+		{MaxReadLinger, 20},
 		{0, 0},
 		{-time.Millisecond, 0},
 	} {

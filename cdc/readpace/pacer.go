@@ -69,7 +69,7 @@ const (
 	// LingerMinTx is how many transactions a linger must be expected to
 	// bring (EngagesFrom): with fewer, a linger adds latency, and wake-ups
 	// of its own, for too little to batch to save CPU.
-	LingerMinTx = 4
+	LingerMinTx = 2
 	// keepaliveBytes is the size of a keepalive, its header included.
 	keepaliveBytes = 5 + 1 + 8 + 8 + 1
 )

@@ -274,7 +274,7 @@ func TestPacerLinger(t *testing.T) {
 			{"a transaction a linger after the last: read at once", tx(linger), false, false},
 		}},
 		{"slow stream", linger, []step{
-			{"a transaction every 10 ms: 2 per linger", steady(50, 10*time.Millisecond), false, false},
+			{"a transaction every 15 ms: 1.3 per linger", steady(50, 15*time.Millisecond), false, false},
 		}},
 		{"bursty slow stream", linger, []step{
 			{"bursts of four", bursts(5), false, false},
@@ -328,9 +328,9 @@ func TestEngagesFrom(t *testing.T) {
 		linger time.Duration
 		want   float64
 	}{
-		{5 * time.Millisecond, 800},
-		{20 * time.Millisecond, 200},
-		{100 * time.Millisecond, 40},
+		{5 * time.Millisecond, 400},
+		{20 * time.Millisecond, 100},
+		{100 * time.Millisecond, 20},
 		{0, 0},
 		{-time.Millisecond, 0},
 	} {

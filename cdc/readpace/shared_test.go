@@ -19,7 +19,7 @@ func TestPacerLingersWithItsFleet(t *testing.T) {
 	}{
 		{"the others commit 1,000 a second together", time.Millisecond, true},
 		{"the others are quiet", 0, false},
-		{"the others commit 100 a second: below the 200 a 20 ms linger needs", 10 * time.Millisecond, false},
+		{"the others commit 50 a second: below the 100 a 20 ms linger needs", 20 * time.Millisecond, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
