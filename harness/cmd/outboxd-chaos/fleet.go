@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -93,20 +92,8 @@ func runFleet(fo fleetOpts, o chaos.Options, counts map[chaos.Fault]*int, set ma
 		fmt.Fprintln(stderr, "outboxd-chaos:", err)
 		return 1
 	}
-	printFleetTable(stdout, rep)
-	js, _ := json.MarshalIndent(rep, "", "  ")
-	fmt.Fprintf(stdout, "%s\n", js)
-	if jsonOut != "" {
-		if err := os.WriteFile(jsonOut, append(js, '\n'), 0o644); err != nil {
-			fmt.Fprintln(stderr, "outboxd-chaos:", err)
-			return 1
-		}
-	}
-	if !rep.OK() {
-		fmt.Fprintln(stderr, "outboxd-chaos: FAILED: a pipeline's verdict failed, or a replica misbehaved")
-		return 1
-	}
-	return 0
+	return report(stdout, stderr, rep, func(w io.Writer) { printFleetTable(w, rep) }, jsonOut, rep.OK(),
+		"a pipeline's verdict failed, or a replica misbehaved")
 }
 
 func printFleetTable(w io.Writer, r chaos.FleetReport) {

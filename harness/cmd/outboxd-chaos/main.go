@@ -100,17 +100,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "outboxd-chaos:", err)
 		return 1
 	}
-	printTable(stdout, rep)
+	return report(stdout, stderr, rep, func(w io.Writer) { printTable(w, rep) }, *jsonOut, rep.OK(),
+		"events were lost, leaked or reordered, or a publisher misbehaved")
+}
+
+// report prints a run's table (table) and its report as JSON, writes the
+// JSON to jsonOut when given, and returns the exit code: 1 when the
+// verdict failed (ok false, failed saying what) or the file could not be
+// written.
+func report(stdout, stderr io.Writer, rep any, table func(io.Writer), jsonOut string, ok bool, failed string) int {
+	table(stdout)
 	js, _ := json.MarshalIndent(rep, "", "  ")
 	fmt.Fprintf(stdout, "%s\n", js)
-	if *jsonOut != "" {
-		if err := os.WriteFile(*jsonOut, append(js, '\n'), 0o644); err != nil {
+	if jsonOut != "" {
+		if err := os.WriteFile(jsonOut, append(js, '\n'), 0o644); err != nil {
 			fmt.Fprintln(stderr, "outboxd-chaos:", err)
 			return 1
 		}
 	}
-	if !rep.OK() {
-		fmt.Fprintln(stderr, "outboxd-chaos: FAILED: events were lost, leaked or reordered, or a publisher misbehaved")
+	if !ok {
+		fmt.Fprintln(stderr, "outboxd-chaos: FAILED: "+failed)
 		return 1
 	}
 	return 0
