@@ -124,7 +124,7 @@ func registered(fs *flag.FlagSet) []string {
 // mean something only with --config ("" when none).
 func fleetFlagsGiven(fs *flag.FlagSet) string {
 	var given []string
-	for _, name := range []string{"replica", "replicas", "rank-delay"} {
+	for _, name := range config.GroupFlags(config.GroupFleet) {
 		if set(fs, name) {
 			given = append(given, "--"+name)
 		}

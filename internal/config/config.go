@@ -182,10 +182,16 @@ func withReplicaUnset(c fleet.Config) fleet.Config { c.Replica = -1; return c }
 // ProcessFlags names the flags of the process's own settings
 // (flagSpec.process): what a command reading a pipelines file takes
 // beside --config.
-func ProcessFlags() []string {
+func ProcessFlags() []string { return flagNames(func(f flagSpec) bool { return f.process }) }
+
+// GroupFlags names the flags of group g.
+func GroupFlags(g Group) []string { return flagNames(func(f flagSpec) bool { return f.group == g }) }
+
+// flagNames names the flags of the table that keep says to, in its order.
+func flagNames(keep func(flagSpec) bool) []string {
 	var names []string
 	for _, f := range flags() {
-		if f.process {
+		if keep(f) {
 			names = append(names, f.name)
 		}
 	}

@@ -63,12 +63,9 @@ func (c *Config) KafkaOpts() ([]kgo.Opt, error) {
 // share a client (publish.Pool). It is a hash, and shows no secret.
 func KafkaClientKey(fs *flag.FlagSet) string {
 	h := sha256.New()
-	for _, f := range flags() {
-		if f.group != GroupKafka {
-			continue
-		}
-		if fl := fs.Lookup(f.name); fl != nil {
-			fmt.Fprintf(h, "%s=%q\n", f.name, fl.Value.String())
+	for _, name := range GroupFlags(GroupKafka) {
+		if fl := fs.Lookup(name); fl != nil {
+			fmt.Fprintf(h, "%s=%q\n", name, fl.Value.String())
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
