@@ -56,10 +56,11 @@ func runFile(ctx context.Context, path string, cfg *config.Config, fs *flag.Flag
 	if err != nil {
 		return invalidFile(stderr, "run", path, err)
 	}
-	// --max-procs as for one pipeline (1 by default): a fleet's pipelines
-	// on one core woke half as often per transaction, and spent less CPU
-	// per event, than on two (docs/bench/fleet); a process whose
-	// pipelines need more than a core sets it higher.
+	// --max-procs as for one pipeline (1 by default): on two cores the Go
+	// runtime hands the pipelines' goroutines between threads, which cost
+	// a fleet more wake-ups and CPU per event than the second core gave
+	// back (docs/bench/history.md); a process whose pipelines need more
+	// than a core sets it higher.
 	if cfg.MaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.MaxProcs)
 	}
