@@ -19,9 +19,11 @@
 #                bytes it puts in Kafka (docs/bench/compression/)
 #   make bench-fleet  100 pipelines in one `outboxd run --config` beside 100
 #                processes: start-up, peak RSS, idle CPU, and a steady
-#                10,000 events/s beside one pipeline (docs/bench/fleet/);
-#                about 20 minutes; FLEET_FLAGS adds flags, e.g. for a trial
-#                -pipelines 10 -reps 2 -idle 10s -out /tmp/fleet
+#                10,000 events/s beside one pipeline, then 10 pipelines
+#                beside 10 Debezium connectors on one Kafka Connect worker
+#                (docs/bench/fleet/); about 25 minutes; FLEET_FLAGS adds
+#                flags, e.g. for a trial -pipelines 10 -reps 2 -idle 10s
+#                -out /tmp/fleet, or -debezium '' to leave Debezium out
 #   make chaos   the long fault-injection runs (1,000,000 events, every fault
 #                kind many times, network faults and crashes included),
 #                at-least-once then exactly-once, then 300,000 events with 5
@@ -180,7 +182,8 @@ bench-compression: build
 		-rates '' -debezium '' -perf=false -out docs/bench/compression $(BENCH_FLAGS)
 
 # Issue 39: many pipelines in one process (outboxd run --config) beside a
-# process each, and under a steady load beside a single pipeline
+# process each, under a steady load beside a single pipeline, and a few
+# beside as many Debezium connectors on one Connect worker
 # (docs/bench/fleet/).
 FLEET_FLAGS ?=
 bench-fleet: build

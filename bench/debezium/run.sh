@@ -10,10 +10,16 @@
 #       Connect in the background (log WORKDIR/connect.log, pid
 #       WORKDIR/connect.pid) and print its pid. Events go to the topic
 #       TOPIC_PREFIX.<aggregatetype>. The database needs schema.sql applied.
+#   run.sh start-many WORKDIR PGHOST PGPORT KAFKA_BOOTSTRAP DATABASE:SLOT:TOPIC_PREFIX...
+#       as start, with one connector a DATABASE:SLOT:TOPIC_PREFIX on the
+#       one standalone worker (connector outbox-debezium-DATABASE, its
+#       slot, its prefix), as a site runs many outboxes on one Connect
+#       worker; DBZ_SLOT_NAME and DBZ_EXACTLY_ONCE do not apply
 #   run.sh status WORKDIR
-#       print the connector's status from the REST API (exit 1 if not RUNNING)
+#       print the connectors' status from the REST API (exit 1 unless every
+#       connector and task is RUNNING)
 #   run.sh wait WORKDIR [SECONDS]
-#       wait until the connector task is RUNNING (default 120 s)
+#       wait until every connector task is RUNNING (default 120 s)
 #   run.sh stop WORKDIR
 #       stop Connect (SIGTERM: it flushes offsets and confirms the LSN to
 #       PostgreSQL; SIGKILL after 30 s)
@@ -37,6 +43,11 @@
 #                       20 ms, for throughput) or latency (poll.interval.ms=5,
 #                       linger 0, as outboxd: the queue is polled every 5 ms
 #                       instead of waiting up to 50 ms for a batch to fill)
+#   DBZ_FOREGROUND      1: start and start-many exec Connect in the foreground
+#                       (the caller's child is then the JVM itself, logging
+#                       to WORKDIR/connect.log) instead of starting it in the
+#                       background and printing its pid; not with
+#                       DBZ_EXACTLY_ONCE
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -96,56 +107,108 @@ render() {
 
 running() { [ -f "$1/connect.pid" ] && kill -0 "$(cat "$1/connect.pid")" 2>/dev/null; }
 
-start() {
-	[ $# -eq 6 ] || die "usage: $0 start WORKDIR PGHOST PGPORT PGDATABASE KAFKA_BOOTSTRAP TOPIC_PREFIX"
-	local dir=$1 pghost=$2 pgport=$3 pgdb=$4 brokers=$5 prefix=$6
-	fetch
-	mkdir -p "$dir"
-	dir=$(cd "$dir" && pwd -P)
-	running "$dir" && die "Connect is already running in $dir (pid $(cat "$dir/connect.pid"))"
-	local port
-	port=$(free_port)
-	echo "$port" >"$dir/connect.rest"
-	local poll_ms linger_ms
+# profile_settings: poll_ms and linger_ms of DBZ_PROFILE.
+profile_settings() {
 	case ${DBZ_PROFILE:-drain} in
 	drain) poll_ms=50 linger_ms=20 ;;
 	latency) poll_ms=5 linger_ms=0 ;;
 	*) die "DBZ_PROFILE must be drain or latency, not ${DBZ_PROFILE}" ;;
 	esac
-	render "$here/outbox-connector.properties.in" "$dir/outbox-connector.properties" \
+}
+
+# connector OUT NAME PGHOST PGPORT PGDATABASE SLOT TOPIC_PREFIX: write a
+# connector's properties to OUT from the template, with DBZ_CONNECTOR_EXTRA
+# appended.
+connector() {
+	local out=$1 name=$2 pghost=$3 pgport=$4 pgdb=$5 slot=$6 prefix=$7
+	render "$here/outbox-connector.properties.in" "$out" "CONNECTOR_NAME=$name" \
 		"PGHOST=$pghost" "PGPORT=$pgport" "PGDATABASE=$pgdb" "PGUSER=${PGUSER:-postgres}" \
-		"PGPASSWORD=${PGPASSWORD:-}" "TOPIC_PREFIX=$prefix" "SLOT_NAME=${DBZ_SLOT_NAME:-debezium}" "POLL_INTERVAL_MS=$poll_ms"
+		"PGPASSWORD=${PGPASSWORD:-}" "TOPIC_PREFIX=$prefix" "SLOT_NAME=$slot" "POLL_INTERVAL_MS=$poll_ms"
 	if [ -n "${DBZ_CONNECTOR_EXTRA:-}" ]; then
 		# Later keys win in a properties file: these override the template's.
-		{ echo "# from DBZ_CONNECTOR_EXTRA ($DBZ_CONNECTOR_EXTRA)"; cat "$DBZ_CONNECTOR_EXTRA"; } >>"$dir/outbox-connector.properties"
+		{ echo "# from DBZ_CONNECTOR_EXTRA ($DBZ_CONNECTOR_EXTRA)"; cat "$DBZ_CONNECTOR_EXTRA"; } >>"$out"
 	fi
-	local main args
+}
+
+# prepare DIR: fetch, make DIR, refuse a DIR whose Connect runs, and pick
+# the REST port (DIR/connect.rest). Sets dir (absolute) and port.
+prepare() {
+	fetch
+	mkdir -p "$1"
+	dir=$(cd "$1" && pwd -P)
+	running "$dir" && die "Connect is already running in $dir (pid $(cat "$dir/connect.pid"))"
+	if [ "${DBZ_FOREGROUND:-}" = 1 ] && [ "${DBZ_EXACTLY_ONCE:-}" = 1 ]; then
+		die "DBZ_FOREGROUND=1 and DBZ_EXACTLY_ONCE=1 cannot go together: the connector is submitted after the worker started"
+	fi
+	port=$(free_port)
+	echo "$port" >"$dir/connect.rest"
+	profile_settings
+}
+
+start() {
+	[ $# -eq 6 ] || die "usage: $0 start WORKDIR PGHOST PGPORT PGDATABASE KAFKA_BOOTSTRAP TOPIC_PREFIX"
+	local dir port poll_ms linger_ms pghost=$2 pgport=$3 pgdb=$4 brokers=$5 prefix=$6
+	prepare "$1"
+	connector "$dir/outbox-connector.properties" outbox-debezium "$pghost" "$pgport" "$pgdb" "${DBZ_SLOT_NAME:-debezium}" "$prefix"
 	if [ "${DBZ_EXACTLY_ONCE:-}" = 1 ]; then
 		render "$here/connect-distributed.properties.in" "$dir/connect-distributed.properties" \
 			"KAFKA_BOOTSTRAP=$brokers" "PLUGIN_PATH=$plugin_path" "REST_PORT=$port" "LINGER_MS=$linger_ms" \
 			"GROUP=dbz-$(basename "$dir")"
-		main=org.apache.kafka.connect.cli.ConnectDistributed
-		args=("$dir/connect-distributed.properties")
-	else
-		render "$here/connect-standalone.properties.in" "$dir/connect-standalone.properties" \
-			"KAFKA_BOOTSTRAP=$brokers" "PLUGIN_PATH=$plugin_path" "REST_PORT=$port" "WORKDIR=$dir" "LINGER_MS=$linger_ms"
-		main=org.apache.kafka.connect.cli.ConnectStandalone
-		args=("$dir/connect-standalone.properties" "$dir/outbox-connector.properties")
+		launch "$dir" org.apache.kafka.connect.cli.ConnectDistributed "$dir/connect-distributed.properties"
+		submit "$dir" "$port"
+		cat "$dir/connect.pid"
+		return
 	fi
+	standalone "$dir" "$brokers" "$dir/outbox-connector.properties"
+}
+
+start_many() {
+	[ $# -ge 5 ] || die "usage: $0 start-many WORKDIR PGHOST PGPORT KAFKA_BOOTSTRAP DATABASE:SLOT:TOPIC_PREFIX..."
+	[ "${DBZ_EXACTLY_ONCE:-}" = 1 ] && die "start-many runs standalone; DBZ_EXACTLY_ONCE=1 is for start"
+	local dir port poll_ms linger_ms pghost=$2 pgport=$3 brokers=$4 spec db slot prefix
+	prepare "$1"
+	shift 4
+	local files=()
+	for spec in "$@"; do
+		IFS=: read -r db slot prefix <<<"$spec"
+		[ -n "$db" ] && [ -n "$slot" ] && [ -n "$prefix" ] || die "$spec: want DATABASE:SLOT:TOPIC_PREFIX"
+		connector "$dir/connector-$db.properties" "outbox-debezium-$db" "$pghost" "$pgport" "$db" "$slot" "$prefix"
+		files+=("$dir/connector-$db.properties")
+	done
+	standalone "$dir" "$brokers" "${files[@]}"
+}
+
+# standalone DIR BROKERS CONNECTOR_FILE...: a standalone worker running
+# the connectors.
+standalone() {
+	local dir=$1 brokers=$2
+	shift 2
+	render "$here/connect-standalone.properties.in" "$dir/connect-standalone.properties" \
+		"KAFKA_BOOTSTRAP=$brokers" "PLUGIN_PATH=$plugin_path" "REST_PORT=$port" "WORKDIR=$dir" "LINGER_MS=$linger_ms"
+	launch "$dir" org.apache.kafka.connect.cli.ConnectStandalone "$dir/connect-standalone.properties" "$@"
+	echo "$(cat "$dir/connect.pid")"
+}
+
+# launch DIR MAIN ARGS...: start the JVM, in the background in its own
+# session (so that a Ctrl-C in the caller's terminal does not reach it), or
+# with DBZ_FOREGROUND=1 in place of this script.
+launch() {
+	local dir=$1 main=$2
+	shift 2
 	# JVM flags as Kafka's own scripts use (kafka-run-class.sh).
 	# shellcheck disable=SC2206
 	local cmd=(java ${CONNECT_HEAP_OPTS:--Xms1g -Xmx1g} -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20
 		-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
 		-Dlog4j2.configurationFile="$here/log4j2.properties"
-		-cp "$worker_libs/*" "$main" "${args[@]}")
-	# Its own session, so that a Ctrl-C in the caller's terminal does not reach it.
+		-cp "$worker_libs/*" "$main" "$@")
+	if [ "${DBZ_FOREGROUND:-}" = 1 ]; then
+		echo $$ >"$dir/connect.pid"
+		log "Kafka Connect starting in the foreground (pid $$, log $dir/connect.log, REST http://127.0.0.1:$port)"
+		exec "${cmd[@]}" >>"$dir/connect.log" 2>&1 </dev/null
+	fi
 	setsid "${cmd[@]}" >>"$dir/connect.log" 2>&1 </dev/null &
 	echo $! >"$dir/connect.pid"
 	log "Kafka Connect started (pid $!, log $dir/connect.log, REST http://127.0.0.1:$port)"
-	if [ "${DBZ_EXACTLY_ONCE:-}" = 1 ]; then
-		submit "$dir" "$port"
-	fi
-	echo "$(cat "$dir/connect.pid")"
 }
 
 # submit DIR PORT: wait for the distributed worker's REST API and submit the
@@ -177,17 +240,28 @@ PY
 	log "connector submitted with exactly.once.support=required"
 }
 
-# connector_status DIR: the connector's status JSON, empty if not reachable.
+# connector_status DIR: every connector's status JSON, by name, empty if
+# not reachable.
 connector_status() {
-	local port
+	local port url
 	port=$(cat "$1/connect.rest" 2>/dev/null) || return 0
-	curl -fsS "http://127.0.0.1:$port/connectors/outbox-debezium/status" 2>/dev/null ||
+	url="http://127.0.0.1:$port/connectors?expand=status"
+	curl -fsS "$url" 2>/dev/null ||
 		python3 -c 'import sys,urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
-			"http://127.0.0.1:$port/connectors/outbox-debezium/status" 2>/dev/null || true
+			"$url" 2>/dev/null || true
 }
 
+# task_running: whether the status JSON on stdin has connectors, each
+# RUNNING with every task RUNNING.
 task_running() {
-	python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(0 if s["connector"]["state"]=="RUNNING" and s["tasks"] and all(t["state"]=="RUNNING" for t in s["tasks"]) else 1)' 2>/dev/null
+	python3 -c '
+import json, sys
+cs = json.load(sys.stdin)
+ok = bool(cs) and all(
+    c["status"]["connector"]["state"] == "RUNNING" and c["status"]["tasks"]
+    and all(t["state"] == "RUNNING" for t in c["status"]["tasks"])
+    for c in cs.values())
+sys.exit(0 if ok else 1)' 2>/dev/null
 }
 
 status() {
@@ -239,14 +313,15 @@ cmd=${1:-}
 case "$cmd" in
 fetch) fetch ;;
 start) start "$@" ;;
+start-many) start_many "$@" ;;
 status) status "$@" ;;
 wait) wait_running "$@" ;;
 stop) stop "$@" ;;
 help | -h | "")
-	sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'
 	;;
 *)
-	sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,11 +31,19 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return err
 	}
 	defer srv.Remove(context.WithoutCancel(ctx)) //nolint:errcheck // the run's outcome is decided
-	limits := serverLimits(o.pipelines)
+	b := &bench{Servers: srv, o: o, log: log, fleet: fleetPipelines("p", o.pipelines, o.txSize), ref: newPipeline("single", o.txSize)}
+	if o.debezium != "" {
+		b.peers = fleetPipelines("d", o.peers, o.txSize)
+		for _, p := range b.peers {
+			b.dbz = append(b.dbz, debeziumPipeline(p, o.txSize))
+		}
+	}
+	// A slot each for the fleet, C and D; the reference's is in the
+	// headroom.
+	limits := serverLimits(len(b.fleet) + len(b.peers) + len(b.dbz))
 	if err := srv.Restart(ctx, limits...); err != nil {
 		return fmt.Errorf("raising PostgreSQL's limits for %d pipelines: %w", o.pipelines, err)
 	}
-	b := &bench{Servers: srv, o: o, log: log, fleet: fleetPipelines(o.pipelines), ref: newPipeline("single")}
 	if err := srv.WarmKafka(ctx, kafkaWarmUp, 0); err != nil {
 		return err
 	}
@@ -51,7 +60,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	res := Results{Date: time.Now().UTC().Format(time.RFC3339), Args: o.args, Machine: host.Describe(), Settings: b.settings(ctx, limits), Errors: map[string]string{}}
 	res.Settings["setup_seconds"] = fmt.Sprintf("%.0f", time.Since(setUpStart).Seconds())
 	for rep := 1; rep <= o.reps; rep++ {
-		for _, step := range stepOrder(rep) {
+		for _, step := range stepOrder(rep, o.debezium != "") {
 			if err := b.measure(ctx, step, rep, &res); err != nil {
 				if ctx.Err() != nil {
 					return fmt.Errorf("interrupted in step %s of repetition %d: %w", step, rep, ctx.Err())
@@ -66,14 +75,18 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 }
 
 // stepOrder is a repetition's steps: A, then the single pipeline (the
-// load's reference, next to A's load), then B; every other repetition the
-// other way round, so that the machine's drift over the run falls on A
-// and B alike.
-func stepOrder(rep int) []string {
-	if rep%2 == 1 {
-		return []string{"A", "single", "B"}
+// load's reference, next to A's load), then B, then (withDebezium) C and
+// D; every other repetition the other way round, so that the machine's
+// drift over the run falls on A and B, and on C and D, alike.
+func stepOrder(rep int, withDebezium bool) []string {
+	steps := []string{"A", "single", "B", "C", "D"}
+	if !withDebezium {
+		steps = steps[:3]
 	}
-	return []string{"B", "single", "A"}
+	if rep%2 == 0 {
+		slices.Reverse(steps)
+	}
+	return steps
 }
 
 // measure runs one step: A's launch, idle window and steady load; the
@@ -86,6 +99,10 @@ func (b *bench) measure(ctx context.Context, step string, rep int, res *Results)
 		launch = b.launchB
 	case "single":
 		ps, launch = []pipeline{b.ref}, b.launchReference
+	case "C":
+		ps = b.peers
+	case "D":
+		ps = b.dbz
 	}
 	advanced := time.Now()
 	if err := b.advance(ctx, ps); err != nil {
@@ -96,6 +113,9 @@ func (b *bench) measure(ctx context.Context, step string, rep int, res *Results)
 		return err
 	}
 	b.log.Info("step", "step", step, "rep", rep, "slots_advanced_in_s", fmt.Sprintf("%.1f", time.Since(advanced).Seconds()), "restart_backlog_mib", backlog>>20)
+	if step == "C" || step == "D" {
+		return b.measurePeer(ctx, step, rep, res)
+	}
 	g, err := launch()
 	if err != nil {
 		return err
@@ -121,15 +141,61 @@ func (b *bench) measure(ctx context.Context, step string, rep int, res *Results)
 			return nil
 		}
 	}
-	lr, err := b.load(ctx, g, rep)
+	lr, err := b.load(ctx, g, rep, b.o.rate)
 	if err != nil {
 		return err
 	}
-	res.Load = append(res.Load, lr)
-	b.log.Info("load", "system", lr.System, "rep", rep, "written_per_s", int(lr.WrittenRate), "p50_ms", lr.P50ms, "p99_ms", lr.P99ms, "sustained", lr.Sustained,
-		"outboxd_cpu_us_per_event", fmt.Sprintf("%.1f", lr.PublisherCPUus), "walsender_cpu_us_per_event", fmt.Sprintf("%.1f", lr.ServerCPUus),
-		"peak_rss_mib", lr.PeakRSSBytes>>20)
+	res.Load = append(res.Load, b.logLoad(lr))
 	return nil
+}
+
+// measurePeer runs step C or D: its launch, until every slot streams and
+// its walsender caught up, then the steady load of -debezium-rate. The
+// step's slots were advanced.
+func (b *bench) measurePeer(ctx context.Context, step string, rep int, res *Results) (err error) {
+	dir, err := os.MkdirTemp("", "fleet-bench-"+step+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var g *group
+	var work string
+	if step == "C" {
+		g, err = b.launchC()
+	} else {
+		g, work, err = b.launchD(dir)
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, g.stop(), b.released(ctx, g)) }()
+	if step == "C" {
+		_, err = awaitStreaming(ctx, g)
+	} else {
+		err = b.awaitConnectors(ctx, g, work)
+	}
+	if err != nil {
+		return err
+	}
+	at, err := b.caughtUp(ctx, g)
+	if err != nil {
+		return err
+	}
+	lr, err := b.load(ctx, g, rep, b.o.peerRate)
+	if err != nil {
+		return err
+	}
+	lr.CaughtUpSeconds = at.Sub(g.launched).Seconds()
+	res.Load = append(res.Load, b.logLoad(lr))
+	return nil
+}
+
+// logLoad logs a measured load and returns it.
+func (b *bench) logLoad(lr loadRun) loadRun {
+	b.log.Info("load", "system", lr.System, "rep", lr.Rep, "written_per_s", int(lr.WrittenRate), "p50_ms", lr.P50ms, "p99_ms", lr.P99ms, "sustained", lr.Sustained,
+		"publisher_cpu_us_per_event", fmt.Sprintf("%.1f", lr.PublisherCPUus), "walsender_cpu_us_per_event", fmt.Sprintf("%.1f", lr.ServerCPUus),
+		"peak_rss_mib", lr.PeakRSSBytes>>20)
+	return lr
 }
 
 // settings are the run's settings as the report states them.
@@ -138,7 +204,7 @@ func (b *bench) settings(ctx context.Context, limits []string) map[string]string
 	if err != nil {
 		version = []byte(err.Error())
 	}
-	return map[string]string{
+	s := map[string]string{
 		"pipelines": strconv.Itoa(b.o.pipelines), "reps": strconv.Itoa(b.o.reps), "idle": b.o.idle.String(),
 		"rate": strconv.Itoa(b.o.rate), "rate_duration": b.o.rateDuration.String(), "transaction_size": strconv.Itoa(b.o.txSize),
 		"warm_up": warmUp.String() + " at the rate",
@@ -150,8 +216,13 @@ func (b *bench) settings(ctx context.Context, limits []string) map[string]string
 		"pipeline_settings": "brokers, log-level warn, and each pipeline's database-url and slot: the top level and entries of A's file, " +
 			"flags of each B process and of the single pipeline; everything else run's defaults",
 		"max_procs": "1 for every process (run's --max-procs default, with or without --config)",
-		"order":     "each repetition: A, single, B; every other one: B, single, A",
+		"order":     "each repetition: " + strings.Join(stepOrder(1, b.o.debezium != ""), ", ") + "; every other one: " + strings.Join(stepOrder(2, b.o.debezium != ""), ", "),
 	}
+	if b.o.debezium != "" {
+		s["debezium_pipelines"], s["debezium_rate"] = strconv.Itoa(b.o.peers), strconv.Itoa(b.o.peerRate)
+		s["debezium"] = debeziumVersions(b.o.debezium)
+	}
+	return s
 }
 
 func (b *bench) serverVersion(ctx context.Context) string {

@@ -9,9 +9,9 @@ import (
 	"github.com/outboxd/outboxd/bench/internal/steady"
 )
 
-// loadRun is one measured steady run of A or of the single pipeline.
+// loadRun is one measured steady run of A, the single pipeline, C or D.
 type loadRun struct {
-	System     string `json:"system"` // A, or single
+	System     string `json:"system"` // A, single, C or D
 	Rep        int    `json:"rep"`
 	Pipelines  int    `json:"pipelines"`
 	Writers    int    `json:"writers"` // connections writing, over all databases
@@ -20,8 +20,9 @@ type loadRun struct {
 	Reached   bool `json:"rate_reached"` // at least 95% of the target written
 	Sustained bool `json:"sustained"`    // every event delivered, p99 under a second
 	// CPU per event written, from the first write until the last event
-	// arrived: outboxd's own processes, and the walsenders streaming
-	// their slots; MachineBusy is the share of all cores busy meanwhile.
+	// arrived: outboxd's own processes (D: the Connect worker's JVM), and
+	// the walsenders streaming their slots; MachineBusy is the share of
+	// all cores busy meanwhile.
 	PublisherCPUus float64 `json:"outboxd_cpu_us_per_event"`
 	ServerCPUus    float64 `json:"walsender_cpu_us_per_event"`
 	// PublisherWakeups is how often outboxd's threads woke up per
@@ -29,8 +30,12 @@ type loadRun struct {
 	PublisherWakeups float64 `json:"outboxd_wakeups_per_transaction"`
 	MachineBusy      float64 `json:"machine_cpu_busy"`
 	// PeakRSSBytes is outboxd's own peak resident set (VmHWM) at the end
-	// of the run: for A, its start-up, idle window and load.
+	// of the run (D: the JVM's): for A, its start-up, idle window and load.
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// CaughtUpSeconds is, for C and D, from launch until every walsender
+	// of their slots decoded past a marker written once all streamed
+	// (caughtUp).
+	CaughtUpSeconds float64 `json:"launch_to_all_caught_up_seconds,omitempty"`
 }
 
 // warmUp is the unmeasured steady run before each measured one, as
@@ -41,16 +46,16 @@ const warmUp = 5 * time.Second
 // all, as outboxd-bench writes one, or one each when there are more.
 func writers(n int) int { return max(1, (4+n-1)/n) }
 
-// load writes -rate events/s spread evenly over the pipelines g runs
+// load writes rate events/s spread evenly over the pipelines g runs
 // (-transaction-size events a transaction): an unmeasured warm-up, then
 // one measured run of -rate-duration.
-func (b *bench) load(ctx context.Context, g *group, rep int) (loadRun, error) {
+func (b *bench) load(ctx context.Context, g *group, rep, rate int) (loadRun, error) {
 	ps := g.ps
-	l := steady.Load{Brokers: b.Kafka.Addr, Rate: b.o.rate, TxSize: b.o.txSize, Duration: warmUp}
+	l := steady.Load{Brokers: b.Kafka.Addr, Rate: rate, TxSize: b.o.txSize, Duration: warmUp}
 	for _, p := range ps {
-		l.Targets = append(l.Targets, steady.Target{URL: b.DatabaseURL(p.db), Topic: p.topic, Insert: steady.OutboxInsert(b.o.txSize), Writers: writers(len(ps))})
+		l.Targets = append(l.Targets, steady.Target{URL: b.DatabaseURL(p.db), Topic: p.topic, Insert: p.insert, Writers: writers(len(ps))})
 	}
-	r := loadRun{System: g.name, Rep: rep, Pipelines: len(ps), Writers: len(ps) * writers(len(ps)), TargetRate: b.o.rate}
+	r := loadRun{System: g.name, Rep: rep, Pipelines: len(ps), Writers: len(ps) * writers(len(ps)), TargetRate: rate}
 	if _, err := steady.Run(ctx, l); err != nil {
 		return r, fmt.Errorf("%s: warming up: %w", g.name, err)
 	}
@@ -74,7 +79,7 @@ func (b *bench) load(ctx context.Context, g *group, rep int) (loadRun, error) {
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", g.name, err)
 	}
-	r.Result, r.Reached, r.Sustained = res, res.Reached(b.o.rate), res.Sustained()
+	r.Result, r.Reached, r.Sustained = res, res.Reached(rate), res.Sustained()
 	if res.Written > 0 {
 		pub, srv, busy := host.Used(before, after)
 		r.PublisherCPUus, r.ServerCPUus, r.MachineBusy = pub/float64(res.Written)*1e6, srv/float64(res.Written)*1e6, busy

@@ -5,8 +5,9 @@
 // every pipeline streams, the peak RSS and the CPU used while idle; then,
 // for the one process, the commit-to-consumer latency and CPU per event of
 // a steady rate spread over its pipelines, beside a single pipeline taking
-// the whole rate. It writes results.json and README.md into -out
-// (docs/bench/fleet).
+// the whole rate; and a few pipelines in one process beside as many
+// Debezium connectors on one Kafka Connect worker at a steady rate. It
+// writes results.json and README.md into -out (docs/bench/fleet).
 //
 //	make bench-fleet                                       (the full run)
 //	go run ./bench/cmd/fleet-bench -pipelines 10 -reps 2 -idle 10s -out /tmp/fleet   (a trial)
@@ -29,7 +30,11 @@ type options struct {
 	pipelines, reps       int
 	idle, rateDuration    time.Duration
 	rate, txSize          int
-	args                  []string // the command line's flags, for the report
+	// debezium is bench/debezium/run.sh ("": no Debezium steps); peers
+	// the pipelines of those steps and peerRate their load.
+	debezium        string
+	peers, peerRate int
+	args            []string // the command line's flags, for the report
 }
 
 func main() {
@@ -42,6 +47,9 @@ func main() {
 	flag.IntVar(&o.rate, "rate", 10_000, "steady load, events/s: spread evenly over the pipelines of the one process, and whole on the single pipeline")
 	flag.DurationVar(&o.rateDuration, "rate-duration", 10*time.Second, "how long each steady run writes")
 	flag.IntVar(&o.txSize, "transaction-size", 10, "events per transaction in the steady runs (outboxd-bench's default)")
+	flag.StringVar(&o.debezium, "debezium", "bench/debezium/run.sh", "Debezium launcher script (empty: skip the steps beside Debezium)")
+	flag.IntVar(&o.peers, "debezium-pipelines", 10, "pipelines of one outboxd beside as many Debezium connectors on one Kafka Connect worker")
+	flag.IntVar(&o.peerRate, "debezium-rate", 1_000, "steady load, events/s, of the steps beside Debezium, spread evenly over their pipelines")
 	flag.StringVar(&o.out, "out", "docs/bench/fleet", "output directory")
 	render := flag.Bool("render", false, "only re-render README.md from the output directory's results.json")
 	flag.Parse()
@@ -79,6 +87,10 @@ func (o options) check() error {
 		return fmt.Errorf("-idle and -rate-duration must be above 0")
 	case o.txSize < 1 || o.rate < o.txSize:
 		return fmt.Errorf("-transaction-size %d and -rate %d: need 1 <= transaction size <= rate", o.txSize, o.rate)
+	case o.debezium != "" && (o.peers < 1 || o.peers > 99):
+		return fmt.Errorf("-debezium-pipelines %d: must be 1 to 99", o.peers)
+	case o.debezium != "" && o.peerRate < o.txSize:
+		return fmt.Errorf("-debezium-rate %d: must be at least the transaction size %d", o.peerRate, o.txSize)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -14,7 +15,7 @@ import (
 	"github.com/outboxd/outboxd/harness/procstat"
 )
 
-// proc is one running `outboxd run`.
+// proc is one running `outboxd run`, or Debezium's Kafka Connect worker.
 type proc struct {
 	cmd       *exec.Cmd
 	addr      string        // its --metrics-addr, where GET /pipelines answers
@@ -23,8 +24,8 @@ type proc struct {
 	err       error         // its exit, once done
 }
 
-// group is the outboxd processes of one measurement: A's one, B's one a
-// pipeline, or the reference's one.
+// group is the processes of one measurement: A's one, B's one a pipeline,
+// the reference's one, C's one, or D's Kafka Connect worker.
 type group struct {
 	name     string
 	procs    []*proc
@@ -82,15 +83,24 @@ func (b *bench) launch(name string, ps []pipeline, cmds [][]string, pipelinesEac
 			return nil, fmt.Errorf("launching %s: %w", name, err)
 		}
 		cmd := exec.Command(b.o.outboxd, slices.Concat(args, []string{"--metrics-addr", addr})...)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("launching %s: %w", name, err)
+		if err := g.start(cmd, addr, pipelinesEach); err != nil {
+			return nil, err
 		}
-		p := &proc{cmd: cmd, addr: addr, pipelines: pipelinesEach, done: make(chan struct{})}
-		go func() { p.err = cmd.Wait(); close(p.done) }()
-		g.procs = append(g.procs, p)
 	}
 	return g, nil
+}
+
+// start starts cmd as one of g's processes, running pipelines of g's
+// pipelines; addr is where its GET /pipelines answers ("" for none).
+func (g *group) start(cmd *exec.Cmd, addr string, pipelines int) error {
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("launching %s: %w", g.name, err)
+	}
+	p := &proc{cmd: cmd, addr: addr, pipelines: pipelines, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	g.procs = append(g.procs, p)
+	return nil
 }
 
 // pids are the group's processes.
@@ -107,7 +117,7 @@ func (g *group) exited() error {
 	for _, p := range g.procs {
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s: outboxd (pid %d) exited: %v", g.name, p.cmd.Process.Pid, p.err)
+			return fmt.Errorf("%s: %s (pid %d) exited: %v", g.name, filepath.Base(p.cmd.Path), p.cmd.Process.Pid, p.err)
 		default:
 		}
 	}
@@ -150,7 +160,7 @@ func (g *group) stop() error {
 		}
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		errs = append(errs, fmt.Errorf("%s: outboxd (pid %d) killed, still running %s after SIGTERM", g.name, p.cmd.Process.Pid, stopGrace))
+		errs = append(errs, fmt.Errorf("%s: %s (pid %d) killed, still running %s after SIGTERM", g.name, filepath.Base(p.cmd.Path), p.cmd.Process.Pid, stopGrace))
 	}
 	return errors.Join(errs...)
 }

@@ -18,7 +18,7 @@ import (
 // write derives the figures from r's runs and writes results.json and
 // README.md into dir.
 func write(dir string, r Results) error {
-	r.IdleFigures, r.LoadFigures = idleFigures(r.Idle), loadFigures(r.Load)
+	r.IdleFigures, r.LoadFigures, r.PeerFigures = idleFigures(r.Idle), loadFigures(r.Load), peerFigures(r.Load)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
@@ -76,11 +76,12 @@ func span(s stats.Spread) string {
 	return num(s.Min) + " - " + num(s.Max)
 }
 
-// perPipeline is the rate each of A's pipelines takes.
-func perPipeline(r Results) string {
-	rate, _ := strconv.Atoi(r.Settings["rate"])
-	n, _ := strconv.Atoi(r.Settings["pipelines"])
-	return num(float64(rate) / float64(max(1, n)))
+// perPipeline is the rate each pipeline takes when the settings rate is
+// spread over the settings pipelines.
+func perPipeline(r Results, rate, pipelines string) string {
+	total, _ := strconv.Atoi(r.Settings[rate])
+	n, _ := strconv.Atoi(r.Settings[pipelines])
+	return num(float64(total) / float64(max(1, n)))
 }
 
 var readme = template.Must(template.New("readme").Funcs(template.FuncMap{
@@ -116,13 +117,34 @@ target counts as met when A's median meets it.
 
 {{.Settings.rate}} events/s for {{.Settings.rate_duration}}, in transactions of {{.Settings.transaction_size}} events (outboxd-bench's
 steady runs' size): A takes them spread evenly over its pipelines,
-{{perPipeline .}} events/s into each database; the single pipeline takes all of them
+{{perPipeline . "rate" "pipelines"}} events/s into each database; the single pipeline takes all of them
 into its one database (writers: {{.Settings.writers}}).
 
 | figure | A median | A min - max | single median | single min - max | target (A) | met? |
 |---|---|---|---|---|---|---|
 {{range .LoadFigures}}| {{.Name}} | {{median (index .Systems "A")}} | {{span (index .Systems "A")}} | {{median (index .Systems "single")}} | {{span (index .Systems "single")}} | {{or .Target "-"}} | {{or .Met "-"}} |
-{{end}}{{if .Errors}}
+{{end}}{{if .PeerFigures}}
+## {{.Settings.debezium_pipelines}} pipelines beside {{.Settings.debezium_pipelines}} Debezium connectors on one Kafka Connect worker
+
+- **C**: one ` + "`outboxd run --config FILE`" + ` with {{.Settings.debezium_pipelines}} pipelines, databases
+  fleet_d001 ... (set up as A's, slots fleet_dNNN, topics fleet.dNNN);
+- **D**: {{.Settings.debezium}}: one standalone worker with one
+  PostgreSQL connector and its Outbox Event Router a database of C's
+  (` + "`bench/debezium/run.sh start-many`" + `, settings in bench/debezium/README.md),
+  each on its own slot (dbz_dNNN) from Debezium's outbox table
+  (bench/debezium/schema.sql) to its own topic (dbz.dNNN.events); the
+  latency profile (poll.interval.ms 5, producer linger 0), as
+  outboxd-bench's steady runs start Debezium; the JVM's heap 1 GiB.
+
+{{.Settings.debezium_rate}} events/s for {{.Settings.rate_duration}}, in transactions of {{.Settings.transaction_size}} events, spread evenly
+over the databases, {{perPipeline . "debezium_rate" "debezium_pipelines"}} events/s into each, each system into its own
+outbox table (measured as the load above). "Publisher" is outboxd's
+process for C and the Connect worker's JVM for D.
+
+| figure | C median | C min - max | D median | D min - max |
+|---|---|---|---|---|
+{{range .PeerFigures}}| {{.Name}} | {{median (index .Systems "C")}} | {{span (index .Systems "C")}} | {{median (index .Systems "D")}} | {{span (index .Systems "D")}} |
+{{end}}{{end}}{{if .Errors}}
 ## Steps that failed
 
 {{range $k, $v := .Errors}}- {{$k}}: {{$v}}

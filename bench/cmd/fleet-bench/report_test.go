@@ -28,6 +28,70 @@ func sample() Results {
 	return r
 }
 
+// withDebezium is sample with C's and D's runs: 10 pipelines at 1000
+// events/s.
+func withDebezium() Results {
+	r := sample()
+	r.Settings["debezium_pipelines"], r.Settings["debezium_rate"], r.Settings["debezium"] = "10", "1000", "Debezium 3.6.1.Final on Kafka Connect 4.3.1"
+	for i := range 3 {
+		r.Load = append(r.Load,
+			loadRun{System: "C", Rep: i + 1, Result: steady.Result{P99ms: 5}, PublisherCPUus: 20, PeakRSSBytes: 30 * mib},
+			loadRun{System: "D", Rep: i + 1, Result: steady.Result{P99ms: 12 + float64(i)}, PublisherCPUus: 300, PeakRSSBytes: 600 * mib})
+	}
+	return r
+}
+
+// C's and D's runs get a table of their own, and stay out of A's.
+func TestDebeziumStepsHaveTheirOwnTable(t *testing.T) {
+	dir := t.TempDir()
+	r := withDebezium()
+	if err := write(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, want := range []string{
+		"## 10 pipelines beside 10 Debezium connectors on one Kafka Connect worker",
+		"Debezium 3.6.1.Final on Kafka Connect 4.3.1: one standalone worker",
+		"1000 events/s for",
+		"100 events/s into each,",
+		"| figure | C median | C min - max | D median | D min - max |",
+		"| p99 commit to consumer, ms | 5.00 | 5.00 - 5.00 | 13.0 | 12.0 - 14.0 |",
+		"| peak RSS at the end of the load, MiB | 30.0 | 30.0 - 30.0 | 600 | 600 - 600 |",
+	} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md lacks %q:\n%s", want, readme)
+		}
+	}
+	if p99 := find(t, loadFigures(r.Load), "p99"); p99.Systems["A"].Median != 26 || p99.Systems["A"].N != 3 {
+		t.Errorf("A's p99 = %+v, want its own three runs only", p99.Systems["A"])
+	}
+	if peerFigures(sample().Load) != nil {
+		t.Error("peer figures from a run without C or D")
+	}
+}
+
+// Each repetition runs every step once, every other one in reverse.
+func TestStepOrder(t *testing.T) {
+	for _, c := range []struct {
+		rep          int
+		withDebezium bool
+		want         string
+	}{
+		{1, false, "A single B"},
+		{2, false, "B single A"},
+		{1, true, "A single B C D"},
+		{2, true, "D C B single A"},
+	} {
+		if got := strings.Join(stepOrder(c.rep, c.withDebezium), " "); got != c.want {
+			t.Errorf("stepOrder(%d, %v) = %s, want %s", c.rep, c.withDebezium, got, c.want)
+		}
+	}
+}
+
 func find(t *testing.T, figs []figure, name string) figure {
 	t.Helper()
 	for _, f := range figs {
@@ -88,6 +152,9 @@ func TestReportNamesItsCommandAndTables(t *testing.T) {
 		if !strings.Contains(readme, want) {
 			t.Errorf("README.md lacks %q:\n%s", want, readme)
 		}
+	}
+	if strings.Contains(readme, "Debezium") {
+		t.Errorf("README.md of a run without the Debezium steps has a section on them:\n%s", readme)
 	}
 	if err := rerender(dir); err != nil {
 		t.Fatalf("re-rendering: %v", err)

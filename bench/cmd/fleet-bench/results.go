@@ -16,9 +16,10 @@ type Results struct {
 	Idle     []idleRun         `json:"idle_runs"`
 	Load     []loadRun         `json:"load_runs"`
 	// IdleFigures set A beside B, LoadFigures A beside the single
-	// pipeline.
+	// pipeline, PeerFigures C beside D.
 	IdleFigures []figure          `json:"idle_figures"`
 	LoadFigures []figure          `json:"load_figures"`
+	PeerFigures []figure          `json:"debezium_figures,omitempty"`
 	Errors      map[string]string `json:"errors,omitempty"`
 }
 
@@ -85,6 +86,31 @@ func idleFigures(runs []idleRun) []figure {
 		row("outboxd wake-ups a second while idle", func(r idleRun) float64 { return float64(r.IdleWakeups) / r.IdleSeconds }),
 		row("machine busy while idle, % of all cores", func(r idleRun) float64 { return 100 * r.MachineBusy }),
 	}
+}
+
+// peerFigures are C beside D at the same steady rate, none without runs
+// of either.
+func peerFigures(runs []loadRun) []figure {
+	row := func(name string, f func(loadRun) float64) figure {
+		system := func(r loadRun) string { return r.System }
+		return figure{Name: name, Systems: map[string]stats.Spread{"C": spreadOf(runs, system, "C", f), "D": spreadOf(runs, system, "D", f)}}
+	}
+	fs := []figure{
+		row("p99 commit to consumer, ms", func(r loadRun) float64 { return r.P99ms }),
+		row("p50 commit to consumer, ms", func(r loadRun) float64 { return r.P50ms }),
+		row("publisher's CPU per event, µs", func(r loadRun) float64 { return r.PublisherCPUus }),
+		row("walsenders' CPU per event, µs", func(r loadRun) float64 { return r.ServerCPUus }),
+		row("publisher's and walsenders' CPU per event, µs", func(r loadRun) float64 { return r.PublisherCPUus + r.ServerCPUus }),
+		row("peak RSS at the end of the load, MiB", func(r loadRun) float64 { return float64(r.PeakRSSBytes) / mib }),
+		row("launch to every walsender caught up, s", func(r loadRun) float64 { return r.CaughtUpSeconds }),
+		row("events written a second", func(r loadRun) float64 { return r.WrittenRate }),
+		row("events delivered, % of written", func(r loadRun) float64 { return 100 * float64(r.Delivered) / float64(max(1, r.Written)) }),
+		row("machine busy, % of all cores", func(r loadRun) float64 { return 100 * r.MachineBusy }),
+	}
+	if fs[0].Systems["C"].N == 0 && fs[0].Systems["D"].N == 0 {
+		return nil
+	}
+	return fs
 }
 
 // loadFigures are A beside the single pipeline at the same steady rate.

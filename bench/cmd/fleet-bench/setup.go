@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/outboxd/outboxd/bench/internal/servers"
+	"github.com/outboxd/outboxd/bench/internal/steady"
 )
 
 // bench is the run's servers, flags and pipelines.
@@ -22,6 +24,11 @@ type bench struct {
 	fleet []pipeline // A's and B's
 	ref   pipeline   // the single pipeline of the load's reference
 	file  string     // A's pipelines file
+	// peers are C's pipelines, dbz the same databases as Debezium's
+	// connectors (D) stream them, and peersFile C's pipelines file; none
+	// without -debezium.
+	peers, dbz []pipeline
+	peersFile  string
 	// nextPort is where the next --metrics-addr is looked for
 	// (servers.FreeAddrFrom); 0 before the first.
 	nextPort int
@@ -30,17 +37,20 @@ type bench struct {
 // pipeline is one pipeline: its database, slot and topic, named after it.
 type pipeline struct {
 	name, db, slot, topic string
+	// insert is one transaction of the steady load into its outbox table
+	// (steady.Target.Insert).
+	insert string
 }
 
-func newPipeline(name string) pipeline {
-	return pipeline{name: name, db: "fleet_" + name, slot: "fleet_" + name, topic: "fleet." + name}
+func newPipeline(name string, txSize int) pipeline {
+	return pipeline{name: name, db: "fleet_" + name, slot: "fleet_" + name, topic: "fleet." + name, insert: steady.OutboxInsert(txSize)}
 }
 
-// fleetPipelines are p001 to pNNN.
-func fleetPipelines(n int) []pipeline {
+// fleetPipelines are <prefix>001 to <prefix>NNN.
+func fleetPipelines(prefix string, n, txSize int) []pipeline {
 	ps := make([]pipeline, n)
 	for i := range ps {
-		ps[i] = newPipeline(fmt.Sprintf("p%03d", i+1))
+		ps[i] = newPipeline(fmt.Sprintf("%s%03d", prefix, i+1), txSize)
 	}
 	return ps
 }
@@ -82,10 +92,10 @@ func (b *bench) runFlags(p pipeline) []string {
 	return args
 }
 
-// pipelinesFile is A's file (docs/pipelines-file.md): the shared settings
-// at the top level, each pipeline's own in its entry; every value a
-// double-quoted YAML string.
-func (b *bench) pipelinesFile() string {
+// pipelinesFile is the file of one process running ps, A's or C's
+// (docs/pipelines-file.md): the shared settings at the top level, each
+// pipeline's own in its entry; every value a double-quoted YAML string.
+func (b *bench) pipelinesFile(ps []pipeline) string {
 	var f strings.Builder
 	entry := func(indent string, kvs [][2]string) {
 		for _, kv := range kvs {
@@ -95,37 +105,57 @@ func (b *bench) pipelinesFile() string {
 	}
 	entry("", b.shared())
 	f.WriteString("pipelines:\n")
-	for _, p := range b.fleet {
+	for _, p := range ps {
 		fmt.Fprintf(&f, "  - name: %s\n", p.name)
 		entry("    ", b.own(p))
 	}
 	return f.String()
 }
 
-// setUp creates every pipeline's database and topic, writes A's file into
-// dir and migrates each database with outboxd migrate (the fleet's with
-// migrate --config, the reference's with its flags): the outbox table, the
-// publication and the slot.
+// setUp creates every pipeline's database and topic, writes A's and C's
+// files into dir and migrates each database with outboxd migrate (A's and
+// C's with migrate --config, the reference's with its flags): the outbox
+// table, the publication and the slot. C's databases also get Debezium's
+// (setUpDebezium).
 func (b *bench) setUp(ctx context.Context, dir string) error {
-	all := append([]pipeline{b.ref}, b.fleet...)
-	topics := make([]string, len(all))
-	for i, p := range all {
-		if err := b.Exec(ctx, "postgres", "CREATE DATABASE "+p.db); err != nil {
-			return fmt.Errorf("creating database %s: %w", p.db, err)
+	all := slices.Concat([]pipeline{b.ref}, b.fleet, b.peers, b.dbz)
+	var dbs, topics []string
+	for _, p := range all {
+		if !slices.Contains(dbs, p.db) { // D's databases are C's
+			if err := b.Exec(ctx, "postgres", "CREATE DATABASE "+p.db); err != nil {
+				return fmt.Errorf("creating database %s: %w", p.db, err)
+			}
+			dbs = append(dbs, p.db)
 		}
-		topics[i] = p.topic
+		topics = append(topics, p.topic)
 	}
 	if err := b.CreateTopics(ctx, topics...); err != nil {
 		return fmt.Errorf("creating the pipelines' topics: %w", err)
 	}
 	b.file = filepath.Join(dir, "pipelines.yaml")
-	if err := os.WriteFile(b.file, []byte(b.pipelinesFile()), 0o600); err != nil {
-		return fmt.Errorf("writing the pipelines file: %w", err)
-	}
-	if err := b.migrate(ctx, "--config", b.file); err != nil {
+	if err := b.writeAndMigrate(ctx, b.file, b.fleet); err != nil {
 		return err
 	}
-	return b.migrate(ctx, "--database-url", b.DatabaseURL(b.ref.db), "--slot", b.ref.slot)
+	if err := b.migrate(ctx, "--database-url", b.DatabaseURL(b.ref.db), "--slot", b.ref.slot); err != nil {
+		return err
+	}
+	if len(b.peers) == 0 {
+		return nil
+	}
+	b.peersFile = filepath.Join(dir, "peers.yaml")
+	if err := b.writeAndMigrate(ctx, b.peersFile, b.peers); err != nil {
+		return err
+	}
+	return b.setUpDebezium(ctx)
+}
+
+// writeAndMigrate writes the pipelines file of ps to file and migrates
+// their databases with it.
+func (b *bench) writeAndMigrate(ctx context.Context, file string, ps []pipeline) error {
+	if err := os.WriteFile(file, []byte(b.pipelinesFile(ps)), 0o600); err != nil {
+		return fmt.Errorf("writing the pipelines file: %w", err)
+	}
+	return b.migrate(ctx, "--config", file)
 }
 
 func (b *bench) migrate(ctx context.Context, args ...string) error {

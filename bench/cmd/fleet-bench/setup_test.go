@@ -14,7 +14,7 @@ import (
 func fakeBench(n int) *bench {
 	return &bench{
 		Servers: &servers.Servers{PG: &testbed.Postgres{URL: "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"}, Kafka: &testbed.Kafka{Addr: "127.0.0.1:9092"}},
-		fleet:   fleetPipelines(n), ref: newPipeline("single"),
+		fleet:   fleetPipelines("p", n, 10), ref: newPipeline("single", 10),
 	}
 }
 
@@ -32,12 +32,12 @@ func TestPipelinesFileIsWhatOutboxdReads(t *testing.T) {
 	defer remove()
 	b := fakeBench(3)
 	file := filepath.Join(t.TempDir(), "pipelines.yaml")
-	if err := os.WriteFile(file, []byte(b.pipelinesFile()), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(b.pipelinesFile(b.fleet)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(bin, "validate", "--config", file).CombinedOutput()
 	if err != nil {
-		t.Fatalf("outboxd validate: %v\n%s\nfile:\n%s", err, out, b.pipelinesFile())
+		t.Fatalf("outboxd validate: %v\n%s\nfile:\n%s", err, out, b.pipelinesFile(b.fleet))
 	}
 	for _, p := range b.fleet {
 		line := ""
@@ -61,8 +61,8 @@ func TestRunFlagsAreTheFilesSettings(t *testing.T) {
 		t.Errorf("runFlags = %s\nwant       %s", got, want)
 	}
 	for _, kv := range append(b.shared(), b.own(b.fleet[1])...) {
-		if !strings.Contains(b.pipelinesFile(), kv[0]+`: "`+kv[1]+`"`) {
-			t.Errorf("the file lacks %s: %q:\n%s", kv[0], kv[1], b.pipelinesFile())
+		if !strings.Contains(b.pipelinesFile(b.fleet), kv[0]+`: "`+kv[1]+`"`) {
+			t.Errorf("the file lacks %s: %q:\n%s", kv[0], kv[1], b.pipelinesFile(b.fleet))
 		}
 	}
 }
