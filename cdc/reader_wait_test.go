@@ -294,3 +294,100 @@ func (c *ackingConsumer) Apply(_ context.Context, m outbox.Change) error {
 }
 
 func (c *ackingConsumer) Reject(context.Context, *outbox.RowError) error { return nil }
+
+// Regression: a watermark moved only by keepalives (WAL of other databases
+// on the same server) was confirmed within 100 ms, so that each pipeline
+// beside busy databases sent a status, and its walsender answered with a
+// keepalive, ten times a second whatever its own rate: 100 pipelines at
+// 2,000 events/s in all woke 9.75 times per transaction, one pipeline at
+// that rate 2.44 (docs/bench/history/2026-12-05-issue-39-fleet-2k). Here
+// the server's WAL end moves every 10 ms and the status interval is an
+// hour: the reader must not confirm until the server asks.
+func TestKeepalivesAloneWaitForTheScheduledStatus(t *testing.T) {
+	t.Parallel()
+	const keepalives = 50
+	var early atomic.Int32
+	answered := make(chan uint64, 1)
+	conn := fakeServer(t, func(be *pgproto3.Backend, c net.Conn) error {
+		requested, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				msg, err := be.Receive()
+				if err != nil {
+					return
+				}
+				// A standby status: 'r', then the write and flush positions.
+				cd, ok := msg.(*pgproto3.CopyData)
+				if !ok || len(cd.Data) < 17 || cd.Data[0] != 'r' {
+					continue
+				}
+				select {
+				case <-requested:
+					answered <- binary.BigEndian.Uint64(cd.Data[9:17])
+					return
+				default:
+					early.Add(1)
+				}
+			}
+		}()
+		for i := range keepalives {
+			if _, err := c.Write(keepalive(0x1000+uint64(i)*0x100, false)); err != nil {
+				return err
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(requested)
+		if _, err := c.Write(keepalive(0x1000+keepalives*0x100, true)); err != nil {
+			return err
+		}
+		<-done
+		return nil
+	})
+	wm := &idleWatermark{}
+	wm.lsn.Store(0x100)
+	r := sleepyReader(conn, nopConsumer{}, wm)
+	r.confirmed = 0x100
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := runReader(ctx, r, ctx)
+	select {
+	case pos := <-answered:
+		if want := uint64(0x1000 + keepalives*0x100); pos != want {
+			t.Errorf("the status the server asked for confirmed %#x, want the last keepalive's WAL end %#x", pos, want)
+		}
+	case err := <-done:
+		t.Fatalf("run returned: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reader did not answer the keepalive that asked for a reply")
+	}
+	if n := early.Load(); n > 0 {
+		t.Errorf("the reader sent %d statuses for keepalives alone before the server asked, want none before the status interval", n)
+	}
+}
+
+// keepalive is a CopyData message carrying a primary keepalive.
+func keepalive(walEnd uint64, replyRequested bool) []byte {
+	b := binary.BigEndian.AppendUint64([]byte{'k'}, walEnd)
+	b = binary.BigEndian.AppendUint64(b, 0) // send time
+	reply := byte(0)
+	if replyRequested {
+		reply = 1
+	}
+	msg, err := (&pgproto3.CopyData{Data: append(b, reply)}).Encode(nil)
+	if err != nil {
+		panic(err) // a CopyData of this size always encodes
+	}
+	return msg
+}
+
+// idleWatermark moves to a keepalive's WAL end, as the tracker does when
+// nothing is in flight.
+type idleWatermark struct{ lsn atomic.Uint64 }
+
+func (w *idleWatermark) Flushed() outbox.LSN { return outbox.LSN(w.lsn.Load()) }
+func (w *idleWatermark) Idle(l outbox.LSN) {
+	if uint64(l) > w.lsn.Load() {
+		w.lsn.Store(uint64(l))
+	}
+}
