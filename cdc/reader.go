@@ -284,19 +284,18 @@ func (r *reader) askAfter() time.Duration { return min(r.statusInterval, r.serve
 // confirmInterval, so that it is confirmed within that of Kafka's
 // acknowledgment also when nothing else arrives; otherwise up to the idle
 // wait.
-//
-// A watermark moved only by keepalives (Idle: WAL of other databases or
-// tables) is not pending: it goes out with the next scheduled status.
-// Confirmed within confirmInterval, it made every pipeline beside busy
-// databases on the same server send a status, and its walsender answer
-// with a keepalive, ten times a second each, whatever its own rate.
-func (r *reader) confirmPending() bool { return r.lastEnd > r.confirmed }
+func (r *reader) confirmPending() bool {
+	if r.lastEnd > r.confirmed {
+		return true // without the watermark's lock: the common case while transactions flow
+	}
+	f := r.wm.Flushed()
+	return f < r.lastEnd || r.confirmed < f
+}
 
 // statusDue reports whether a standby status should go out now: on
 // schedule, when the server asked, when the server has been silent for
 // askAfter since the last status (to ask it for a reply), or when the
-// watermark moved over a transaction not yet confirmed (confirmPending)
-// and the last status is confirmInterval old.
+// watermark moved and the last status is confirmInterval old.
 func (r *reader) statusDue() bool {
 	now := time.Now()
 	if !now.Before(r.nextStatus) {
@@ -305,7 +304,7 @@ func (r *reader) statusDue() bool {
 	if ask := r.askAfter(); r.silence() >= ask && now.Sub(r.lastStatus) >= ask {
 		return true
 	}
-	return now.Sub(r.lastStatus) >= confirmInterval && r.confirmPending() && r.wm.Flushed() != r.confirmed
+	return now.Sub(r.lastStatus) >= confirmInterval && r.wm.Flushed() != r.confirmed
 }
 
 // sendStatus reports the watermark as write, flush and apply position (all
