@@ -43,17 +43,8 @@ func withDebezium() Results {
 
 // C's and D's runs get a table of their own, and stay out of A's.
 func TestDebeziumStepsHaveTheirOwnTable(t *testing.T) {
-	dir := t.TempDir()
 	r := withDebezium()
-	if err := write(dir, r); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(b)
-	for _, want := range []string{
+	writeAndCheck(t, t.TempDir(), r,
 		"## 10 pipelines beside 10 Debezium connectors on one Kafka Connect worker",
 		"Debezium 3.6.1.Final on Kafka Connect 4.3.1: one standalone worker",
 		"1000 events/s for",
@@ -61,11 +52,7 @@ func TestDebeziumStepsHaveTheirOwnTable(t *testing.T) {
 		"| figure | C median | C min - max | D median | D min - max |",
 		"| p99 commit to consumer, ms | 5.00 | 5.00 - 5.00 | 13.0 | 12.0 - 14.0 |",
 		"| peak RSS at the end of the load, MiB | 30.0 | 30.0 - 30.0 | 600 | 600 - 600 |",
-	} {
-		if !strings.Contains(readme, want) {
-			t.Errorf("README.md lacks %q:\n%s", want, readme)
-		}
-	}
+	)
 	if p99 := find(t, loadFigures(r.Load), "p99"); p99.Systems["A"].Median != 26 || p99.Systems["A"].N != 3 {
 		t.Errorf("A's p99 = %+v, want its own three runs only", p99.Systems["A"])
 	}
@@ -131,15 +118,7 @@ func TestFiguresJudgeATargetOnItsMedian(t *testing.T) {
 // and A beside the single pipeline, with the targets.
 func TestReportNamesItsCommandAndTables(t *testing.T) {
 	dir := t.TempDir()
-	if err := write(dir, sample()); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(b)
-	for _, want := range []string{
+	readme := writeAndCheck(t, dir, sample(),
 		"`fleet-bench -pipelines 100 -reps 3`",
 		"Machine: 2 cores",
 		"MemTotal: 24731408 kB",
@@ -148,11 +127,7 @@ func TestReportNamesItsCommandAndTables(t *testing.T) {
 		"| figure | A median | A min - max | single median | single min - max | target (A) | met? |",
 		"| p99 commit to consumer, ms | 26.0 | 25.0 - 27.0 | 9.00 | 9.00 - 9.00 | ≤ 20 ms | no |",
 		"100 events/s into each database",
-	} {
-		if !strings.Contains(readme, want) {
-			t.Errorf("README.md lacks %q:\n%s", want, readme)
-		}
-	}
+	)
 	if strings.Contains(readme, "Debezium") {
 		t.Errorf("README.md of a run without the Debezium steps has a section on them:\n%s", readme)
 	}
@@ -163,4 +138,24 @@ func TestReportNamesItsCommandAndTables(t *testing.T) {
 	if string(again) != readme {
 		t.Error("re-rendering from results.json changed README.md")
 	}
+}
+
+// writeAndCheck writes r's report into dir and checks that its README.md
+// has every line of want; it returns the README.
+func writeAndCheck(t *testing.T, dir string, r Results, want ...string) string {
+	t.Helper()
+	if err := write(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, w := range want {
+		if !strings.Contains(readme, w) {
+			t.Errorf("README.md lacks %q:\n%s", w, readme)
+		}
+	}
+	return readme
 }
