@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -88,6 +90,7 @@ func (r *reader) run(ctx, stop context.Context) error {
 	between, endBetween := context.WithCancel(ctx)
 	defer endBetween()
 	defer context.AfterFunc(stop, endBetween)()
+	r.wake.conn = r.conn.Conn()
 	var socketRead func() int64 // the pacer's estimate needs the stream's own bytes
 	if _, tls := r.conn.Conn().(*tls.Conn); !tls && r.act != nil {
 		socketRead = r.act.bytesRead
@@ -127,7 +130,7 @@ func (r *reader) run(ctx, stop context.Context) error {
 		if r.renewWake(parent, wait, pacer.LingerStarted()) {
 			pacer.Renewed()
 		}
-		msg, err := r.conn.ReceiveMessage(r.wake.ctx)
+		msg, err := r.conn.ReceiveMessage(r.wake.readCtx())
 		if err != nil {
 			// A graceful stop ends the wait as a cancellation, which
 			// pgconn reports as such: the connection is as after a
@@ -368,21 +371,68 @@ func (r *reader) finish(ctx context.Context) error {
 }
 
 // deadlineCtx is a context with a deadline that is renewed when it ends.
+//
+// With conn set, reads wait under it without pgconn watching the context
+// for each message: pgconn sets up and tears down a context.AfterFunc per
+// read, which weighs where most messages are small (the keepalives a
+// slot gets for every commit on its server). Instead, once per renewal,
+// the context's end (its deadline, or its parent's end) sets conn's read
+// deadline to the past, which ends a read under way as a timeout, as
+// pgconn's own watch would.
 type deadlineCtx struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	at     time.Time
 	short  bool // set for the pacer
+
+	conn      net.Conn // nil: the reads pass ctx to pgconn
+	mu        sync.Mutex
+	gen       uint64      // renewals, so that an old context's end leaves a new one's reads alone
+	stopWatch func() bool // stops the current context's AfterFunc
 }
 
 func (d *deadlineCtx) renew(parent context.Context, at time.Time) {
 	d.stop()
 	d.ctx, d.cancel = context.WithDeadline(parent, at)
 	d.at = at
+	if d.conn == nil {
+		return
+	}
+	d.mu.Lock()
+	gen := d.gen
+	d.mu.Unlock()
+	d.stopWatch = context.AfterFunc(d.ctx, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.gen == gen {
+			_ = d.conn.SetReadDeadline(time.Unix(1, 0)) // a refusal means a closed connection: its reads end anyway
+		}
+	})
 }
 
+// stop ends the current context, and clears the read deadline its end
+// may have set.
 func (d *deadlineCtx) stop() {
+	if d.stopWatch != nil {
+		d.stopWatch()
+		d.stopWatch = nil
+	}
 	if d.cancel != nil {
 		d.cancel()
 	}
+	if d.conn != nil {
+		d.mu.Lock()
+		d.gen++
+		_ = d.conn.SetReadDeadline(time.Time{})
+		d.mu.Unlock()
+	}
+}
+
+// readCtx is the context to pass to pgconn's reads: none to watch when the
+// read deadline follows the context's end.
+func (d *deadlineCtx) readCtx() context.Context {
+	if d.conn != nil {
+		return context.Background()
+	}
+	return d.ctx
 }
