@@ -132,9 +132,11 @@ func (r *reader) run(ctx, stop context.Context) error {
 		}
 		msg, err := r.conn.ReceiveMessage(r.wake.readCtx())
 		if err != nil {
-			// A graceful stop ends the wait as a cancellation, which
-			// pgconn reports as such: the connection is as after a
-			// timeout.
+			// A graceful stop ends the wait as the wake context's end
+			// does, by the read deadline (deadlineCtx): a timeout. Read
+			// under the context itself (no conn set), it is a
+			// cancellation, which pgconn reports as such; the
+			// connection is as after a timeout either way.
 			stopped := between.Err() != nil && errors.Is(err, context.Canceled)
 			if pgconn.Timeout(err) || stopped || ctx.Err() != nil {
 				if silent := r.silence(); silent > r.serverTimeout && ctx.Err() == nil {
