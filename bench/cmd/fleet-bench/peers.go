@@ -3,14 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/outboxd/outboxd/bench/internal/steady"
 )
 
 // The steps beside Debezium: C is one `outboxd run --config` with
@@ -23,35 +23,21 @@ import (
 
 // debeziumPipeline is p's database as Debezium streams it: the table and
 // publication of bench/debezium/schema.sql, its own slot, and the topic its
-// Outbox Event Router routes to (the prefix dbz.NAME, then the
-// aggregatetype, "events").
+// Outbox Event Router routes to from the prefix dbzPrefix(p).
 func debeziumPipeline(p pipeline, txSize int) pipeline {
-	return pipeline{
-		name: p.name, db: p.db, slot: "dbz_" + p.name, topic: "dbz." + p.name + ".events",
-		// As outboxd-bench's steady runs write Debezium's table: the same
-		// 200-byte payload as steady.OutboxInsert; the topic ($1) goes into
-		// the type column, which nothing routes by.
-		insert: fmt.Sprintf(`INSERT INTO outbox_debezium (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), 'events', md5(g::text), $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, %d) g RETURNING id::text`, txSize),
-	}
+	return pipeline{name: p.name, db: p.db, slot: "dbz_" + p.name, topic: steady.DebeziumTopic(dbzPrefix(p)), insert: steady.DebeziumInsert(txSize)}
 }
 
-// prefix is the topic prefix D's connector for p is given.
-func (p pipeline) prefix() string { return strings.TrimSuffix(p.topic, ".events") }
+// dbzPrefix is the topic prefix D's connector for p is given.
+func dbzPrefix(p pipeline) string { return "dbz." + p.name }
 
 // setUpDebezium gives each of D's databases Debezium's outbox table and
-// publication (schema.sql beside run.sh) and creates its slot, so that it
-// can be advanced before D's first launch as every other step's are.
+// publication and creates its slot, so that it can be advanced before D's
+// first launch as every other step's are.
 func (b *bench) setUpDebezium(ctx context.Context) error {
-	schema, err := os.ReadFile(filepath.Join(filepath.Dir(b.o.debezium), "schema.sql"))
-	if err != nil {
-		return fmt.Errorf("reading Debezium's schema: %w", err)
-	}
 	for _, p := range b.dbz {
-		if err := b.Exec(ctx, p.db, string(schema)); err != nil {
-			return fmt.Errorf("creating Debezium's outbox table in %s: %w", p.db, err)
-		}
-		if err := b.Exec(ctx, p.db, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, p.slot)); err != nil {
-			return fmt.Errorf("creating slot %s: %w", p.slot, err)
+		if err := b.SetUpDebezium(ctx, b.o.debezium, p.db, p.slot); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -73,17 +59,13 @@ func (b *bench) launchD(dir string) (_ *group, work string, err error) {
 	if work, err = os.MkdirTemp(dir, "connect-"); err != nil {
 		return nil, "", err
 	}
-	u, err := url.Parse(b.DatabaseURL("postgres"))
+	host, port, err := b.HostPort()
 	if err != nil {
-		return nil, "", fmt.Errorf("the test bed's database URL: %w", err)
-	}
-	host, port, err := net.SplitHostPort(u.Host)
-	if err != nil {
-		return nil, "", fmt.Errorf("the test bed's database URL: %w", err)
+		return nil, "", err
 	}
 	args := []string{"start-many", work, host, port, b.Kafka.Addr}
 	for _, p := range b.dbz {
-		args = append(args, p.db+":"+p.slot+":"+p.prefix())
+		args = append(args, p.db+":"+p.slot+":"+dbzPrefix(p))
 	}
 	cmd := exec.Command(b.o.debezium, args...)
 	cmd.Env = append(os.Environ(), "DBZ_FOREGROUND=1", "DBZ_PROFILE=latency")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -12,12 +11,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxd/outboxd/bench/internal/steady"
 	"github.com/outboxd/outboxd/harness/procstat"
 )
-
-// debeziumTopic is the topic the Outbox Event Router routes our rows to:
-// the prefix, then the aggregatetype ("events").
-func debeziumTopic(prefix string) string { return prefix + ".events" }
 
 // startDebezium starts Kafka Connect standalone with the connector through
 // bench/debezium/run.sh with its settings for profile ("drain" or
@@ -30,10 +26,10 @@ func (e *env) startDebezium(ctx context.Context, db, slot, prefix, profile strin
 	if err != nil {
 		return 0, "", nil, err
 	}
-	host, port, err := hostPort(e.PG.URL)
+	host, port, err := e.HostPort()
 	if err != nil {
 		os.RemoveAll(work)
-		return 0, "", nil, fmt.Errorf("the test bed's database URL: %w", err)
+		return 0, "", nil, err
 	}
 	cmd := exec.CommandContext(ctx, e.o.debezium, "start", work, host, port, db, e.Kafka.Addr, prefix)
 	cmd.Env = append(os.Environ(), "DBZ_PROFILE="+profile, "DBZ_SLOT_NAME="+slot)
@@ -60,7 +56,7 @@ func (e *env) startDebezium(ctx context.Context, db, slot, prefix, profile strin
 // themselves and the drain ends when it has them all.
 func (e *env) runDebezium(ctx context.Context, db, topic, slot string, exactlyOnce bool) (usage, error) {
 	prefix := topic
-	routed := debeziumTopic(prefix)
+	routed := steady.DebeziumTopic(prefix)
 	if err := e.CreateTopics(ctx, routed); err != nil {
 		return usage{}, err
 	}
@@ -115,15 +111,6 @@ func lastLine(s string) string {
 func tail(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// hostPort splits a database URL's host and port.
-func hostPort(dbURL string) (string, string, error) {
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		return "", "", err
-	}
-	return u.Hostname(), u.Port(), nil
 }
 
 // awaitCommitted reads topic with read_committed isolation until it has

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/outboxd/outboxd/bench/internal/servers"
+	"github.com/outboxd/outboxd/bench/internal/steady"
 	"github.com/outboxd/outboxd/bench/relay"
 	"github.com/outboxd/outboxd/harness/procstat"
 	"github.com/outboxd/outboxd/internal/demo/pgtemp"
@@ -88,12 +89,8 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 		if e.o.debezium == "" {
 			return d, "", errSkipped
 		}
-		schema, err := os.ReadFile(filepath.Join(filepath.Dir(e.o.debezium), "schema.sql"))
-		if err != nil {
-			return d, "", err
-		}
 		table = "outbox_debezium"
-		if err := e.Exec(ctx, db, string(schema), fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
+		if err := e.SetUpDebezium(ctx, e.o.debezium, db, slot); err != nil {
 			return d, "", err
 		}
 		backlog = backlogSQL("outbox_debezium", "id, aggregatetype, aggregateid, type, payload", fmt.Sprintf("gen_random_uuid(), 'events', md5((g %% 1000)::text), 'Event', %s", payloadSQL), e.o.events, e.o.txSize)
@@ -142,7 +139,7 @@ func (e *env) drain(ctx context.Context, sys string, rep int, profile bool) (d d
 	case isOutboxd(sys) || sys == "relay":
 		kafkaTopic = topic
 	case sys == "debezium" || sys == "debezium-eos":
-		kafkaTopic = debeziumTopic(topic)
+		kafkaTopic = steady.DebeziumTopic(topic)
 	}
 	if kafkaTopic != "" {
 		first = e.firstRecord(ctx, kafkaTopic)

@@ -251,17 +251,12 @@ func (e *env) startSteady(ctx context.Context, sys string, warmRate int) (_ *ste
 		s.probe.pid, s.probe.slot = cmd.Process.Pid, ""
 		s.stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
 	case sys == "debezium" || sys == "debezium-eos":
-		schema, err := os.ReadFile(filepath.Join(filepath.Dir(e.o.debezium), "schema.sql"))
-		if err != nil {
+		if err := e.SetUpDebezium(ctx, e.o.debezium, s.db, slot); err != nil {
 			return nil, err
 		}
-		if err := e.Exec(ctx, s.db, string(schema), fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
-			return nil, err
-		}
-		// $1 (the topic) goes into the type column: routing is by aggregatetype.
-		s.insert = fmt.Sprintf(`INSERT INTO outbox_debezium (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), 'events', md5(g::text), $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, %d) g RETURNING id::text`, e.o.txSize)
-		s.topic = debeziumTopic(s.topic)
-		pid, work, stop, err := e.startDebezium(ctx, s.db, slot, strings.TrimSuffix(s.topic, ".events"), "latency", sys == "debezium-eos")
+		prefix := s.topic
+		s.insert, s.topic = steady.DebeziumInsert(e.o.txSize), steady.DebeziumTopic(prefix)
+		pid, work, stop, err := e.startDebezium(ctx, s.db, slot, prefix, "latency", sys == "debezium-eos")
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -84,6 +87,30 @@ func (s *Servers) Restart(ctx context.Context, settings ...string) error {
 	}
 	if err := s.PG.Start(ctx); err != nil {
 		return fmt.Errorf("restarting PostgreSQL for %s: %w", strings.Join(settings, ", "), err)
+	}
+	return nil
+}
+
+// HostPort is PostgreSQL's host and port, for a client that takes them
+// apart (Debezium's connector).
+func (s *Servers) HostPort() (host, port string, err error) {
+	u, err := url.Parse(s.PG.URL)
+	if err != nil {
+		return "", "", fmt.Errorf("the test bed's database URL: %w", err)
+	}
+	return u.Hostname(), u.Port(), nil
+}
+
+// SetUpDebezium gives database db Debezium's outbox table and publication
+// (schema.sql beside runSh, bench/debezium/run.sh) and creates slot for it,
+// so that the connector streams from before what is written next.
+func (s *Servers) SetUpDebezium(ctx context.Context, runSh, db, slot string) error {
+	schema, err := os.ReadFile(filepath.Join(filepath.Dir(runSh), "schema.sql"))
+	if err != nil {
+		return fmt.Errorf("reading Debezium's schema: %w", err)
+	}
+	if err := s.Exec(ctx, db, string(schema), fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot)); err != nil {
+		return fmt.Errorf("setting Debezium's outbox and slot %s up in %s: %w", slot, db, err)
 	}
 	return nil
 }

@@ -68,6 +68,19 @@ func OutboxInsert(size int) string {
 	return fmt.Sprintf(`INSERT INTO outbox (aggregate_id, topic, payload) SELECT md5(g::text)::uuid, $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, %d) g RETURNING id::text`, size)
 }
 
+// DebeziumInsert is Target.Insert for Debezium's outbox table
+// (bench/debezium/schema.sql): the same rows as OutboxInsert's, under a
+// random id, all of aggregatetype "events", which the Outbox Event Router
+// routes by (DebeziumTopic); the topic ($1) goes into the type column.
+func DebeziumInsert(size int) string {
+	return fmt.Sprintf(`INSERT INTO outbox_debezium (id, aggregatetype, aggregateid, type, payload) SELECT gen_random_uuid(), 'events', md5(g::text), $1, jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, %d) g RETURNING id::text`, size)
+}
+
+// DebeziumTopic is where Debezium's connector given topic prefix prefix
+// (bench/debezium/run.sh) routes DebeziumInsert's rows: the prefix, then
+// their aggregatetype.
+func DebeziumTopic(prefix string) string { return prefix + ".events" }
+
 // Reached reports whether the writers wrote at least 95% of rate. On a
 // small machine they may not, whatever the system under test.
 func (r Result) Reached(rate int) bool { return r.WrittenRate >= 0.95*float64(rate) }
