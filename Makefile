@@ -20,10 +20,12 @@
 #   make bench-fleet  100 pipelines in one `outboxd run --config` beside 100
 #                processes: start-up, peak RSS, idle CPU, and a steady
 #                10,000 events/s beside one pipeline, then 10 pipelines
-#                beside 10 Debezium connectors on one Kafka Connect worker
-#                (docs/bench/fleet/); about 25 minutes; FLEET_FLAGS adds
-#                flags, e.g. for a trial -pipelines 10 -reps 2 -idle 10s
-#                -out /tmp/fleet, or -debezium '' to leave Debezium out
+#                beside 10 Debezium connectors on one Kafka Connect worker,
+#                and the floor: the same slots read by a process that does
+#                nothing else (docs/bench/fleet/); about 25 minutes;
+#                FLEET_FLAGS adds flags, e.g. for a trial -pipelines 10
+#                -reps 2 -idle 10s -out /tmp/fleet, or -debezium '' to
+#                leave Debezium out, -slot-reader '' the floor
 #   make chaos   the long fault-injection runs (1,000,000 events, every fault
 #                kind many times, network faults and crashes included),
 #                at-least-once then exactly-once, then 300,000 events with 5
@@ -183,11 +185,12 @@ bench-compression: build
 
 # Issue 39: many pipelines in one process (outboxd run --config) beside a
 # process each, under a steady load beside a single pipeline, and a few
-# beside as many Debezium connectors on one Connect worker
-# (docs/bench/fleet/).
+# beside as many Debezium connectors on one Connect worker, and the floor
+# under the load: its slots read by bench/cmd/slot-reader (docs/bench/fleet/).
 FLEET_FLAGS ?=
 bench-fleet: build
-	$(GO) run ./bench/cmd/fleet-bench -outboxd bin/outboxd -testbed $(TESTBED) $(FLEET_FLAGS)
+	$(GO) build -o bin/slot-reader ./bench/cmd/slot-reader
+	$(GO) run ./bench/cmd/fleet-bench -outboxd bin/outboxd -slot-reader bin/slot-reader -testbed $(TESTBED) $(FLEET_FLAGS)
 
 # outboxd --layout debezium beside Debezium 3.6.1's outbox EventRouter on the
 # same inserts, every record compared field by field (docs/debezium/).

@@ -60,7 +60,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	res := Results{Date: time.Now().UTC().Format(time.RFC3339), Args: o.args, Machine: host.Describe(), Settings: b.settings(ctx, limits), Errors: map[string]string{}}
 	res.Settings["setup_seconds"] = fmt.Sprintf("%.0f", time.Since(setUpStart).Seconds())
 	for rep := 1; rep <= o.reps; rep++ {
-		for _, step := range stepOrder(rep, o.debezium != "") {
+		for _, step := range stepOrder(rep, o.debezium != "", o.slotReader != "") {
 			if err := b.measure(ctx, step, rep, &res); err != nil {
 				if ctx.Err() != nil {
 					return fmt.Errorf("interrupted in step %s of repetition %d: %w", step, rep, ctx.Err())
@@ -75,13 +75,18 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 }
 
 // stepOrder is a repetition's steps: A, then the single pipeline (the
-// load's reference, next to A's load), then B, then (withDebezium) C and
-// D; every other repetition the other way round, so that the machine's
-// drift over the run falls on A and B, and on C and D, alike.
-func stepOrder(rep int, withDebezium bool) []string {
-	steps := []string{"A", "single", "B", "C", "D"}
-	if !withDebezium {
-		steps = steps[:3]
+// load's reference, next to A's load), then (withFloor) F1 and F, the
+// floor under both, then B, then (withDebezium) C and D; every other
+// repetition the other way round, so that the machine's drift over the
+// run falls on A and B, and on C and D, alike.
+func stepOrder(rep int, withDebezium, withFloor bool) []string {
+	steps := []string{"A", "single"}
+	if withFloor {
+		steps = append(steps, "F1", "F")
+	}
+	steps = append(steps, "B")
+	if withDebezium {
+		steps = append(steps, "C", "D")
 	}
 	if rep%2 == 0 {
 		slices.Reverse(steps)
@@ -103,6 +108,8 @@ func (b *bench) measure(ctx context.Context, step string, rep int, res *Results)
 		ps = b.peers
 	case "D":
 		ps = b.dbz
+	case "F1":
+		ps = []pipeline{b.ref}
 	}
 	advanced := time.Now()
 	if err := b.advance(ctx, ps); err != nil {
@@ -113,8 +120,11 @@ func (b *bench) measure(ctx context.Context, step string, rep int, res *Results)
 		return err
 	}
 	b.log.Info("step", "step", step, "rep", rep, "slots_advanced_in_s", fmt.Sprintf("%.1f", time.Since(advanced).Seconds()), "restart_backlog_mib", backlog>>20)
-	if step == "C" || step == "D" {
+	switch step {
+	case "C", "D":
 		return b.measurePeer(ctx, step, rep, res)
+	case "F", "F1":
+		return b.measureFloor(ctx, step, rep, res)
 	}
 	g, err := launch()
 	if err != nil {
@@ -216,7 +226,8 @@ func (b *bench) settings(ctx context.Context, limits []string) map[string]string
 		"pipeline_settings": "brokers, log-level warn, and each pipeline's database-url and slot: the top level and entries of A's file, " +
 			"flags of each B process and of the single pipeline; everything else run's defaults",
 		"max_procs": "1 for every process (run's --max-procs default, with or without --config)",
-		"order":     "each repetition: " + strings.Join(stepOrder(1, b.o.debezium != ""), ", ") + "; every other one: " + strings.Join(stepOrder(2, b.o.debezium != ""), ", "),
+		"order": "each repetition: " + strings.Join(stepOrder(1, b.o.debezium != "", b.o.slotReader != ""), ", ") +
+			"; every other one: " + strings.Join(stepOrder(2, b.o.debezium != "", b.o.slotReader != ""), ", "),
 	}
 	if b.o.debezium != "" {
 		s["debezium_pipelines"], s["debezium_rate"] = strconv.Itoa(b.o.peers), strconv.Itoa(b.o.peerRate)

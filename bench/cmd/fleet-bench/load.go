@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,16 +57,36 @@ func (b *bench) load(ctx context.Context, g *group, rep, rate int) (loadRun, err
 		l.Targets = append(l.Targets, steady.Target{URL: b.DatabaseURL(p.db), Topic: p.topic, Insert: p.insert, Writers: writers(len(ps))})
 	}
 	r := loadRun{System: g.name, Rep: rep, Pipelines: len(ps), Writers: len(ps) * writers(len(ps)), TargetRate: rate}
-	if _, err := steady.Run(ctx, l); err != nil {
-		return r, fmt.Errorf("%s: warming up: %w", g.name, err)
-	}
 	var before, after host.Reading
 	var readErr error
+	// A reader is not a Kafka consumer: the load runs none, and each run
+	// ends once the reader's walsenders sent everything written.
+	received := func() {}
+	if g.reader {
+		l.Brokers = ""
+		received = func() {
+			if _, err := b.caughtUp(ctx, g); readErr == nil {
+				readErr = err
+			}
+		}
+		l.Ended = received
+	}
+	if _, err := steady.Run(ctx, l); err != nil || readErr != nil {
+		return r, fmt.Errorf("%s: warming up: %w", g.name, errors.Join(err, readErr))
+	}
 	l.Duration = b.o.rateDuration
-	l.Started = func() { before, readErr = b.read(ctx, g) }
+	l.Started = func() {
+		if g.reader {
+			readErr = restartCounts(g)
+		}
+		if rd, err := b.read(ctx, g); readErr == nil {
+			before, readErr = rd, err
+		}
+	}
 	l.Ended = func() {
-		var err error
-		if after, err = b.read(ctx, g); readErr == nil {
+		received()
+		rd, err := b.read(ctx, g)
+		if after = rd; readErr == nil {
 			readErr = err
 		}
 	}
@@ -79,12 +100,21 @@ func (b *bench) load(ctx context.Context, g *group, rep, rate int) (loadRun, err
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", g.name, err)
 	}
+	if r.PeakRSSBytes, err = g.peakRSS(); err != nil {
+		return r, err
+	}
+	if g.reader {
+		counts, err := readerCounts(g)
+		if err != nil {
+			return r, err
+		}
+		res.Delivered, res.P50ms, res.P95ms, res.P99ms, res.Maxms = counts.Inserts, counts.P50ms, 0, counts.P99ms, counts.Maxms
+	}
 	r.Result, r.Reached, r.Sustained = res, res.Reached(rate), res.Sustained()
 	if res.Written > 0 {
 		pub, srv, busy := host.Used(before, after)
 		r.PublisherCPUus, r.ServerCPUus, r.MachineBusy = pub/float64(res.Written)*1e6, srv/float64(res.Written)*1e6, busy
 		r.PublisherWakeups = float64(after.Sleeps-before.Sleeps) / (float64(res.Written) / float64(b.o.txSize))
 	}
-	r.PeakRSSBytes, err = g.peakRSS()
-	return r, err
+	return r, nil
 }

@@ -6,7 +6,9 @@
 // for the one process, the commit-to-consumer latency and CPU per event of
 // a steady rate spread over its pipelines, beside a single pipeline taking
 // the whole rate; and a few pipelines in one process beside as many
-// Debezium connectors on one Kafka Connect worker at a steady rate. It
+// Debezium connectors on one Kafka Connect worker at a steady rate; and,
+// as the floor under the load's figures, the same slots read at the same
+// rate by a process that does nothing with what it receives. It
 // writes results.json and README.md into -out (docs/bench/fleet).
 //
 //	make bench-fleet                                       (the full run)
@@ -34,7 +36,9 @@ type options struct {
 	// the pipelines of those steps and peerRate their load.
 	debezium        string
 	peers, peerRate int
-	args            []string // the command line's flags, for the report
+	// slotReader is bench/cmd/slot-reader's binary ("": no floor steps).
+	slotReader string
+	args       []string // the command line's flags, for the report
 }
 
 func main() {
@@ -50,6 +54,7 @@ func main() {
 	flag.StringVar(&o.debezium, "debezium", "bench/debezium/run.sh", "Debezium launcher script (empty: skip the steps beside Debezium)")
 	flag.IntVar(&o.peers, "debezium-pipelines", 10, "pipelines of one outboxd beside as many Debezium connectors on one Kafka Connect worker")
 	flag.IntVar(&o.peerRate, "debezium-rate", 1_000, "steady load, events/s, of the steps beside Debezium, spread evenly over their pipelines")
+	flag.StringVar(&o.slotReader, "slot-reader", "bin/slot-reader", "slot-reader binary, for the floor steps F and F1 (empty: skip them)")
 	flag.StringVar(&o.out, "out", "docs/bench/fleet", "output directory")
 	render := flag.Bool("render", false, "only re-render README.md from the output directory's results.json")
 	flag.Parse()

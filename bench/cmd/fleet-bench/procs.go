@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,22 +16,28 @@ import (
 	"github.com/outboxd/outboxd/harness/procstat"
 )
 
-// proc is one running `outboxd run`, or Debezium's Kafka Connect worker.
+// proc is one running `outboxd run`, Debezium's Kafka Connect worker, or
+// slot-reader.
 type proc struct {
 	cmd       *exec.Cmd
 	addr      string        // its --metrics-addr, where GET /pipelines answers
 	pipelines int           // how many it runs
 	done      chan struct{} // closed once it exited
 	err       error         // its exit, once done
+	out       *bytes.Buffer // slot-reader's standard output (floor.go)
 }
 
 // group is the processes of one measurement: A's one, B's one a pipeline,
-// the reference's one, C's one, or D's Kafka Connect worker.
+// the reference's one, C's one, D's Kafka Connect worker, or F's or F1's
+// slot-reader.
 type group struct {
 	name     string
 	procs    []*proc
 	ps       []pipeline
 	launched time.Time
+	// reader says the group is slot-reader (floor.go): no consumer, no
+	// Kafka; it counts and times what it receives itself.
+	reader bool
 }
 
 // slots are the group's pipelines' slots.

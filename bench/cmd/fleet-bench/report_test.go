@@ -61,20 +61,58 @@ func TestDebeziumStepsHaveTheirOwnTable(t *testing.T) {
 	}
 }
 
+// withFloor is sample with F's and F1's runs: reading the 100 slots alone
+// costs twice the single pipeline's outboxd CPU per event.
+func withFloor(floorUs float64) Results {
+	r := sample()
+	for i := range 3 {
+		r.Load = append(r.Load,
+			loadRun{System: "F", Rep: i + 1, Result: steady.Result{P99ms: 7, Written: 100, Delivered: 100}, PublisherCPUus: floorUs + float64(i)},
+			loadRun{System: "F1", Rep: i + 1, Result: steady.Result{P99ms: 1, Written: 100, Delivered: 100}, PublisherCPUus: 2})
+	}
+	return r
+}
+
+// F's and F1's runs get a table of their own, and the floor is set against
+// the CPU target: the target lies below it when reading alone costs more
+// than the target allows A.
+func TestFloorStepsAreSetAgainstTheTarget(t *testing.T) {
+	writeAndCheck(t, t.TempDir(), withFloor(20),
+		"## The floor: the same slots read, and nothing done with what arrives",
+		"| figure | F median | F min - max | F1 median | F1 min - max |",
+		"| reader's CPU per event, µs | 21.0 | 20.0 - 22.0 | 2.00 | 2.00 - 2.00 |",
+		"| events received, % of written | 100 | 100 - 100 | 100 | 100 - 100 |",
+		"Reading the 100 slots alone costs 21.0 µs an event, 2.10 × the",
+		"single pipeline's outboxd CPU per event (10.0 µs): the target of\n1.5 × that figure lies below this floor. A's outboxd spends 14.0 µs,\n-7.00 µs",
+	)
+	writeAndCheck(t, t.TempDir(), withFloor(11), "1.5 × that figure lies above this floor.")
+	if v := floorOf(withFloor(11).Load); v == nil || v.BelowFloor || v.FloorRatio != 1.2 {
+		t.Errorf("floorOf = %+v, want 1.2 × single's, not below the target", v)
+	}
+	if floorFigures(sample().Load) != nil || floorOf(sample().Load) != nil {
+		t.Error("floor figures from a run without F or F1")
+	}
+	if find(t, loadFigures(withFloor(20).Load), "outboxd CPU per event").Systems["A"].N != 3 {
+		t.Error("A's CPU per event takes in other systems' runs")
+	}
+}
+
 // Each repetition runs every step once, every other one in reverse.
 func TestStepOrder(t *testing.T) {
 	for _, c := range []struct {
-		rep          int
-		withDebezium bool
-		want         string
+		rep                     int
+		withDebezium, withFloor bool
+		want                    string
 	}{
-		{1, false, "A single B"},
-		{2, false, "B single A"},
-		{1, true, "A single B C D"},
-		{2, true, "D C B single A"},
+		{1, false, false, "A single B"},
+		{2, false, false, "B single A"},
+		{1, true, false, "A single B C D"},
+		{2, true, false, "D C B single A"},
+		{1, false, true, "A single F1 F B"},
+		{2, true, true, "D C B F F1 single A"},
 	} {
-		if got := strings.Join(stepOrder(c.rep, c.withDebezium), " "); got != c.want {
-			t.Errorf("stepOrder(%d, %v) = %s, want %s", c.rep, c.withDebezium, got, c.want)
+		if got := strings.Join(stepOrder(c.rep, c.withDebezium, c.withFloor), " "); got != c.want {
+			t.Errorf("stepOrder(%d, %v, %v) = %s, want %s", c.rep, c.withDebezium, c.withFloor, got, c.want)
 		}
 	}
 }

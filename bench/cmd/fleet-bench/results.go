@@ -17,10 +17,14 @@ type Results struct {
 	Load     []loadRun         `json:"load_runs"`
 	// IdleFigures set A beside B, LoadFigures A beside the single
 	// pipeline, PeerFigures C beside D.
-	IdleFigures []figure          `json:"idle_figures"`
-	LoadFigures []figure          `json:"load_figures"`
-	PeerFigures []figure          `json:"debezium_figures,omitempty"`
-	Errors      map[string]string `json:"errors,omitempty"`
+	IdleFigures []figure `json:"idle_figures"`
+	LoadFigures []figure `json:"load_figures"`
+	PeerFigures []figure `json:"debezium_figures,omitempty"`
+	// FloorFigures set F beside F1, and Floor sets F against the
+	// single pipeline and A.
+	FloorFigures []figure          `json:"floor_figures,omitempty"`
+	Floor        *floorVerdict     `json:"floor,omitempty"`
+	Errors       map[string]string `json:"errors,omitempty"`
 }
 
 // figure is a row of a table: one figure of each system over the
@@ -140,4 +144,60 @@ func loadFigures(runs []loadRun) []figure {
 		row("peak RSS at the end of the load, MiB", func(r loadRun) float64 { return float64(r.PeakRSSBytes) / mib }),
 		row("machine busy, % of all cores", func(r loadRun) float64 { return 100 * r.MachineBusy }),
 	}
+}
+
+// floorFigures are F beside F1 at the same steady rate as A's, none
+// without runs of either.
+func floorFigures(runs []loadRun) []figure {
+	row := func(name string, f func(loadRun) float64) figure {
+		system := func(r loadRun) string { return r.System }
+		return figure{Name: name, Systems: map[string]stats.Spread{"F": spreadOf(runs, system, "F", f), "F1": spreadOf(runs, system, "F1", f)}}
+	}
+	fs := []figure{
+		row("p99 commit to receipt, ms", func(r loadRun) float64 { return r.P99ms }),
+		row("p50 commit to receipt, ms", func(r loadRun) float64 { return r.P50ms }),
+		row("reader's CPU per event, µs", func(r loadRun) float64 { return r.PublisherCPUus }),
+		row("walsenders' CPU per event, µs", func(r loadRun) float64 { return r.ServerCPUus }),
+		row("reader's and walsenders' CPU per event, µs", func(r loadRun) float64 { return r.PublisherCPUus + r.ServerCPUus }),
+		row("reader's wake-ups per transaction", func(r loadRun) float64 { return r.PublisherWakeups }),
+		row("events written a second", func(r loadRun) float64 { return r.WrittenRate }),
+		row("events received, % of written", func(r loadRun) float64 { return 100 * float64(r.Delivered) / float64(max(1, r.Written)) }),
+		row("peak RSS at the end of the load, MiB", func(r loadRun) float64 { return float64(r.PeakRSSBytes) / mib }),
+		row("machine busy, % of all cores", func(r loadRun) float64 { return 100 * r.MachineBusy }),
+	}
+	if fs[0].Systems["F"].N == 0 && fs[0].Systems["F1"].N == 0 {
+		return nil
+	}
+	return fs
+}
+
+// floorVerdict sets the medians of the floor against issue 39's CPU
+// target: what reading the fleet's slots alone costs (F), beside the
+// single pipeline's outboxd and A's.
+type floorVerdict struct {
+	FloorUs  float64 `json:"floor_cpu_us_per_event"`  // F's reader
+	SingleUs float64 `json:"single_cpu_us_per_event"` // the single pipeline's outboxd
+	AUs      float64 `json:"a_cpu_us_per_event"`      // A's outboxd
+	// FloorRatio is FloorUs over SingleUs: where cpuTargetRatio would
+	// have to lie for A to be able to meet it while reading its slots.
+	FloorRatio float64 `json:"floor_over_single"`
+	// BelowFloor says the target ratio lies below FloorRatio: no client
+	// reading the slots as F does can meet it.
+	BelowFloor bool `json:"target_below_floor"`
+	// AboveFloorUs is what A's outboxd spends an event beyond F's.
+	AboveFloorUs float64 `json:"a_above_floor_us_per_event"`
+}
+
+// floorOf is the verdict of runs, nil without runs of F, A and the
+// single pipeline.
+func floorOf(runs []loadRun) *floorVerdict {
+	system := func(r loadRun) string { return r.System }
+	cpu := func(r loadRun) float64 { return r.PublisherCPUus }
+	f, single, a := spreadOf(runs, system, "F", cpu), spreadOf(runs, system, "single", cpu), spreadOf(runs, system, "A", cpu)
+	if f.N == 0 || single.N == 0 || a.N == 0 || single.Median <= 0 {
+		return nil
+	}
+	ratio := f.Median / single.Median
+	return &floorVerdict{FloorUs: f.Median, SingleUs: single.Median, AUs: a.Median, FloorRatio: ratio,
+		BelowFloor: cpuTargetRatio < ratio, AboveFloorUs: a.Median - f.Median}
 }

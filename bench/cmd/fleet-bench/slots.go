@@ -56,8 +56,8 @@ func (b *bench) released(ctx context.Context, g *group) error {
 // and every walsender decodes the whole server's WAL: without this, each
 // would decode and skip that WAL at its start, inside the idle window or
 // the load's warm-up. None of the slots' own rows is skipped: the
-// processes that streamed them published and confirmed everything before
-// they exited.
+// processes that streamed them confirmed everything before they exited
+// (outboxd once published, slot-reader once received).
 func (b *bench) advance(ctx context.Context, ps []pipeline) error {
 	for _, p := range ps {
 		if err := b.Exec(ctx, p.db, fmt.Sprintf(`SELECT pg_replication_slot_advance('%s', pg_current_wal_lsn())`, p.slot)); err != nil {

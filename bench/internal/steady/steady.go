@@ -36,6 +36,10 @@ type Target struct {
 
 // Load is one steady run.
 type Load struct {
+	// Brokers is where the consumer reads the targets' topics; "" runs
+	// no consumer: the run only writes (a reader that is not a Kafka
+	// consumer times the events), Ended is called right after the last
+	// write and the Result has no deliveries or latencies.
 	Brokers string
 	Targets []Target
 	// Rate is the events a second written over all targets, TxSize rows
@@ -111,39 +115,14 @@ func Run(ctx context.Context, l Load) (Result, error) {
 		return res, errors.New("a steady run without writers")
 	}
 
-	// read_committed, as consumers of the exactly-once mode must read; for
-	// the other systems, which do not write in transactions, it changes
-	// nothing.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(l.Brokers), kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.FetchMaxWait(10*time.Millisecond), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		return res, fmt.Errorf("starting the consumer: %w", err)
-	}
-	defer cl.Close()
-	cctx, cancelConsumer := context.WithCancel(ctx)
-	consumerDone := make(chan struct{})
-	go func() {
-		defer close(consumerDone)
-		for cctx.Err() == nil {
-			fs := cl.PollFetches(cctx)
-			now := time.Now()
-			mu.Lock()
-			fs.EachRecord(func(r *kgo.Record) {
-				for _, h := range r.Headers {
-					if h.Key == "id" {
-						id := eventID(r.Topic, strings.Trim(string(h.Value), `"`))
-						if _, ok := received[id]; !ok {
-							received[id] = now
-						}
-					}
-				}
-			})
-			mu.Unlock()
+	stopConsumer := func() {}
+	if l.Brokers != "" {
+		stop, err := consume(ctx, l.Brokers, topics, &mu, received)
+		if err != nil {
+			return res, err
 		}
-	}()
-	stopConsumer := func() { cancelConsumer(); <-consumerDone }
-	// Make sure the consumer has its partitions before writing.
-	time.Sleep(time.Second)
+		stopConsumer = stop
+	}
 
 	interval := time.Duration(float64(time.Second) * float64(l.TxSize) * float64(writers) / float64(l.Rate))
 	wctx, cancelWriters := context.WithTimeout(ctx, l.Duration)
@@ -192,7 +171,7 @@ func Run(ctx context.Context, l Load) (Result, error) {
 	}
 	wrote := time.Since(start)
 	deadline := time.Now().Add(stragglers)
-	for time.Now().Before(deadline) {
+	for l.Brokers != "" && time.Now().Before(deadline) {
 		mu.Lock()
 		done := len(received) >= len(committed)
 		mu.Unlock()
@@ -219,6 +198,44 @@ func Run(ctx context.Context, l Load) (Result, error) {
 		res.P50ms, res.P95ms, res.P99ms, res.Maxms = q(0.50), q(0.95), q(0.99), lat[len(lat)-1]
 	}
 	return res, nil
+}
+
+// consume starts a consumer of topics that notes in received when each
+// event first arrived, and returns what stops it once the run is over.
+func consume(ctx context.Context, brokers string, topics []string, mu *sync.Mutex, received map[string]time.Time) (stop func(), _ error) {
+	// read_committed, as consumers of the exactly-once mode must read; for
+	// the other systems, which do not write in transactions, it changes
+	// nothing.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.FetchMaxWait(10*time.Millisecond), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		return nil, fmt.Errorf("starting the consumer: %w", err)
+	}
+	cctx, cancelConsumer := context.WithCancel(ctx)
+	consumerDone := make(chan struct{})
+	go func() {
+		defer close(consumerDone)
+		for cctx.Err() == nil {
+			fs := cl.PollFetches(cctx)
+			now := time.Now()
+			mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				for _, h := range r.Headers {
+					if h.Key == "id" {
+						id := eventID(r.Topic, strings.Trim(string(h.Value), `"`))
+						if _, ok := received[id]; !ok {
+							received[id] = now
+						}
+					}
+				}
+			})
+			mu.Unlock()
+		}
+	}()
+	// Make sure the consumer has its partitions before writing.
+	time.Sleep(time.Second)
+
+	return func() { cancelConsumer(); <-consumerDone; cl.Close() }, nil
 }
 
 // eventID names an event across targets, whose databases each number

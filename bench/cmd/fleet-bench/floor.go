@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"syscall"
+)
+
+// The floor steps: F streams the fleet's slots, F1 the single pipeline's,
+// each in one slot-reader process (bench/cmd/slot-reader), which reads them
+// as outboxd's readers do (pgoutput through pglogrepl on pgconn, one
+// connection a slot) and does nothing with what it receives. Beside A and
+// the single pipeline at the same load, they show what reading the slots
+// costs before outboxd does anything with the events: the floor under
+// outboxd's CPU per event, and under its latency without Kafka.
+
+// readerReport is what slot-reader writes when it stops, counted since the
+// load's measured run started (SIGUSR1).
+type readerReport struct {
+	Slots        int     `json:"slots"`
+	Transactions int     `json:"transactions"`
+	Inserts      int     `json:"inserts"`
+	P50ms        float64 `json:"p50_ms"`
+	P99ms        float64 `json:"p99_ms"`
+	Maxms        float64 `json:"max_ms"`
+}
+
+// launchFloor starts slot-reader on the fleet's slots (F) or the single
+// pipeline's (F1).
+func (b *bench) launchFloor(step string) (*group, error) {
+	ps := b.fleet
+	if step == "F1" {
+		ps = []pipeline{b.ref}
+	}
+	var args []string
+	for _, p := range ps {
+		args = append(args, b.DatabaseURL(p.db), p.slot)
+	}
+	g := &group{name: step, ps: ps, reader: true}
+	cmd := exec.Command(b.o.slotReader, args...)
+	out := &bytes.Buffer{}
+	cmd.Stdout = out
+	if err := g.start(cmd, "", len(ps)); err != nil {
+		return nil, err
+	}
+	g.procs[0].out = out
+	return g, nil
+}
+
+// measureFloor runs step F or F1: its launch, until every walsender of its
+// slots caught up, then the steady load of -rate. The step's slots were
+// advanced.
+func (b *bench) measureFloor(ctx context.Context, step string, rep int, res *Results) (err error) {
+	g, err := b.launchFloor(step)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, g.stop(), b.released(ctx, g)) }()
+	if _, err := b.caughtUp(ctx, g); err != nil {
+		return err
+	}
+	lr, err := b.load(ctx, g, rep, b.o.rate)
+	if err != nil {
+		return err
+	}
+	res.Load = append(res.Load, b.logLoad(lr))
+	return nil
+}
+
+// restartCounts asks the reader of g to count anew (SIGUSR1): from the
+// measured run's first write.
+func restartCounts(g *group) error {
+	if err := g.procs[0].cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		return fmt.Errorf("%s: restarting the reader's counts: %w", g.name, err)
+	}
+	return nil
+}
+
+// readerCounts stops the reader of g and returns what it counted.
+func readerCounts(g *group) (readerReport, error) {
+	var r readerReport
+	if err := g.stop(); err != nil {
+		return r, err
+	}
+	p := g.procs[0]
+	if p.err != nil {
+		return r, fmt.Errorf("%s: slot-reader exited: %w", g.name, p.err)
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(p.out.Bytes()), &r); err != nil {
+		return r, fmt.Errorf("%s: reading slot-reader's counts %q: %w", g.name, p.out.String(), err)
+	}
+	return r, nil
+}
