@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os/exec"
 	"syscall"
+
+	"github.com/outboxd/outboxd/bench/internal/receipts"
 )
 
 // The floor steps: F streams the fleet's slots, F1 the single pipeline's,
@@ -17,17 +19,6 @@ import (
 // the single pipeline at the same load, they show what reading the slots
 // costs before outboxd does anything with the events: the floor under
 // outboxd's CPU per event, and under its latency without Kafka.
-
-// readerReport is what slot-reader writes when it stops, counted since the
-// load's measured run started (SIGUSR1).
-type readerReport struct {
-	Slots        int     `json:"slots"`
-	Transactions int     `json:"transactions"`
-	Inserts      int     `json:"inserts"`
-	P50ms        float64 `json:"p50_ms"`
-	P99ms        float64 `json:"p99_ms"`
-	Maxms        float64 `json:"max_ms"`
-}
 
 // launchFloor starts slot-reader on the fleet's slots (F) or the single
 // pipeline's (F1).
@@ -80,9 +71,10 @@ func restartCounts(g *group) error {
 	return nil
 }
 
-// readerCounts stops the reader of g and returns what it counted.
-func readerCounts(g *group) (readerReport, error) {
-	var r readerReport
+// readerCounts stops the reader of g and returns what it counted since
+// the measured run started (restartCounts).
+func readerCounts(g *group) (receipts.Report, error) {
+	var r receipts.Report
 	if err := g.stop(); err != nil {
 		return r, err
 	}

@@ -12,7 +12,7 @@
 // server asks, as pg_recvlogical does; it reads with no context, so
 // that the library watches none per message. SIGUSR1 starts its counts
 // and timings anew; SIGTERM or SIGINT confirms what it received, stops
-// and writes them to standard output as JSON (report).
+// and writes them to standard output as JSON (receipts.Report).
 package main
 
 import (
@@ -22,57 +22,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
-	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/outboxd/outboxd/bench/internal/receipts"
 )
-
-// report is what the reader writes at its end, counted since its start or
-// the last SIGUSR1.
-type report struct {
-	Slots        int     `json:"slots"`
-	Transactions int     `json:"transactions"`
-	Inserts      int     `json:"inserts"`
-	P50ms        float64 `json:"p50_ms"`
-	P99ms        float64 `json:"p99_ms"`
-	Maxms        float64 `json:"max_ms"`
-}
-
-// tally is the counts and each transaction's latency from its commit (the
-// server's commit time) to its receipt, over every slot.
-type tally struct {
-	mu        sync.Mutex
-	inserts   int
-	latencies []float64 // ms, one a transaction
-}
-
-func (t *tally) add(inserts int, latency time.Duration) {
-	t.mu.Lock()
-	t.inserts += inserts
-	t.latencies = append(t.latencies, float64(latency.Microseconds())/1000)
-	t.mu.Unlock()
-}
-
-func (t *tally) reset() {
-	t.mu.Lock()
-	t.inserts, t.latencies = 0, t.latencies[:0]
-	t.mu.Unlock()
-}
-
-func (t *tally) report(slots int) report {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r := report{Slots: slots, Transactions: len(t.latencies), Inserts: t.inserts}
-	lat := slices.Sorted(slices.Values(t.latencies))
-	if len(lat) > 0 {
-		q := func(p float64) float64 { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-		r.P50ms, r.P99ms, r.Maxms = q(0.50), q(0.99), lat[len(lat)-1]
-	}
-	return r
-}
 
 func main() {
 	publication := flag.String("publication", "outboxd", "publication every slot streams")
@@ -85,12 +41,12 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	t := &tally{}
+	t := &receipts.Tally{}
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	go func() {
 		for range usr1 {
-			t.reset()
+			t.Reset()
 		}
 	}()
 	g, gctx := errgroup.WithContext(ctx)
@@ -102,7 +58,7 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "slot-reader:", err)
 	}
-	if out, jerr := json.Marshal(t.report(len(args) / 2)); jerr == nil {
+	if out, jerr := json.Marshal(t.Report(len(args) / 2)); jerr == nil {
 		fmt.Println(string(out))
 	}
 	if err != nil {

@@ -9,13 +9,15 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/outboxd/outboxd/bench/internal/receipts"
 )
 
 // slotStream is one slot read through its own replication connection.
 type slotStream struct {
 	url, slot, publication string
 	status                 time.Duration
-	tally                  *tally
+	tally                  *receipts.Tally
 }
 
 // run streams the slot from its confirmed position until ctx ends, then
@@ -97,7 +99,7 @@ func (s slotStream) run(ctx context.Context) error {
 					return fmt.Errorf("slot %s: %w", s.slot, err)
 				}
 				c := m.(*pglogrepl.CommitMessage)
-				s.tally.add(inserts, time.Since(c.CommitTime))
+				s.tally.Add(inserts, time.Since(c.CommitTime))
 				inserts, received = 0, c.TransactionEndLSN
 			}
 		}
