@@ -11,6 +11,8 @@
 #                run `go test ./...` as often as you like
 #   make down    stop them
 #   make build   build bin/outboxd
+#   make image   the OCI image without a container engine: bin/outboxd-image.tar
+#                and bin/outboxd-oci (deploy/image; VERSION=v1.2.3 stamps it)
 #   make bench   outboxd beside pg_recvlogical, Debezium and the polling relay,
 #                and both exactly-once (outboxd-eos, debezium-eos: KIP-618)
 #                (docs/bench/), then the idempotent consumer against a plain one
@@ -118,7 +120,7 @@ RAW_IO_OFF_TEST_NAMES := TestConcurrentWritersPublishedOnceInCommitOrder \
 	TestRenewWakeReplacesAShortDeadline
 RAW_IO_OFF_TESTS := ^($(subst $(space),|,$(strip $(RAW_IO_OFF_TEST_NAMES))))$$
 
-.PHONY: test test-go up down env build docs chaos bench bench-compression bench-fleet compare-debezium soak
+.PHONY: test test-go up down env build image docs chaos bench bench-compression bench-fleet compare-debezium soak
 
 test:
 	OUTBOXD_PG_VERSIONS="$(PG_VERSIONS)" $(TESTBED) run -- $(MAKE) --no-print-directory test-go
@@ -133,6 +135,9 @@ test-go:
 	set -o pipefail; $(GO) test $(GOTESTFLAGS) -json ./... | $(GO) run ./harness/testbed/testsummary
 	@echo "== stream tests with raw I/O off (OUTBOXD_RAW_IO=off), PostgreSQL $${OUTBOXD_PG_VERSION:-15}"
 	set -o pipefail; OUTBOXD_RAW_IO=off $(GO) test $(GOTESTFLAGS) -json -run '$(RAW_IO_OFF_TESTS)' ./cdc | $(GO) run ./harness/testbed/testsummary
+	@echo "== the container image (deploy/image, a module of its own), PostgreSQL $${OUTBOXD_PG_VERSION:-15}"
+	cd deploy/image && $(GO) vet ./...
+	set -o pipefail; (cd deploy/image && $(GO) test $(GOTESTFLAGS) -json ./...) | $(GO) run ./harness/testbed/testsummary
 	set -o pipefail; versions=($${OUTBOXD_PG_VERSIONS:-$${OUTBOXD_PG_VERSION:-15}}); for v in "$${versions[@]:1}"; do \
 		url=OUTBOXD_TEST_DATABASE_URL_$$v; \
 		[ -n "$${!url:-}" ] || { echo "PostgreSQL $$v is not in the test bed (make up with PG_VERSIONS)"; exit 1; }; \
@@ -152,6 +157,17 @@ env:
 
 build:
 	$(GO) build -o bin/outboxd ./cmd/outboxd
+
+# The OCI image without a container engine (deploy/image): a static
+# outboxd stamped with VERSION, on no base image, as bin/outboxd-image.tar
+# (docker load, podman load) and bin/outboxd-oci (an OCI layout: skopeo,
+# crane, containerd).
+VERSION ?= dev
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/outboxd-static ./cmd/outboxd
+	rm -rf bin/outboxd-oci bin/outboxd-image.tar
+	cd deploy/image && $(GO) run ./cmd/outboxd-image -binary ../../bin/outboxd-static -version $(VERSION) \
+		-revision "$$(git rev-parse --short HEAD 2>/dev/null)" -oci-layout ../../bin/outboxd-oci -tarball ../../bin/outboxd-image.tar
 
 # The configuration reference: every command's flags, environment variables,
 # defaults and meanings (outboxd help config), written only when it succeeds.

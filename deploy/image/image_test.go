@@ -1,0 +1,382 @@
+package image
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/x509"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/harness/testenv"
+)
+
+const testVersion = "v0.0.0-imagetest"
+
+// staticOutboxd builds outboxd from this repository as the image wants it:
+// statically linked, stamped with testVersion.
+func staticOutboxd(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "outboxd")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+testVersion, "-o", bin, "./cmd/outboxd")
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building a static outboxd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// builtImage builds the image, writes it as an OCI layout and reads it
+// back from there, as a user's tools would.
+func builtImage(t *testing.T) v1.Image {
+	t.Helper()
+	img, err := Build(Config{Binary: staticOutboxd(t), Version: testVersion, Revision: "0123abcd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "oci")
+	if err := WriteLayout(dir, "outboxd:"+testVersion, img); err != nil {
+		t.Fatal(err)
+	}
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := p.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Manifests) != 1 || m.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "outboxd:"+testVersion {
+		t.Fatalf("the layout's index = %+v, want one image named outboxd:%s", m.Manifests, testVersion)
+	}
+	read, err := idx.Image(m.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return read
+}
+
+// unpack extracts img's file system into a new directory and returns it.
+func unpack(t *testing.T, img v1.Image) string {
+	t.Helper()
+	root := t.TempDir()
+	// The image's user must be able to enter its root once it is chrooted
+	// there; t.TempDir makes it the owner's only.
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return root
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(root, filepath.Clean("/"+h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.Copy(f, tr); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("%s: an entry of type %q, which the image should not have", h.Name, h.Typeflag)
+		}
+		// Modes and owners as the image has them (MkdirAll and umask would
+		// not keep 1777 or 0700).
+		if err := os.Chmod(path, fs.FileMode(h.Mode).Perm()|modeBits(h.Mode)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(path, h.Uid, h.Gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func modeBits(m int64) fs.FileMode {
+	var b fs.FileMode
+	if m&0o1000 != 0 {
+		b |= fs.ModeSticky
+	}
+	return b
+}
+
+// The image holds outboxd, CA certificates, its user and an empty /tmp and
+// nothing else, no shell; it is OCI, runs as non-root, and names its
+// source, version and licence.
+func TestImageHoldsOnlyWhatOutboxdNeeds(t *testing.T) {
+	img := builtImage(t)
+	// Digests, sizes, diff IDs and history agree with the blobs.
+	if err := validate.Image(img); err != nil {
+		t.Errorf("the image does not validate: %v", err)
+	}
+	mt, err := img.MediaType()
+	if err != nil || mt != types.OCIManifestSchema1 {
+		t.Errorf("manifest media type = %s (%v), want %s", mt, err, types.OCIManifestSchema1)
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{
+		"org.opencontainers.image.source":   DefaultSource,
+		"org.opencontainers.image.version":  testVersion,
+		"org.opencontainers.image.revision": "0123abcd",
+		"org.opencontainers.image.licenses": License,
+	} {
+		if got := m.Annotations[key]; got != want {
+			t.Errorf("manifest annotation %s = %q, want %q", key, got, want)
+		}
+		if got := cf.Config.Labels[key]; got != want {
+			t.Errorf("config label %s = %q, want %q", key, got, want)
+		}
+	}
+	if cf.Config.User != "65532:65532" || !slices.Equal(cf.Config.Entrypoint, []string{"/outboxd"}) || !slices.Equal(cf.Config.Cmd, []string{"run"}) {
+		t.Errorf("config runs %v %v as %q, want /outboxd run as 65532:65532", cf.Config.Entrypoint, cf.Config.Cmd, cf.Config.User)
+	}
+	if _, ok := cf.Config.ExposedPorts[MetricsPort]; !ok {
+		t.Errorf("config exposes %v, want %s", cf.Config.ExposedPorts, MetricsPort)
+	}
+
+	root := unpack(t, img)
+	var files []string
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			rel += "/"
+		}
+		files = append(files, "/"+strings.TrimPrefix(rel, "./"))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/", "/etc/", "/etc/group", "/etc/passwd", "/etc/ssl/", "/etc/ssl/certs/", CACertsPath, "/home/", "/home/nonroot/", BinaryPath, "/tmp/"}
+	slices.Sort(want)
+	if !slices.Equal(files, want) {
+		t.Errorf("the image holds %v, want exactly %v (no shell, nothing else)", files, want)
+	}
+	pem, err := os.ReadFile(filepath.Join(root, CACertsPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) || strings.Count(string(pem), "BEGIN CERTIFICATE") < 100 {
+		t.Errorf("%s holds %d certificates, want Mozilla's roots (over 100)", CACertsPath, strings.Count(string(pem), "BEGIN CERTIFICATE"))
+	}
+	passwd, err := os.ReadFile(filepath.Join(root, "etc/passwd"))
+	if err != nil || !strings.Contains(string(passwd), "nonroot:x:65532:65532:") {
+		t.Errorf("/etc/passwd = %q (%v), want the nonroot user 65532", passwd, err)
+	}
+}
+
+// A binary the image cannot run is refused when the image is built.
+func TestBuildRefusesWhatTheImageCannotRun(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "outboxd")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dynamic, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"nothing", Config{}, "Binary: the outboxd binary is required"},
+		{"no version", Config{Binary: script}, "Version: required"},
+		{"a script", Config{Binary: script, Version: "v1"}, "not an ELF executable"},
+		{"a missing file", Config{Binary: script + ".gone", Version: "v1"}, "no such file"},
+		{"a dynamically linked binary", Config{Binary: dynamicELF(t, dynamic), Version: "v1"}, "CGO_ENABLED=0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := Build(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Build = %v, want an error saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+// dynamicELF is a dynamically linked executable of this machine (one that
+// names an interpreter, read here without checkStatic): the first of a
+// few that every Linux has, else fallback if it is one.
+func dynamicELF(t *testing.T, fallback string) string {
+	t.Helper()
+	for _, p := range []string{"/bin/ls", "/usr/bin/env", fallback} {
+		f, err := elf.Open(p)
+		if err != nil {
+			continue
+		}
+		dynamic := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
+		f.Close()
+		if dynamic {
+			return p
+		}
+	}
+	t.Fatal("no dynamically linked executable found on this machine")
+	return ""
+}
+
+// inImage is a command of the unpacked image as a container runtime would
+// start it: chrooted into root, as the image's user, with its environment.
+func inImage(ctx context.Context, t *testing.T, img v1.Image, root string, args ...string) *exec.Cmd {
+	t.Helper()
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, gid, ok := strings.Cut(cf.Config.User, ":")
+	u, uerr := strconv.Atoi(uid)
+	g, gerr := strconv.Atoi(gid)
+	if !ok || uerr != nil || gerr != nil || u == 0 {
+		t.Fatalf("the image's user %q is not a non-root uid:gid", cf.Config.User)
+	}
+	cmd := exec.CommandContext(ctx, cf.Config.Entrypoint[0])
+	cmd.Path = cf.Config.Entrypoint[0] // inside the chroot, not looked up here
+	cmd.Args = append(slices.Clone(cf.Config.Entrypoint), args...)
+	cmd.Env = cf.Config.Env
+	cmd.Dir = cf.Config.WorkingDir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: uint32(u), Gid: uint32(g)}}
+	return cmd
+}
+
+// needsRoot skips where the test cannot chroot (CI runs as root).
+func needsRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("running the image's root as its user needs root to chroot, and CI=true must not skip it")
+		}
+		t.Skip("running the image's root as its user needs root to chroot")
+	}
+}
+
+// From the unpacked image, as its non-root user: outboxd says its version,
+// migrates a database and publishes a row of it to Kafka, then stops
+// cleanly on SIGTERM.
+func TestImageRunsOutboxdAsItsUser(t *testing.T) {
+	needsRoot(t)
+	img := builtImage(t)
+	root := unpack(t, img)
+	ctx := t.Context()
+
+	out, err := inImage(ctx, t, img, root, "version").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), testVersion) {
+		t.Fatalf("outboxd version in the image = %q (%v), want it to say %s", out, err, testVersion)
+	}
+
+	db := testenv.Database(t)
+	brokers := testenv.Brokers(t)
+	topic := testenv.Topic(t, 1)
+	if out, err := inImage(ctx, t, img, root, "migrate", "--database-url", db).CombinedOutput(); err != nil {
+		t.Fatalf("outboxd migrate in the image: %v\n%s", err, out)
+	}
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var id string
+	if err := conn.QueryRow(ctx, `INSERT INTO outbox (aggregate_id, topic, payload) VALUES (gen_random_uuid(), $1, '{"from": "the image"}') RETURNING id::text`, topic).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+
+	run := inImage(ctx, t, img, root, "run", "--database-url", db, "--brokers", strings.Join(brokers, ","))
+	var logs strings.Builder
+	run.Stdout, run.Stderr = &logs, &logs
+	if err := run.Start(); err != nil {
+		t.Fatalf("starting outboxd run in the image: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- run.Wait() }()
+	t.Cleanup(func() {
+		if run.ProcessState == nil {
+			_ = run.Process.Kill()
+			<-exited
+		}
+	})
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := ""
+	for got == "" {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			for _, h := range r.Headers {
+				if h.Key == "id" && strings.Trim(string(h.Value), `"`) == id {
+					got = string(r.Value)
+				}
+			}
+		})
+		select {
+		case err := <-exited:
+			t.Fatalf("outboxd run in the image exited before publishing: %v\n%s", err, logs.String())
+		default:
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("outboxd run in the image published nothing before the test's end\n%s", logs.String())
+		}
+	}
+	if !strings.Contains(got, "the image") {
+		t.Errorf("published %q, want the row's payload", got)
+	}
+	if err := run.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err != nil {
+		t.Errorf("outboxd run in the image after SIGTERM: %v, want a clean exit\n%s", err, logs.String())
+	}
+	fmt.Fprintf(os.Stderr, "measured: outboxd %s from the unpacked image as uid 65532 published outbox id %s to %s and stopped on SIGTERM\n", testVersion, id, topic)
+}
