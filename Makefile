@@ -53,6 +53,9 @@ SHELL := /bin/bash
 GO ?= go
 TESTBED := harness/testbed/testbed.sh
 GOTESTFLAGS ?= -race -count=1 -timeout 30m
+# What ships outboxd, each a Go module of its own (CONTRIBUTING.md): the
+# image, the alerts and the dashboard.
+DEPLOY_MODULES = deploy/image deploy/monitoring
 # PostgreSQL versions make test and make up start: the first runs every
 # test, the others the core integration tests (stream, process, migrate,
 # status, recovery, failover, chaos-short): what depends on the server's
@@ -135,9 +138,10 @@ test-go:
 	set -o pipefail; $(GO) test $(GOTESTFLAGS) -json ./... | $(GO) run ./harness/testbed/testsummary
 	@echo "== stream tests with raw I/O off (OUTBOXD_RAW_IO=off), PostgreSQL $${OUTBOXD_PG_VERSION:-15}"
 	set -o pipefail; OUTBOXD_RAW_IO=off $(GO) test $(GOTESTFLAGS) -json -run '$(RAW_IO_OFF_TESTS)' ./cdc | $(GO) run ./harness/testbed/testsummary
-	@echo "== the container image (deploy/image, a module of its own), PostgreSQL $${OUTBOXD_PG_VERSION:-15}"
-	cd deploy/image && $(GO) vet ./...
-	set -o pipefail; (cd deploy/image && $(GO) test $(GOTESTFLAGS) -json ./...) | $(GO) run ./harness/testbed/testsummary
+	@echo "== $(DEPLOY_MODULES) (modules of their own), PostgreSQL $${OUTBOXD_PG_VERSION:-15}"
+	for m in $(DEPLOY_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	set -o pipefail; (fail=0; for m in $(DEPLOY_MODULES); do (cd $$m && $(GO) test $(GOTESTFLAGS) -json ./...) || fail=1; done; exit $$fail) \
+		| $(GO) run ./harness/testbed/testsummary
 	set -o pipefail; versions=($${OUTBOXD_PG_VERSIONS:-$${OUTBOXD_PG_VERSION:-15}}); for v in "$${versions[@]:1}"; do \
 		url=OUTBOXD_TEST_DATABASE_URL_$$v; \
 		[ -n "$${!url:-}" ] || { echo "PostgreSQL $$v is not in the test bed (make up with PG_VERSIONS)"; exit 1; }; \
