@@ -54,8 +54,8 @@ GO ?= go
 TESTBED := harness/testbed/testbed.sh
 GOTESTFLAGS ?= -race -count=1 -timeout 30m
 # What ships outboxd, each a Go module of its own (CONTRIBUTING.md): the
-# image, the alerts and the dashboard.
-DEPLOY_MODULES = deploy/image deploy/monitoring
+# image, the alerts and the dashboard, the Helm chart.
+DEPLOY_MODULES = deploy/image deploy/monitoring deploy/helm
 # PostgreSQL versions make test and make up start: the first runs every
 # test, the others the core integration tests (stream, process, migrate,
 # status, recovery, failover, chaos-short): what depends on the server's
