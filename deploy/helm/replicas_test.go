@@ -210,6 +210,20 @@ func (p *pod) log() string {
 	return p.logs.String()
 }
 
+// get is the status code of GET path on p's metrics address (0: no answer).
+func (p *pod) get(ctx context.Context, path string) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metrics+path, nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // streaming is the pipelines p streams (GET /pipelines); nil if it does
 // not answer.
 func (p *pod) streaming(ctx context.Context) []string {
@@ -307,6 +321,15 @@ func TestRenderedReplicasTakeOverAndHandOver(t *testing.T) {
 	testenv.Eventually(t, time.Minute, "every pipeline streaming on one of the two replicas", allStreaming())
 	before := holders()
 	t.Logf("spread over the replicas: %v", before)
+	// The probes the chart sets: a standby is alive and ready too, so
+	// neither probe restarts or unlists the replica waiting for a slot.
+	for _, p := range pods {
+		for _, path := range []string{m.container.LivenessProbe.HTTPGet.Path, m.container.ReadinessProbe.HTTPGet.Path} {
+			if code := p.get(ctx, path); code != http.StatusOK {
+				t.Errorf("%s: GET %s = %d with %d pipelines streaming there, want 200", p.name, path, code, len(p.streaming(ctx)))
+			}
+		}
+	}
 	// Each took its replica number from its host name, as a pod does.
 	for i, p := range pods {
 		if want := fmt.Sprintf("replica=%d replicas=2", i); !strings.Contains(p.log(), want) {
