@@ -19,9 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 	"github.com/jackc/pgx/v5"
@@ -76,6 +78,26 @@ func builtImage(t *testing.T) v1.Image {
 	read, err := idx.Image(m.Manifests[0].Digest)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The tarball for docker load and podman load holds the same image.
+	tarPath := filepath.Join(t.TempDir(), "outboxd.tar")
+	if err := WriteTarball(tarPath, "outboxd:"+testVersion, img); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag("outboxd:" + testVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromTar, err := tarball.ImageFromPath(tarPath, &tag)
+	if err != nil {
+		t.Fatalf("reading the tarball back: %v", err)
+	}
+	// A docker-load tarball carries the config and the layers, not the OCI
+	// manifest (its annotations): the same config (user, entrypoint,
+	// labels, the layers' diff IDs) is the same image to run.
+	want, _ := read.ConfigName()
+	if got, err := fromTar.ConfigName(); err != nil || got != want {
+		t.Errorf("the tarball's image config is %s (%v), the layout's %s: want the same", got, err, want)
 	}
 	return read
 }
