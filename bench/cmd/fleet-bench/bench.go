@@ -225,7 +225,7 @@ func (b *bench) settings(ctx context.Context, limits []string) map[string]string
 		"outboxd": strings.Join(strings.Fields(string(version)), " "),
 		"pipeline_settings": "brokers, log-level warn, and each pipeline's database-url and slot: the top level and entries of A's file, " +
 			"flags of each B process and of the single pipeline; everything else run's defaults",
-		"max_procs": "1 for every process (run's --max-procs default, with or without --config)",
+		"max_procs": "1 for every process: outboxd's by run's --max-procs default, with or without --config; slot-reader's (F, F1) by GOMAXPROCS=1",
 		"order": "each repetition: " + strings.Join(stepOrder(1, b.o.debezium != "", b.o.slotReader != ""), ", ") +
 			"; every other one: " + strings.Join(stepOrder(2, b.o.debezium != "", b.o.slotReader != ""), ", "),
 	}

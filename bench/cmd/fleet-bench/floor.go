@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"syscall"
 
@@ -33,6 +34,9 @@ func (b *bench) launchFloor(step string) (*group, error) {
 	}
 	g := &group{name: step, ps: ps, reader: true}
 	cmd := exec.Command(b.o.slotReader, args...)
+	// One thread running Go, as every outboxd of the bench runs
+	// (--max-procs 1): more costs a fleet more wake-ups per event.
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
 	out := &bytes.Buffer{}
 	cmd.Stdout = out
 	if err := g.start(cmd, "", len(ps)); err != nil {
