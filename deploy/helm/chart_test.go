@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -238,13 +239,57 @@ func TestStatefulSetRunsLockedDownAndWiresTheReplicas(t *testing.T) {
 		t.Errorf("mounts %v: want the pipelines file, /tmp and the secret", mounts)
 	}
 	pdbs := find[*policyv1.PodDisruptionBudget](objs)
-	if len(pdbs) != 1 || pdbs[0].Spec.MaxUnavailable.IntValue() != 1 {
-		t.Errorf("PodDisruptionBudgets %v: want one, maxUnavailable 1", pdbs)
+	if len(pdbs) != 1 || pdbs[0].Spec.MaxUnavailable.IntValue() != 1 ||
+		pdbs[0].Spec.UnhealthyPodEvictionPolicy == nil || *pdbs[0].Spec.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow {
+		t.Errorf("PodDisruptionBudgets %v: want one, maxUnavailable 1, unready pods always evictable (an outage must not block drains)", pdbs)
 	}
 	rules := find[*monitoringv1.PrometheusRule](objs)
 	if len(rules) != 1 || len(rules[0].Spec.Groups) == 0 || len(rules[0].Spec.Groups[0].Rules) < 5 {
 		t.Errorf("PrometheusRule %v: want deploy/monitoring/alerts.yaml's rules", rules)
 	}
+}
+
+// The migrate Job runs after its own copy of the pipelines file exists
+// (hooks run before the release's objects), and its pods are not the
+// StatefulSet's: the selectors of the Service, the PodDisruptionBudget and
+// the NetworkPolicy must not take them in.
+func TestMigrateJobRunsAfterItsFileAndApartFromThePods(t *testing.T) {
+	objs := objects(t, "everything on")
+	job := find[*batchv1.Job](objs)[0]
+	ss := find[*appsv1.StatefulSet](objs)[0]
+	var cm *corev1.ConfigMap
+	for _, c := range find[*corev1.ConfigMap](objs) {
+		if c.Annotations["helm.sh/hook"] != "" {
+			cm = c
+		}
+	}
+	switch {
+	case cm == nil:
+		t.Fatal("no hook ConfigMap for the migrate Job")
+	case cm.Annotations["helm.sh/hook"] != job.Annotations["helm.sh/hook"]:
+		t.Errorf("hooks %q and %q: want the Job's file created at the Job's hooks", cm.Annotations["helm.sh/hook"], job.Annotations["helm.sh/hook"])
+	case weight(cm.Annotations) >= weight(job.Annotations):
+		t.Errorf("hook weights %s (ConfigMap) and %s (Job): want the ConfigMap first", cm.Annotations["helm.sh/hook-weight"], job.Annotations["helm.sh/hook-weight"])
+	}
+	if job.Spec.Template.Spec.Volumes[0].ConfigMap == nil || job.Spec.Template.Spec.Volumes[0].ConfigMap.Name != cm.Name {
+		t.Errorf("the Job mounts %+v, want its own ConfigMap %s", job.Spec.Template.Spec.Volumes[0], cm.Name)
+	}
+	selector := ss.Spec.Selector.MatchLabels
+	matches := true
+	for k, v := range selector {
+		if job.Spec.Template.Labels[k] != v {
+			matches = false
+		}
+	}
+	if matches {
+		t.Errorf("the Job's pod labels %v match the StatefulSet's selector %v", job.Spec.Template.Labels, selector)
+	}
+}
+
+// weight is a hook's weight, 0 when unset as Helm takes it.
+func weight(annotations map[string]string) int {
+	w, _ := strconv.Atoi(annotations["helm.sh/hook-weight"])
+	return w
 }
 
 // pipelinesFile is the pipelines.yaml of ConfigMap name.

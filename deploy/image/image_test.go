@@ -99,6 +99,10 @@ func builtImage(t *testing.T) v1.Image {
 	if got, err := fromTar.ConfigName(); err != nil || got != want {
 		t.Errorf("the tarball's image config is %s (%v), the layout's %s: want the same", got, err, want)
 	}
+	// Its layers are there and match the config's diff IDs.
+	if err := validate.Image(fromTar); err != nil {
+		t.Errorf("the tarball's image does not validate: %v", err)
+	}
 	return read
 }
 
@@ -197,6 +201,9 @@ func TestImageHoldsOnlyWhatOutboxdNeeds(t *testing.T) {
 	}
 	if cf.Config.User != "65532:65532" || !slices.Equal(cf.Config.Entrypoint, []string{"/outboxd"}) || !slices.Equal(cf.Config.Cmd, []string{"run"}) {
 		t.Errorf("config runs %v %v as %q, want /outboxd run as 65532:65532", cf.Config.Entrypoint, cf.Config.Cmd, cf.Config.User)
+	}
+	if !slices.Equal(cf.Config.Env, []string{"PATH=/", "SSL_CERT_FILE=" + CACertsPath}) {
+		t.Errorf("config environment %v, want PATH=/ and SSL_CERT_FILE=%s", cf.Config.Env, CACertsPath)
 	}
 	if _, ok := cf.Config.ExposedPorts[MetricsPort]; !ok {
 		t.Errorf("config exposes %v, want %s", cf.Config.ExposedPorts, MetricsPort)
