@@ -121,10 +121,8 @@ func (b *bench) measure(ctx context.Context, step string, rep int, res *Results)
 	}
 	b.log.Info("step", "step", step, "rep", rep, "slots_advanced_in_s", fmt.Sprintf("%.1f", time.Since(advanced).Seconds()), "restart_backlog_mib", backlog>>20)
 	switch step {
-	case "C", "D":
-		return b.measurePeer(ctx, step, rep, res)
-	case "F", "F1":
-		return b.measureFloor(ctx, step, rep, res)
+	case "C", "D", "F", "F1":
+		return b.measureSteady(ctx, step, rep, res)
 	}
 	g, err := launch()
 	if err != nil {
@@ -159,10 +157,11 @@ func (b *bench) measure(ctx context.Context, step string, rep int, res *Results)
 	return nil
 }
 
-// measurePeer runs step C or D: its launch, until every slot streams and
-// its walsender caught up, then the steady load of -debezium-rate. The
-// step's slots were advanced.
-func (b *bench) measurePeer(ctx context.Context, step string, rep int, res *Results) (err error) {
+// measureSteady runs step C, D, F or F1: its launch, until every slot
+// streams and its walsender caught up, then its steady load: C's and D's
+// of -debezium-rate, F's and F1's of -rate, A's and the single
+// pipeline's. The step's slots were advanced.
+func (b *bench) measureSteady(ctx context.Context, step string, rep int, res *Results) (err error) {
 	dir, err := os.MkdirTemp("", "fleet-bench-"+step+"-")
 	if err != nil {
 		return err
@@ -170,18 +169,26 @@ func (b *bench) measurePeer(ctx context.Context, step string, rep int, res *Resu
 	defer os.RemoveAll(dir)
 	var g *group
 	var work string
-	if step == "C" {
+	rate := b.o.peerRate
+	switch step {
+	case "C":
 		g, err = b.launchC()
-	} else {
+	case "D":
 		g, work, err = b.launchD(dir)
+	default:
+		g, err = b.launchFloor(step)
+		rate = b.o.rate
 	}
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, g.stop(), b.released(ctx, g)) }()
-	if step == "C" {
+	// slot-reader reports no state: caughtUp alone waits for each of its
+	// slots to be streamed.
+	switch step {
+	case "C":
 		_, err = awaitStreaming(ctx, g)
-	} else {
+	case "D":
 		err = b.awaitConnectors(ctx, g, work)
 	}
 	if err != nil {
@@ -191,11 +198,13 @@ func (b *bench) measurePeer(ctx context.Context, step string, rep int, res *Resu
 	if err != nil {
 		return err
 	}
-	lr, err := b.load(ctx, g, rep, b.o.peerRate)
+	lr, err := b.load(ctx, g, rep, rate)
 	if err != nil {
 		return err
 	}
-	lr.CaughtUpSeconds = at.Sub(g.launched).Seconds()
+	if !g.reader {
+		lr.CaughtUpSeconds = at.Sub(g.launched).Seconds()
+	}
 	res.Load = append(res.Load, b.logLoad(lr))
 	return nil
 }

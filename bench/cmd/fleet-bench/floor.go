@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,26 +42,6 @@ func (b *bench) launchFloor(step string) (*group, error) {
 	}
 	g.procs[0].out = out
 	return g, nil
-}
-
-// measureFloor runs step F or F1: its launch, until every walsender of its
-// slots caught up, then the steady load of -rate. The step's slots were
-// advanced.
-func (b *bench) measureFloor(ctx context.Context, step string, rep int, res *Results) (err error) {
-	g, err := b.launchFloor(step)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, g.stop(), b.released(ctx, g)) }()
-	if _, err := b.caughtUp(ctx, g); err != nil {
-		return err
-	}
-	lr, err := b.load(ctx, g, rep, b.o.rate)
-	if err != nil {
-		return err
-	}
-	res.Load = append(res.Load, b.logLoad(lr))
-	return nil
 }
 
 // restartCounts asks the reader of g to count anew (SIGUSR1): from the

@@ -92,13 +92,29 @@ func idleFigures(runs []idleRun) []figure {
 	}
 }
 
+// loadRow makes rows of a table of load runs: one figure f of systems a
+// and b over their repetitions.
+func loadRow(runs []loadRun, a, b string) func(name string, f func(loadRun) float64) figure {
+	system := func(r loadRun) string { return r.System }
+	return func(name string, f func(loadRun) float64) figure {
+		return figure{Name: name, Systems: map[string]stats.Spread{a: spreadOf(runs, system, a, f), b: spreadOf(runs, system, b, f)}}
+	}
+}
+
+// unlessEmpty is a table, nil when neither of its systems has a run.
+func unlessEmpty(fs []figure) []figure {
+	for _, s := range fs[0].Systems {
+		if s.N > 0 {
+			return fs
+		}
+	}
+	return nil
+}
+
 // peerFigures are C beside D at the same steady rate, none without runs
 // of either.
 func peerFigures(runs []loadRun) []figure {
-	row := func(name string, f func(loadRun) float64) figure {
-		system := func(r loadRun) string { return r.System }
-		return figure{Name: name, Systems: map[string]stats.Spread{"C": spreadOf(runs, system, "C", f), "D": spreadOf(runs, system, "D", f)}}
-	}
+	row := loadRow(runs, "C", "D")
 	fs := []figure{
 		row("p99 commit to consumer, ms", func(r loadRun) float64 { return r.P99ms }),
 		row("p50 commit to consumer, ms", func(r loadRun) float64 { return r.P50ms }),
@@ -111,18 +127,12 @@ func peerFigures(runs []loadRun) []figure {
 		row("events delivered, % of written", func(r loadRun) float64 { return 100 * float64(r.Delivered) / float64(max(1, r.Written)) }),
 		row("machine busy, % of all cores", func(r loadRun) float64 { return 100 * r.MachineBusy }),
 	}
-	if fs[0].Systems["C"].N == 0 && fs[0].Systems["D"].N == 0 {
-		return nil
-	}
-	return fs
+	return unlessEmpty(fs)
 }
 
 // loadFigures are A beside the single pipeline at the same steady rate.
 func loadFigures(runs []loadRun) []figure {
-	row := func(name string, f func(loadRun) float64) figure {
-		system := func(r loadRun) string { return r.System }
-		return figure{Name: name, Systems: map[string]stats.Spread{"A": spreadOf(runs, system, "A", f), "single": spreadOf(runs, system, "single", f)}}
-	}
+	row := loadRow(runs, "A", "single")
 	p99 := row("p99 commit to consumer, ms", func(r loadRun) float64 { return r.P99ms })
 	p99.Target, p99.Met = fmt.Sprintf("≤ %d ms", p99TargetMs), met(p99.Systems["A"], func(m float64) bool { return m <= p99TargetMs })
 	cpu := row("outboxd CPU per event, µs", func(r loadRun) float64 { return r.PublisherCPUus })
@@ -149,10 +159,7 @@ func loadFigures(runs []loadRun) []figure {
 // floorFigures are F beside F1 at the same steady rate as A's, none
 // without runs of either.
 func floorFigures(runs []loadRun) []figure {
-	row := func(name string, f func(loadRun) float64) figure {
-		system := func(r loadRun) string { return r.System }
-		return figure{Name: name, Systems: map[string]stats.Spread{"F": spreadOf(runs, system, "F", f), "F1": spreadOf(runs, system, "F1", f)}}
-	}
+	row := loadRow(runs, "F", "F1")
 	fs := []figure{
 		row("p99 commit to receipt, ms", func(r loadRun) float64 { return r.P99ms }),
 		row("p50 commit to receipt, ms", func(r loadRun) float64 { return r.P50ms }),
@@ -165,10 +172,7 @@ func floorFigures(runs []loadRun) []figure {
 		row("peak RSS at the end of the load, MiB", func(r loadRun) float64 { return float64(r.PeakRSSBytes) / mib }),
 		row("machine busy, % of all cores", func(r loadRun) float64 { return 100 * r.MachineBusy }),
 	}
-	if fs[0].Systems["F"].N == 0 && fs[0].Systems["F1"].N == 0 {
-		return nil
-	}
-	return fs
+	return unlessEmpty(fs)
 }
 
 // floorVerdict sets the medians of the floor against issue 39's CPU
