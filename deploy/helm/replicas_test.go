@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/outboxd/outboxd/harness/testbed"
 	"github.com/outboxd/outboxd/harness/testenv"
 )
 
@@ -260,12 +261,11 @@ func (p *pod) streaming(ctx context.Context) []string {
 // over with nothing lost.
 func TestRenderedReplicasTakeOverAndHandOver(t *testing.T) {
 	ctx := t.Context()
-	bin := filepath.Join(t.TempDir(), "outboxd")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/outboxd")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building outboxd: %v\n%s", err, out)
+	bin, remove, err := testbed.BuildOutboxd()
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(remove)
 	brokers := strings.Join(testenv.Brokers(t), ",")
 	names := []string{"orders", "billing", "users", "stock", "payments", "shipping"}
 	dbs := map[string]string{}

@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxd/outboxd/harness/testbed"
 	"github.com/outboxd/outboxd/harness/testenv"
 )
 
@@ -38,13 +39,11 @@ const testVersion = "v0.0.0-imagetest"
 // statically linked, stamped with testVersion.
 func staticOutboxd(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "outboxd")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+testVersion, "-o", bin, "./cmd/outboxd")
-	cmd.Dir = filepath.Join("..", "..")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building a static outboxd: %v\n%s", err, out)
+	bin, remove, err := testbed.BuildStaticOutboxd(testVersion)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(remove)
 	return bin
 }
 

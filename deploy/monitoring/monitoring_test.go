@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/outboxd/outboxd/harness/testbed"
 	"github.com/outboxd/outboxd/harness/testenv"
 )
 
@@ -239,12 +240,11 @@ func ptr(s string) *string { return &s }
 // published a row and dead-lettered one (outboxd_dead_lettered_total and
 // the per-topic series appear only then).
 func TestEveryQueriedMetricIsExported(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "outboxd")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/outboxd")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building outboxd: %v\n%s", err, out)
+	bin, remove, err := testbed.BuildOutboxd()
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(remove)
 	ctx := t.Context()
 	db := testenv.Database(t)
 	brokers := strings.Join(testenv.Brokers(t), ",")
