@@ -1,0 +1,197 @@
+package format_test
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/outboxd/outboxd/format"
+)
+
+const orderAvro = `{"type":"record","name":"Order","namespace":"shop","fields":[
+	{"name":"id","type":"long"},
+	{"name":"customer","type":"string"},
+	{"name":"total","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}},
+	{"name":"placed","type":{"type":"long","logicalType":"timestamp-millis"}},
+	{"name":"status","type":{"type":"enum","name":"Status","symbols":["NEW","PAID"]}},
+	{"name":"items","type":{"type":"array","items":{"type":"record","name":"Item","fields":[
+		{"name":"sku","type":"string"},{"name":"qty","type":"int"}]}}},
+	{"name":"note","type":["null","string"],"default":null},
+	{"name":"tags","type":{"type":"map","values":"string"},"default":{}},
+	{"name":"ratio","type":"double","default":1.5}
+]}`
+
+const orderProto = `syntax = "proto3";
+package shop;
+message Other { string x = 1; }
+message Order {
+  int64 id = 1;
+  string customer = 2;
+  repeated Item items = 3;
+  message Item { string sku = 1; int32 qty = 2; }
+}`
+
+const orderJSONSchema = `{"type":"object","properties":{
+	"id":{"type":"integer"},"customer":{"type":"string"}},
+	"required":["id","customer"],"additionalProperties":false}`
+
+func codec(t *testing.T, s format.Schema) *format.Codec {
+	t.Helper()
+	c, err := format.New(s)
+	if err != nil {
+		t.Fatalf("New(%s): %v", s.Format, err)
+	}
+	return c
+}
+
+// sameJSON compares two JSON texts as values.
+func sameJSON(t *testing.T, got, want string) {
+	t.Helper()
+	if !json.Valid([]byte(want)) { // a string schema's text, as it is
+		if got != want {
+			t.Errorf("decoded %q, want %q", got, want)
+		}
+		return
+	}
+	var g, w any
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		t.Fatalf("decoded %q is not JSON: %v", got, err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("decoded\n %s\nwant\n %s", got, want)
+	}
+}
+
+func TestEncodeThenDecodeGivesThePayloadBack(t *testing.T) {
+	cases := []struct {
+		name   string
+		schema format.Schema
+		in     string
+		want   string // the decoded JSON; "" for in
+		header []byte // the wire header expected for id 7
+	}{
+		{"avro record", format.Schema{Format: format.Avro, Text: orderAvro},
+			`{"id":9007199254740993,"customer":"ann","total":"12.30","placed":"2026-12-05T10:00:00.5Z","status":"PAID",
+			  "items":[{"sku":"a","qty":2}],"note":"hi","tags":{"k":"v"}}`,
+			`{"id":9007199254740993,"customer":"ann","total":12.30,"placed":1796464800500,"status":"PAID",
+			  "items":[{"sku":"a","qty":2}],"note":"hi","tags":{"k":"v"},"ratio":1.5}`,
+			[]byte{0, 0, 0, 0, 7}},
+		{"avro defaults and null", format.Schema{Format: format.Avro, Text: orderAvro},
+			`{"id":1,"customer":"b","total":5,"placed":0,"status":"NEW","items":[],"note":null}`,
+			`{"id":1,"customer":"b","total":5.00,"placed":0,"status":"NEW","items":[],"note":null,"tags":{},"ratio":1.5}`,
+			[]byte{0, 0, 0, 0, 7}},
+		{"avro string takes the text as it is", format.Schema{Format: format.Avro, Text: `"string"`},
+			`order-42`, "", []byte{0, 0, 0, 0, 7}},
+		{"avro reference", format.Schema{Format: format.Avro,
+			Text:       `{"type":"record","name":"Wrap","fields":[{"name":"s","type":"shop.Status"}]}`,
+			References: map[string]string{"shop.Status": `{"type":"enum","name":"Status","namespace":"shop","symbols":["NEW"]}`}},
+			`{"s":"NEW"}`, "", []byte{0, 0, 0, 0, 7}},
+		{"protobuf first message", format.Schema{Format: format.Protobuf, Text: orderProto},
+			`{"x":"y"}`, "", []byte{0, 0, 0, 0, 7, 0}},
+		{"protobuf named message", format.Schema{Format: format.Protobuf, Text: orderProto, Message: "shop.Order"},
+			`{"id":"5","customer":"c","items":[{"sku":"s","qty":3}]}`, "", []byte{0, 0, 0, 0, 7, 2, 2}},
+		{"protobuf nested message", format.Schema{Format: format.Protobuf, Text: orderProto, Message: "shop.Order.Item"},
+			`{"sku":"s","qty":3}`, "", []byte{0, 0, 0, 0, 7, 4, 2, 0}},
+		{"json schema", format.Schema{Format: format.JSONSchema, Text: orderJSONSchema},
+			`{"id":5,"customer":"c"}`, "", []byte{0, 0, 0, 0, 7}},
+		{"json schema string", format.Schema{Format: format.JSONSchema, Text: `{"type":"string"}`},
+			`order-42`, `"order-42"`, []byte{0, 0, 0, 0, 7}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := codec(t, tc.schema)
+			rec, err := c.Append(nil, 7, []byte(tc.in))
+			if err != nil {
+				t.Fatalf("Append: %v", err)
+			}
+			if !strings.HasPrefix(string(rec), string(tc.header)) {
+				t.Fatalf("record starts % x, want the header % x", rec[:min(len(rec), 8)], tc.header)
+			}
+			id, body, err := format.ID(rec)
+			if err != nil || id != 7 {
+				t.Fatalf("ID = %d, %v; want 7", id, err)
+			}
+			out, err := c.Decode(body)
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			want := tc.want
+			if want == "" {
+				want = tc.in
+			}
+			sameJSON(t, string(out), want)
+		})
+	}
+}
+
+func TestEncodeRefusesWhatDoesNotFitAndSaysWhere(t *testing.T) {
+	avroOrder := format.Schema{Format: format.Avro, Text: orderAvro}
+	ok := `"id":1,"customer":"b","total":5,"placed":0,"status":"NEW","items":[]`
+	cases := []struct {
+		name   string
+		schema format.Schema
+		in     string
+		want   string // in the error
+	}{
+		{"not json", avroOrder, `{"id":`, "not JSON"},
+		{"two values", avroOrder, `{} {}`, "more than one value"},
+		{"unknown member", avroOrder, `{` + ok + `,"extra":1}`, "$.extra: record shop.Order has no such field"},
+		{"missing field", avroOrder, `{"id":1}`, "$.customer: missing, and the field has no default"},
+		{"long out of range", avroOrder, `{` + strings.Replace(ok, `"id":1`, `"id":9223372036854775808`, 1) + `}`, "$.id: want an integer"},
+		{"fraction in an int", avroOrder, `{` + strings.Replace(ok, `"items":[]`, `"items":[{"sku":"a","qty":1.5}]`, 1) + `}`, "$.items[0].qty: want an integer"},
+		{"decimal rounded", avroOrder, `{` + strings.Replace(ok, `"total":5`, `"total":5.123`, 1) + `}`, "$.total: 5.123 has more digits after the point than the scale 2"},
+		{"enum symbol", avroOrder, `{` + strings.Replace(ok, `"NEW"`, `"GONE"`, 1) + `}`, `$.status: want one of the symbols`},
+		{"union branch", avroOrder, `{` + ok + `,"note":5}`, "$.note: fits no branch"},
+		{"record for a string", format.Schema{Format: format.Avro, Text: `{"type":"record","name":"R","fields":[{"name":"a","type":"string"}]}`}, `"x"`, "$: want an object for record R"},
+		{"avro string not utf-8", format.Schema{Format: format.Avro, Text: `"string"`}, "\xff", "not UTF-8"},
+		{"protobuf unknown field", format.Schema{Format: format.Protobuf, Text: orderProto, Message: "shop.Order"}, `{"nope":1}`, "does not fit message shop.Order"},
+		{"protobuf wrong type", format.Schema{Format: format.Protobuf, Text: orderProto, Message: "shop.Order"}, `{"customer":5}`, "does not fit message shop.Order"},
+		{"json schema extra", format.Schema{Format: format.JSONSchema, Text: orderJSONSchema}, `{"id":5,"customer":"c","x":1}`, "does not validate"},
+		{"json schema type", format.Schema{Format: format.JSONSchema, Text: orderJSONSchema}, `{"id":"5","customer":"c"}`, "does not validate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := codec(t, tc.schema).Append(nil, 1, []byte(tc.in))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Append(%s) = %v, want an error with %q", tc.in, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewRefusesSchemasItCannotUse(t *testing.T) {
+	cases := []struct {
+		name string
+		s    format.Schema
+		want string
+	}{
+		{"bad avro", format.Schema{Format: format.Avro, Text: `{"type":"record"}`}, "parsing the avro schema"},
+		{"bad proto", format.Schema{Format: format.Protobuf, Text: `message {`}, "parsing the protobuf schema"},
+		{"no message", format.Schema{Format: format.Protobuf, Text: `syntax = "proto3";`}, "defines no message"},
+		{"unknown message", format.Schema{Format: format.Protobuf, Text: orderProto, Message: "shop.Nope"}, "no message shop.Nope"},
+		{"unresolved import", format.Schema{Format: format.Protobuf, Text: `syntax = "proto3"; import "other.proto"; message A { Other o = 1; }`}, "other.proto"},
+		{"json schema fetches nothing", format.Schema{Format: format.JSONSchema, Text: `{"$ref":"https://example.com/s.json"}`}, "not a registered reference"},
+		{"json", format.Schema{Format: format.JSON}, "has no schema"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := format.New(tc.s)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestIDRefusesUnframedBytes(t *testing.T) {
+	for _, b := range [][]byte{nil, []byte(`{"a":1}`), {0, 0, 0}} {
+		if _, _, err := format.ID(b); !errors.Is(err, format.ErrNotFramed) {
+			t.Errorf("ID(%q) = %v, want ErrNotFramed", b, err)
+		}
+	}
+}

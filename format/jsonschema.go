@@ -1,0 +1,94 @@
+package format
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// jsonSchemaCodec checks JSON payloads against a registered JSON Schema;
+// the record carries the payload's own text, as the registry's JSON
+// Schema serializer does.
+type jsonSchemaCodec struct {
+	schema *jsonschema.Schema
+	// str: the schema is of type string: the row's text is the string,
+	// not JSON (an aggregate id key), and the record its JSON text.
+	str bool
+}
+
+// jsonSchemaURL is the URL the registered schema is compiled under; its
+// references are added under their own names.
+const jsonSchemaURL = "outboxd:///registered.json"
+
+func newJSONSchema(s Schema) (*jsonSchemaCodec, error) {
+	c := jsonschema.NewCompiler()
+	// Only the registered texts: the compiler must fetch nothing.
+	c.UseLoader(refusingLoader{})
+	add := func(url, text string) error {
+		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+		if err != nil {
+			return fmt.Errorf("schema %s is not JSON: %w", url, err)
+		}
+		return c.AddResource(url, doc)
+	}
+	for name, text := range s.References {
+		if err := add(name, text); err != nil {
+			return nil, err
+		}
+	}
+	if err := add(jsonSchemaURL, s.Text); err != nil {
+		return nil, err
+	}
+	sch, err := c.Compile(jsonSchemaURL)
+	if err != nil {
+		return nil, err
+	}
+	var top struct {
+		Type any `json:"type"`
+	}
+	_ = json.Unmarshal([]byte(s.Text), &top)
+	return &jsonSchemaCodec{schema: sch, str: top.Type == "string"}, nil
+}
+
+type refusingLoader struct{}
+
+func (refusingLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s is not a registered reference of the schema", url)
+}
+
+func (c *jsonSchemaCodec) encode(b, in []byte) ([]byte, error) {
+	text := in
+	if c.str {
+		if !utf8.Valid(in) {
+			return nil, misfit("", "not UTF-8 text, which a JSON string must be")
+		}
+		q, err := json.Marshal(string(in))
+		if err != nil {
+			return nil, err
+		}
+		text = q
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(text))
+	if err != nil {
+		return nil, fmt.Errorf("not JSON: %w", err)
+	}
+	if err := c.schema.Validate(doc); err != nil {
+		return nil, misfit("", "does not validate: %s", oneLine(err))
+	}
+	return append(b, text...), nil
+}
+
+func (c *jsonSchemaCodec) decode(body []byte) ([]byte, error) {
+	if !json.Valid(body) {
+		return nil, fmt.Errorf("a JSON Schema record that is not JSON")
+	}
+	return body, nil
+}
+
+// oneLine is a validation error's text on one line, for a log or a
+// dead-letter header.
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
