@@ -116,18 +116,18 @@ func (s *Streamer) drainBackfill(ctx context.Context, cp outbox.LSN) error {
 	return nil
 }
 
-// apply hands one backfilled message to the pump as the stream would: a
+// apply hands one backfilled message on as the stream would: a
 // row that cannot become a record is dead-lettered or a permanent error.
 func (s *Streamer) apply(ctx context.Context, lay *layout.Layout, m decode.Message) error {
 	c, err := change(lay, &m)
 	var re *outbox.RowError
 	switch {
 	case errors.As(err, &re):
-		return s.pump.Reject(ctx, re)
+		return s.out.Reject(ctx, re)
 	case err != nil:
 		return err
 	}
-	return s.pump.Apply(ctx, c)
+	return s.out.Apply(ctx, c)
 }
 
 // ErrBackfillUnordered: a table of the publication has nothing that tells

@@ -29,7 +29,10 @@ import (
 type Streamer struct {
 	cfg  Config
 	pump *pump.Pump
-	log  *slog.Logger
+	// out takes the changes the stream reads: the pump, or a stage that
+	// hands them on to it (see Through).
+	out Consumer
+	log *slog.Logger
 
 	// confirmed is the newest position this process knows to be
 	// confirmable, carried across sessions so that a new session starts
@@ -136,6 +139,12 @@ func (s *Streamer) columns() layout.Columns {
 	return cols
 }
 
+// Through makes the stream hand its changes to c, a stage that hands them
+// on to the pump New was given (package registry's Stage), keeping
+// Consumer's contract: in order, and nothing taken when ctx ends first.
+// Call it before Run.
+func (s *Streamer) Through(c Consumer) { s.out = c }
+
 // New returns a Streamer feeding p. cfg's zero fields take their defaults.
 func New(cfg Config, p *pump.Pump, log *slog.Logger) (*Streamer, error) {
 	if err := cfg.Validate(); err != nil {
@@ -145,7 +154,7 @@ func New(cfg Config, p *pump.Pump, log *slog.Logger) (*Streamer, error) {
 	if p == nil {
 		return nil, errors.New("cdc: no pump")
 	}
-	s := &Streamer{cfg: cfg, pump: p, log: log}
+	s := &Streamer{cfg: cfg, pump: p, out: p, log: log}
 	prov, err := s.provisioner(cfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("cdc: %w", err)
@@ -396,7 +405,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	s.counters.state.Store(int32(StateStreaming))
 	s.counters.confirmed.Store(uint64(start))
 
-	r := &reader{conn: conn, dec: decode.NewDecoder(s.cfg.Columns.MessagePrefix), lay: layout.New(s.columns()), out: s.pump, wm: s.pump, slot: s.cfg.Slot,
+	r := &reader{conn: conn, dec: decode.NewDecoder(s.cfg.Columns.MessagePrefix), lay: layout.New(s.columns()), out: s.out, wm: s.pump, slot: s.cfg.Slot,
 		statusInterval: s.cfg.StatusInterval, idleWait: s.cfg.IdleWait, readLinger: s.cfg.ReadLinger, sharedLinger: s.cfg.SharedLinger, serverTimeout: s.cfg.ServerTimeout, act: act, log: s.log, serverWALEnd: &s.counters.serverWALEnd,
 		confirmedLSN: &s.counters.confirmed, confirmed: start}
 	// A graceful stop (ctx) finishes the open transaction and drains; past

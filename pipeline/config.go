@@ -7,6 +7,7 @@ import (
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -26,6 +27,10 @@ type Config struct {
 	// transactions with a progress record (Txn).
 	Delivery string
 	Txn      publish.TxnConfig
+	// Registry, when a side has a schema format, encodes the records'
+	// values and keys per their registered schemas (Avro, Protobuf, JSON
+	// Schema) between the stream and the pump.
+	Registry registry.Config
 	// Monitor is how often the WAL the slot retains is checked and when
 	// to warn; its database, slot and publication are the stream's.
 	Monitor slot.MonitorConfig
@@ -79,6 +84,7 @@ func (c Config) Problems() []error {
 	add("Stream", c.Stream.Validate())
 	add("Pump", c.Pump.Validate())
 	add("Kafka", c.Kafka.Validate())
+	add("Registry", c.Registry.Validate())
 	mon := c.monitor()
 	for _, e := range unjoin(mon.Validate()) {
 		// Its names are the stream's, reported there already.

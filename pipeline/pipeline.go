@@ -10,6 +10,7 @@ import (
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -23,6 +24,7 @@ type Pipeline struct {
 	txn    *publish.TxnProducer // the sink, with exactly-once delivery; else nil
 	pump   *pump.Pump
 	stream *cdc.Streamer
+	reg    *registry.Stage // nil without a schema format
 	wal    *slot.Monitor
 	hb     *slot.Heartbeat // nil without a heartbeat
 }
@@ -85,6 +87,13 @@ func New(cfg Config, log *slog.Logger) (*Pipeline, error) {
 		p.sink.Close()
 		return nil, err
 	}
+	if cfg.Registry.Enabled() {
+		if p.reg, err = registry.New(cfg.Registry, p.pump, log); err != nil {
+			p.sink.Close()
+			return nil, err
+		}
+		p.stream.Through(p.reg)
+	}
 	mon := cfg.monitor()
 	mon.AcknowledgedCommit = p.pump.FlushedCommitTime
 	if p.wal, err = slot.NewMonitor(mon, log); err != nil {
@@ -122,10 +131,22 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if p.hb != nil {
 		g.Go(func() error { return p.hb.Run(gctx) })
 	}
+	// The registry's fetcher outlives the stream, which finishes its open
+	// transaction at a stop and may need a schema for it.
+	streamDone := func() {}
+	if p.reg != nil {
+		regCtx, stopReg := context.WithCancel(context.WithoutCancel(gctx))
+		defer stopReg()
+		streamDone = stopReg
+		g.Go(func() error { return p.reg.Run(regCtx) })
+	}
 	// The stream's Run returns nil only once gctx ended: on a stop, or
 	// when a sibling failed (then g.Wait returns that sibling's error).
 	if p.txn == nil {
-		g.Go(func() error { return p.stream.Run(gctx) })
+		g.Go(func() error {
+			defer streamDone()
+			return p.stream.Run(gctx)
+		})
 		return g.Wait()
 	}
 	// The exactly-once sink commits the records the stream drains at a
@@ -136,6 +157,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	g.Go(func() error { return p.txn.Run(sinkCtx) })
 	g.Go(func() error {
 		defer stopSink()
+		defer streamDone()
 		return p.stream.Run(gctx)
 	})
 	return g.Wait()

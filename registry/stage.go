@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,7 +77,7 @@ func New(cfg Config, next Consumer, log *slog.Logger) (*Stage, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	opts := []sr.ClientOpt{sr.URLs(cfg.URLs...), sr.UserAgent("outboxd"),
+	opts := []sr.ClientOpt{sr.URLs(slices.Clone(cfg.URLs)...), sr.UserAgent("outboxd"),
 		sr.HTTPClient(&http.Client{Timeout: cfg.RequestTimeout, Transport: transport(cfg.TLS)})}
 	if cfg.Username != "" {
 		opts = append(opts, sr.BasicAuth(cfg.Username, cfg.Password))
@@ -350,3 +351,6 @@ func isTransient(err error) bool {
 	var p permanentError
 	return !errors.As(err, &p)
 }
+
+// Reject hands on a row the layout could not make a record of.
+func (s *Stage) Reject(ctx context.Context, re *outbox.RowError) error { return s.next.Reject(ctx, re) }

@@ -23,7 +23,7 @@ func envName(flagName string) string { return config.EnvName(flagName) }
 
 var runGroups = []config.Group{
 	config.GroupDatabase, config.GroupRunTable, config.GroupSlot, config.GroupPublication, config.GroupCreateSlot, config.GroupBackfill, config.GroupColumns,
-	config.GroupPump, config.GroupKafka, config.GroupDelivery, config.GroupStream, config.GroupOps, config.GroupLog, config.GroupFleet,
+	config.GroupPump, config.GroupKafka, config.GroupDelivery, config.GroupRegistry, config.GroupStream, config.GroupOps, config.GroupLog, config.GroupFleet,
 }
 
 const runSynopsis = "Streams committed inserts of the publication's tables from the slot to Kafka until\nSIGTERM or SIGINT, then finishes the open transaction, waits for Kafka and confirms.\nWith --config, runs every pipeline of a pipelines file, and SIGHUP reloads the file;\nwithout, SIGHUP is ignored."

@@ -28,6 +28,7 @@ import (
 	"github.com/outboxd/outboxd/pipeline"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -39,6 +40,7 @@ type Config struct {
 	Kafka     publish.Config     // brokers, record size, linger
 	Delivery  string             // DeliveryAtLeastOnce or DeliveryExactlyOnce
 	Txn       publish.TxnConfig  // the exactly-once sink's transactions and progress topic
+	Registry  registry.Config    // schema formats of the records' values and keys
 	Monitor   slot.MonitorConfig // WAL retention checks (its names come from Stream)
 	Heartbeat time.Duration      // 0: off
 
@@ -78,9 +80,17 @@ type Config struct {
 	KafkaSASLPassword          string
 
 	// The files --database-url-file and --kafka-sasl-password-file read
-	// Stream.DatabaseURL and KafkaSASLPassword from (already read).
+	// Stream.DatabaseURL and KafkaSASLPassword from (already read), and
+	// the registry's password and schemas' files likewise.
 	DatabaseURLFile       string
 	KafkaSASLPasswordFile string
+	RegistryPasswordFile  string
+	ValueSchemaFile       string
+	KeySchemaFile         string
+
+	RegistryTLSCAFile   string
+	RegistryTLSCertFile string
+	RegistryTLSKeyFile  string
 }
 
 // DefaultMaxProcs is run's GOMAXPROCS. One slot is sent by one walsender
@@ -163,6 +173,7 @@ func Default() Config {
 		Kafka:    publish.Config{}.WithDefaults(),
 		Delivery: DeliveryAtLeastOnce,
 		Txn:      publish.TxnConfig{}.WithDefaults(),
+		Registry: registry.Config{}.WithDefaults(),
 		Monitor:  slot.MonitorConfig{}.WithDefaults(),
 		CE:       layout.CloudEvents{ContentType: layout.DefaultCloudEventsContentType},
 		Layout:   LayoutDefault,
@@ -220,6 +231,7 @@ const (
 	GroupOps                      // metrics, WAL checks, heartbeat
 	GroupLog                      // --log-level, --log-format
 	GroupFleet                    // --replica, --replicas, --rank-delay (run --config)
+	GroupRegistry                 // --value-format, --key-format and the schema registry
 )
 
 // Register defines the flags of the groups on fs, bound to c's fields,
@@ -378,7 +390,7 @@ func (c *Config) componentProblems() []problem {
 func (c *Config) pipeline() pipeline.Config {
 	s := c.Stream
 	s.Columns = c.Mapping()
-	return pipeline.Config{Stream: s, Pump: c.Pump, Kafka: c.Kafka, Delivery: c.Delivery, Txn: c.Txn, Monitor: c.Monitor, Heartbeat: c.Heartbeat}
+	return pipeline.Config{Stream: s, Pump: c.Pump, Kafka: c.Kafka, Delivery: c.Delivery, Txn: c.Txn, Registry: c.Registry, Monitor: c.Monitor, Heartbeat: c.Heartbeat}
 }
 
 // Pipeline is the pipeline run's options describe: each stage's Config
@@ -391,6 +403,9 @@ func (c *Config) Pipeline() (pipeline.Config, error) {
 	}
 	pc := c.pipeline()
 	pc.Kafka.Opts = append(slices.Clone(pc.Kafka.Opts), kopts...)
+	if pc.Registry.TLS, err = c.registryTLS(); err != nil {
+		return pipeline.Config{}, err
+	}
 	return pc, nil
 }
 

@@ -400,6 +400,89 @@ func flags() []flagSpec {
 			check: positive(func(c *Config) time.Duration { return c.Txn.Timeout }),
 		},
 
+		{name: "value-format", group: GroupRegistry,
+			usage: "what a record's value becomes: json (the payload as stored, no registry), avro, protobuf or json-schema: the payload's JSON encoded per the schema registered for it (see --schema-registry-url), " +
+				"framed in the Confluent wire format; a payload that does not fit goes to --dead-letter-topic raw with the reason, or stops the run naming the row and the schema. " +
+				"A schema of type string (or bytes) takes the payload's text as it is",
+			field: "Registry.Value.Format",
+			bind:  str(func(c *Config) *string { return &c.Registry.Value.Format })},
+		{name: "key-format", group: GroupRegistry,
+			usage: "what a record's key becomes, as --value-format: json (the key column's text as it is), avro, protobuf or json-schema. A key schema of type string takes the text as it is, any other the text as JSON",
+			field: "Registry.Key.Format",
+			bind:  str(func(c *Config) *string { return &c.Registry.Key.Format })},
+		{name: "schema-registry-url", group: GroupRegistry,
+			usage: "schema registry URL(s), http(s)://HOST:PORT[/path][,...] (Confluent's API; Apicurio's is at /apis/ccompat/v7): required with a --value-format or --key-format other than json",
+			field: "Registry.URLs",
+			bind: func(fs *flag.FlagSet, c *Config, name, usage string) {
+				fs.Var((*stringList)(&c.Registry.URLs), name, usage)
+			}},
+		{name: "schema-registry-username", group: GroupRegistry, usage: "schema registry user for HTTP basic auth",
+			field: "Registry.Username",
+			bind:  str(func(c *Config) *string { return &c.Registry.Username })},
+		{name: "schema-registry-password", group: GroupRegistry, usage: "schema registry password for HTTP basic auth (prefer --schema-registry-password-file or the environment variable: flags show in ps)",
+			bind: str(func(c *Config) *string { return &c.Registry.Password }), show: secret},
+		{name: "schema-registry-password-file", group: GroupRegistry, fileOf: "schema-registry-password",
+			usage: "file holding the --schema-registry-password, e.g. a mounted secret (its trailing newline and spaces left out); not with --schema-registry-password",
+			bind:  secretFileFlag(func(c *Config) *string { return &c.RegistryPasswordFile }, func(c *Config) *string { return &c.Registry.Password })},
+		{name: "schema-registry-tls-ca-file", group: GroupRegistry, usage: "PEM file of the CA(s) that signed an https registry's certificate (default: the system's)",
+			bind: str(func(c *Config) *string { return &c.RegistryTLSCAFile }), check: readable(func(c *Config) string { return c.RegistryTLSCAFile })},
+		{name: "schema-registry-tls-cert-file", group: GroupRegistry, usage: "PEM client certificate for mutual TLS with the registry (with --schema-registry-tls-key-file)",
+			bind: str(func(c *Config) *string { return &c.RegistryTLSCertFile }),
+			check: func(c *Config) string {
+				if msg := readable(func(c *Config) string { return c.RegistryTLSCertFile })(c); msg != "" {
+					return msg
+				}
+				if (c.RegistryTLSCertFile == "") != (c.RegistryTLSKeyFile == "") {
+					return "a client certificate needs --schema-registry-tls-key-file and a key needs --schema-registry-tls-cert-file"
+				}
+				return ""
+			}},
+		{name: "schema-registry-tls-key-file", group: GroupRegistry, usage: "PEM client key for mutual TLS with the registry",
+			bind: str(func(c *Config) *string { return &c.RegistryTLSKeyFile }), check: readable(func(c *Config) string { return c.RegistryTLSKeyFile })},
+		{name: "subject-name-strategy", group: GroupRegistry,
+			usage: "the subject a record's schema is under: topic (<topic>-value, <topic>-key), record (--value-schema-record) or topic-record (<topic>-<record>), as the registry's serializers name them",
+			field: "Registry.SubjectStrategy",
+			bind:  str(func(c *Config) *string { return &c.Registry.SubjectStrategy })},
+		{name: "value-schema-record", group: GroupRegistry,
+			usage: "the value schema's record name: an Avro record's full name, a Protobuf message's (also the message encoded; default: the file's first), a JSON Schema's title; names the subject with the record and topic-record strategies",
+			field: "Registry.Value.Record",
+			bind:  str(func(c *Config) *string { return &c.Registry.Value.Record })},
+		{name: "key-schema-record", group: GroupRegistry, usage: "the key schema's record name, as --value-schema-record",
+			field: "Registry.Key.Record",
+			bind:  str(func(c *Config) *string { return &c.Registry.Key.Record })},
+		{name: "value-schema-version", group: GroupRegistry,
+			usage: "pin the value subject's schema version (0: the latest, looked up again every --schema-refresh-interval and before a payload is refused)",
+			field: "Registry.Value.Version",
+			bind:  integer(func(c *Config) *int { return &c.Registry.Value.Version })},
+		{name: "key-schema-version", group: GroupRegistry, usage: "pin the key subject's schema version (0: the latest)",
+			field: "Registry.Key.Version",
+			bind:  integer(func(c *Config) *int { return &c.Registry.Key.Version })},
+		{name: "value-schema-id", group: GroupRegistry, usage: "pin the value schema by its registry id, whatever the subject holds (0: by subject)",
+			field: "Registry.Value.ID",
+			bind:  integer(func(c *Config) *int { return &c.Registry.Value.ID })},
+		{name: "key-schema-id", group: GroupRegistry, usage: "pin the key schema by its registry id (0: by subject)",
+			field: "Registry.Key.ID",
+			bind:  integer(func(c *Config) *int { return &c.Registry.Key.ID })},
+		{name: "auto-register-schemas", group: GroupRegistry,
+			usage: "register --value-schema and --key-schema under their subjects at start and use them (off: use only what the registry holds, as most shops require)",
+			field: "Registry.AutoRegister",
+			bind:  boolean(func(c *Config) *bool { return &c.Registry.AutoRegister })},
+		{name: "value-schema", group: GroupRegistry, usage: "the value schema's text that --auto-register-schemas registers",
+			field: "Registry.Value.Schema",
+			bind:  str(func(c *Config) *string { return &c.Registry.Value.Schema }), show: sizeOnly},
+		{name: "value-schema-file", group: GroupRegistry, fileOf: "value-schema",
+			usage: "file holding the --value-schema (an .avsc, .proto or JSON Schema file); not with --value-schema",
+			bind:  secretFileFlag(func(c *Config) *string { return &c.ValueSchemaFile }, func(c *Config) *string { return &c.Registry.Value.Schema })},
+		{name: "key-schema", group: GroupRegistry, usage: "the key schema's text that --auto-register-schemas registers",
+			field: "Registry.Key.Schema",
+			bind:  str(func(c *Config) *string { return &c.Registry.Key.Schema }), show: sizeOnly},
+		{name: "key-schema-file", group: GroupRegistry, fileOf: "key-schema",
+			usage: "file holding the --key-schema; not with --key-schema",
+			bind:  secretFileFlag(func(c *Config) *string { return &c.KeySchemaFile }, func(c *Config) *string { return &c.Registry.Key.Schema })},
+		{name: "schema-refresh-interval", group: GroupRegistry, usage: "how often the latest schema of a subject in use is looked up again, so that a new version is taken up",
+			field: "Registry.RefreshInterval",
+			bind:  duration(func(c *Config) *time.Duration { return &c.Registry.RefreshInterval }), check: positive(func(c *Config) time.Duration { return c.Registry.RefreshInterval })},
+
 		{name: "metrics-addr", process: true, group: GroupOps, usage: "serve Prometheus /metrics, /healthz, /readyz and /pipelines on this address, e.g. :9187 (empty: off)",
 			bind: str(func(c *Config) *string { return &c.MetricsAddr }),
 			check: func(c *Config) string {
@@ -539,6 +622,14 @@ func readable(path func(*Config) string) func(*Config) string {
 		}
 		return ""
 	}
+}
+
+// sizeOnly shows a long text (a schema) by its size.
+func sizeOnly(v string) string {
+	if v == "" {
+		return ""
+	}
+	return strconv.Itoa(len(v)) + " bytes"
 }
 
 func secret(v string) string {

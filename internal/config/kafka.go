@@ -57,6 +57,34 @@ func (c *Config) KafkaOpts() ([]kgo.Opt, error) {
 	return opts, nil
 }
 
+// registryTLS is the schema registry's TLS settings from the files the
+// flags name; nil (Go's defaults, for an https URL) without any.
+func (c *Config) registryTLS() (*tls.Config, error) {
+	if c.RegistryTLSCAFile == "" && c.RegistryTLSCertFile == "" {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.RegistryTLSCAFile != "" {
+		pem, err := os.ReadFile(c.RegistryTLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading --schema-registry-tls-ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("reading --schema-registry-tls-ca-file %s: no PEM certificate in it", c.RegistryTLSCAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if c.RegistryTLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.RegistryTLSCertFile, c.RegistryTLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading the schema registry client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
 // KafkaClientKey stands for every setting of the Kafka client that the
 // flags of fs hold (the GroupKafka flags: brokers, record size, linger,
 // compression, topic creation, TLS, SASL): pipelines with one key may
