@@ -169,3 +169,30 @@ func run(ctx context.Context, script string, args ...string) (string, error) {
 	}
 	return strings.TrimSpace(string(out)), nil
 }
+
+// Registry is an Apicurio Registry (in-memory storage) whose state lives
+// in Dir; URL is the base URL of its Confluent-compatible API.
+type Registry struct {
+	Script, Dir, URL string
+}
+
+// StartRegistry starts a schema registry in dir.
+func StartRegistry(ctx context.Context, script, dir string) (*Registry, error) {
+	url, err := run(ctx, script, "registry-start", dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Registry{Script: script, Dir: dir, URL: url}, nil
+}
+
+// Stop stops the registry; its schemas are gone with it.
+func (r *Registry) Stop(ctx context.Context) error {
+	_, err := run(ctx, r.Script, "registry-stop", r.Dir)
+	return err
+}
+
+// SchemaCheck returns the python of the virtual environment holding the
+// independent decoders harness/schemacheck/decode.py uses.
+func SchemaCheck(ctx context.Context, script string) (string, error) {
+	return run(ctx, script, "schemacheck")
+}

@@ -26,6 +26,16 @@
 #                                       prints the bootstrap list. kafka-start DIR/nodeI
 #                                       and kafka-stop DIR/nodeI start and stop one
 #   testbed.sh kafka-stop DIR           stop it (SIGTERM, then SIGKILL)
+#   testbed.sh registry-start DIR [PORT]
+#                                       start Apicurio Registry (in-memory storage, from
+#                                       its distribution on Maven Central; needs Java 21+)
+#                                       with its state in DIR; prints the base URL of its
+#                                       Confluent-compatible API
+#   testbed.sh registry-stop DIR        stop it
+#   testbed.sh schemacheck              print the python of a virtual environment
+#                                       with harness/schemacheck's requirements (the
+#                                       independent Avro, Protobuf and JSON Schema
+#                                       decoders), made on first use
 #   testbed.sh pg-start DIR [PORT]      start (initdb on first use) a cluster in DIR;
 #                                       prints its database URL
 #   testbed.sh pg-stop DIR [MODE]       pg_ctl stop -m MODE (default fast)
@@ -198,6 +208,105 @@ ensure_kafka_jars() {
 		die "fetching Kafka jars with Maven failed (see above)"
 	ls "$kafka_libs"/kafka_2.13-*.jar >/dev/null 2>&1 || die "Maven ran but no kafka_2.13 jar is in $kafka_libs"
 	touch "$kafka_libs/.complete"
+}
+
+# Apicurio Registry, the schema registry the registry tests run against:
+# its Quarkus distribution (classifier all) from Maven Central. 3.3 needs
+# Java 21 or newer; older releases lack the parent POM on Central.
+apicurio_version=3.3.3
+apicurio_dir="$cache_dir/apicurio-registry-$apicurio_version"
+
+ensure_apicurio() {
+	[ -f "$apicurio_dir/.complete" ] && return 0
+	ensure_java
+	log "fetching Apicurio Registry $apicurio_version with Maven into $apicurio_dir"
+	rm -rf "$apicurio_dir"
+	mkdir -p "$apicurio_dir"
+	mvn -q -B -Dstyle.color=never org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+		-Dartifact="io.apicurio:apicurio-registry-app:$apicurio_version:tar.gz:all" -DoutputDirectory="$apicurio_dir" >&2 ||
+		die "fetching Apicurio Registry with Maven failed (see above)"
+	tar xzf "$apicurio_dir/apicurio-registry-app-$apicurio_version-all.tar.gz" -C "$apicurio_dir"
+	rm -f "$apicurio_dir/apicurio-registry-app-$apicurio_version-all.tar.gz"
+	[ -f "$apicurio_dir/quarkus-run.jar" ] || die "no quarkus-run.jar in Apicurio Registry's distribution"
+	touch "$apicurio_dir/.complete"
+}
+
+# java21 prints a java of version 21 or newer, installing one when none is.
+java21() {
+	local j major
+	for j in ${JAVA21:-} /usr/lib/jvm/*/bin/java java; do
+		[ -x "$j" ] || j=$(command -v "$j" 2>/dev/null) || continue
+		major=$("$j" -XshowSettings:properties -version 2>&1 | sed -n 's/.*java.specification.version = \([0-9]*\).*/\1/p')
+		if [ "${major:-0}" -ge 21 ]; then
+			echo "$j"
+			return 0
+		fi
+	done
+	apt_install openjdk-21-jre-headless
+	echo /usr/lib/jvm/java-21-openjdk-amd64/bin/java
+}
+
+registry_start() {
+	local dir=$1 port=${2:-} java i url
+	ensure_apicurio
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd -P)
+	if [ -f "$dir/registry.pid" ] && kill -0 "$(cat "$dir/registry.pid")" 2>/dev/null; then
+		cat "$dir/registry.url"
+		return 0
+	fi
+	[ -n "$port" ] || port=$(free_port)
+	java=$(java21)
+	url="http://127.0.0.1:$port/apis/ccompat/v7"
+	# In-memory storage (H2), loopback only; its management interface
+	# (health, metrics) on a free port of its own.
+	(cd "$dir" && exec "$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+		-Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$port" \
+		-Dquarkus.management.host=127.0.0.1 -Dquarkus.management.port="$(free_port)" \
+		-jar "$apicurio_dir/quarkus-run.jar" >"$dir/registry.log" 2>&1) &
+	echo $! >"$dir/registry.pid"
+	for i in $(seq 1 240); do
+		if python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1]+"/subjects", timeout=2)' "$url" 2>/dev/null; then
+			echo "$url" >"$dir/registry.url"
+			echo "$url"
+			return 0
+		fi
+		if ! kill -0 "$(cat "$dir/registry.pid")" 2>/dev/null; then
+			tail -n 40 "$dir/registry.log" >&2 || true
+			die "Apicurio Registry in $dir exited during start-up"
+		fi
+		sleep 0.5
+	done
+	tail -n 40 "$dir/registry.log" >&2 || true
+	die "Apicurio Registry at $url did not answer within 120 s"
+}
+
+registry_stop() {
+	local dir=$1 pid i
+	[ -f "$dir/registry.pid" ] || return 0
+	pid=$(cat "$dir/registry.pid")
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		for i in $(seq 1 100); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.2
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	rm -f "$dir/registry.pid"
+}
+
+schemacheck() {
+	local req="$here/../schemacheck/requirements.txt" venv
+	venv="$cache_dir/schemacheck-$(sha256sum <"$req" | cut -c1-12)"
+	if [ ! -f "$venv/.complete" ]; then
+		log "installing the independent schema decoders into $venv"
+		rm -rf "$venv"
+		python3 -m venv "$venv" >&2 || die "python3 -m venv failed"
+		"$venv/bin/pip" install -q --disable-pip-version-check -r "$req" >&2 || die "pip install -r $req failed"
+		touch "$venv/.complete"
+	fi
+	echo "$venv/bin/python"
 }
 
 free_port() {
@@ -590,6 +699,7 @@ fetch)
 		ensure_postgres "$v"
 	done
 	ensure_kafka_jars
+	ensure_apicurio
 	;;
 up)
 	up "$state"
@@ -626,6 +736,9 @@ run)
 kafka-start) kafka_start "$@" ;;
 kafka-cluster-start) kafka_cluster_start "$@" ;;
 kafka-stop) kafka_stop "$@" ;;
+registry-start) registry_start "$@" ;;
+registry-stop) registry_stop "$@" ;;
+schemacheck) schemacheck ;;
 pg-start) pg_start "$@" ;;
 pg-stop) pg_stop "$@" ;;
 pg-standby) pg_standby "$@" ;;

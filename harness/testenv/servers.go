@@ -80,3 +80,27 @@ func StartStandby(t testing.TB, p *testbed.Postgres) *testbed.Postgres {
 	t.Cleanup(func() { _ = s.Remove(context.Background()) })
 	return s
 }
+
+// StartRegistry starts a schema registry of the test's own (Apicurio
+// Registry, in memory), stopped at cleanup, and returns the base URL of
+// its Confluent-compatible API.
+func StartRegistry(t testing.TB) string {
+	t.Helper()
+	r, err := testbed.StartRegistry(context.Background(), require(t, envTestbed), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(context.Background()) })
+	return r.URL
+}
+
+// SchemaCheck returns the python that runs harness/schemacheck/decode.py
+// with its independent decoders installed.
+func SchemaCheck(t testing.TB) string {
+	t.Helper()
+	py, err := testbed.SchemaCheck(context.Background(), require(t, envTestbed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return py
+}

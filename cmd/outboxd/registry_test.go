@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"os/exec"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/outboxd/outboxd/harness/netfault"
+	"github.com/outboxd/outboxd/harness/testenv"
+)
+
+// registryCase is one value format of TestSchemaRegistryFormats: a
+// schema, a compatible next version adding the field "note", and a
+// payload that fits neither.
+type registryCase struct {
+	format   string
+	typ      sr.SchemaType
+	v1, v2   string
+	bad      string
+	protobuf bool
+}
+
+var registryCases = []registryCase{
+	{format: "avro", typ: sr.TypeAvro,
+		v1:  `{"type":"record","name":"Event","namespace":"shop","fields":[{"name":"n","type":"long"}]}`,
+		v2:  `{"type":"record","name":"Event","namespace":"shop","fields":[{"name":"n","type":"long"},{"name":"note","type":"string","default":""}]}`,
+		bad: `{"n": "five"}`},
+	{format: "protobuf", typ: sr.TypeProtobuf, protobuf: true,
+		v1:  "syntax = \"proto3\";\npackage shop;\nmessage Event { int32 n = 1; }\n",
+		v2:  "syntax = \"proto3\";\npackage shop;\nmessage Event { int32 n = 1; string note = 2; }\n",
+		bad: `{"n": "five"}`},
+	{format: "json-schema", typ: sr.TypeJSON,
+		v1:  `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}`,
+		v2:  `{"type":"object","properties":{"n":{"type":"integer"},"note":{"type":"string"}},"required":["n"],"additionalProperties":false}`,
+		bad: `{"n": "five"}`},
+}
+
+// TestSchemaRegistryFormats: against a real schema registry (Apicurio
+// Registry's Confluent-compatible API), each value format publishes every
+// row encoded per its subject's schema with the key as an Avro string,
+// and an independent implementation (fastavro, protoc with the protobuf
+// runtime, Python's jsonschema) decodes each record back to its row. A
+// version registered mid-stream is taken up by the rows that need it; a
+// payload that fits neither version goes to the dead-letter topic raw,
+// naming the subject; while the registry does not answer, the record that
+// needs it and every one after it wait and the slot is not confirmed past
+// them, and once it answers again all of them are published in order.
+func TestSchemaRegistryFormats(t *testing.T) {
+	t.Parallel()
+	regURL := testenv.StartRegistry(t)
+	python := testenv.SchemaCheck(t)
+	for _, tc := range registryCases {
+		t.Run(tc.format, func(t *testing.T) {
+			t.Parallel()
+			testRegistryFormat(t, regURL, python, tc)
+		})
+	}
+}
+
+func testRegistryFormat(t *testing.T, regURL, python string, tc registryCase) {
+	ctx := t.Context()
+	w := newWorld(t)
+	brokers := strings.Split(w.brokers, ",")
+	other := testenv.Topic(t, 1)
+	dlq := testenv.Topic(t, 1)
+	cl, err := sr.NewClient(sr.URLs(regURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	register := func(subject, text string, typ sr.SchemaType) int {
+		t.Helper()
+		ss, err := cl.CreateSchema(ctx, subject, sr.Schema{Schema: text, Type: typ})
+		if err != nil {
+			t.Fatalf("registering under %s: %v", subject, err)
+		}
+		return ss.ID
+	}
+	v1 := register(w.topic+"-value", tc.v1, tc.typ)
+	register(other+"-value", tc.v1, tc.typ)
+	for _, topic := range []string{w.topic, other} {
+		register(topic+"-key", `"string"`, sr.TypeAvro)
+	}
+
+	// outboxd reaches the registry through a proxy the test can cut.
+	u, err := url.Parse(regURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := netfault.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	u.Host = proxy.Addr
+	p := w.start(t, "--value-format", tc.format, "--key-format", "avro", "--schema-registry-url", u.String(),
+		"--dead-letter-topic", dlq, "--schema-refresh-interval", "1h")
+	waitSlot(t, w.pool, w.slot, p)
+
+	insert := func(topic string, payloads ...string) {
+		t.Helper()
+		for _, pl := range payloads {
+			if _, err := w.pool.Exec(ctx, `INSERT INTO outbox (aggregate_id, topic, payload) VALUES (gen_random_uuid(), $1, $2)`, topic, pl); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	n := func(from, to int, extra string) []string {
+		var out []string
+		for i := from; i <= to; i++ {
+			out = append(out, `{"n": `+strconv.Itoa(i)+extra+`}`)
+		}
+		return out
+	}
+	insert(w.topic, n(1, 5, "")...)
+	insert(w.topic, tc.bad)
+	v2 := register(w.topic+"-value", tc.v2, tc.typ)
+	insert(w.topic, n(6, 8, `, "note": "v2"`)...)
+	insert(w.topic, n(9, 10, "")...)
+	var before string
+	if err := w.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	waitSlotPast(t, w, before)
+
+	// The registry goes away: the first record of the other topic needs
+	// its subject's schema, and it and the records after it wait.
+	if err := proxy.BlackHole(); err != nil {
+		t.Fatal(err)
+	}
+	// waiting is a WAL position inside the transaction that waits: its
+	// commit comes after it, so the slot must not be confirmed up to it.
+	var waiting string
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO outbox (aggregate_id, topic, payload) VALUES (gen_random_uuid(), $1, '{"n": 100}')`, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&waiting); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insert(w.topic, n(11, 12, "")...)
+	waitFor(t, time.Minute, "a warning that the registry does not answer", func() bool {
+		return strings.Contains(p.log(), "schema registry does not answer")
+	})
+	var confirmedPast bool
+	if err := w.pool.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`, w.slot, waiting).Scan(&confirmedPast); err != nil {
+		t.Fatal(err)
+	}
+	if confirmedPast {
+		t.Error("the slot was confirmed past a record that waits for the registry")
+	}
+	if recs := consumeTopics(t, brokers, 0, other, w.topic); len(recs) != 10 {
+		t.Errorf("%d records published by the time the registry was away a while, want the 10 before the one that waits for it", len(recs))
+	}
+	proxy.Heal()
+
+	recs := consumeTopics(t, brokers, 13, w.topic, other)
+	dead := consumeTopics(t, brokers, 1, dlq)
+	var lines bytes.Buffer
+	schemas := map[int]string{}
+	for _, r := range recs {
+		for _, b := range [][]byte{r.Value, r.Key} {
+			id, err := schemaID(b)
+			if err != nil {
+				t.Fatalf("record on %s at offset %d: %v", r.Topic, r.Offset, err)
+			}
+			if _, ok := schemas[id]; !ok {
+				s, err := cl.SchemaByID(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				schemas[id] = s.Schema
+			}
+			f := tc.format
+			if !bytes.Equal(b, r.Value) {
+				f = "avro"
+			}
+			line, _ := json.Marshal(map[string]string{"format": f, "schema": schemas[id], "record": base64.StdEncoding.EncodeToString(b)})
+			lines.Write(append(line, '\n'))
+		}
+	}
+	cmd := exec.CommandContext(ctx, python, "../../harness/schemacheck/decode.py")
+	cmd.Stdin = &lines
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("decode.py: %v", err)
+	}
+	decoded := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(decoded) != 2*len(recs) {
+		t.Fatalf("decode.py answered %d lines for %d records", len(decoded), len(recs))
+	}
+	// Each record, decoded independently, is its row: the payload, the
+	// aggregate id; in commit order, under the version current for it.
+	var ns []int
+	for i, r := range recs {
+		var val, key struct {
+			ID    int    `json:"id"`
+			Value any    `json:"value"`
+			Error string `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(decoded[2*i]), &val); err != nil || val.Error != "" {
+			t.Fatalf("decoding the value of %s: %v %s", recordHeader(r, "id"), err, val.Error)
+		}
+		if err := json.Unmarshal([]byte(decoded[2*i+1]), &key); err != nil || key.Error != "" {
+			t.Fatalf("decoding the key of %s: %v %s", recordHeader(r, "id"), err, key.Error)
+		}
+		var payload string
+		var aggregate string
+		if err := w.pool.QueryRow(ctx, `SELECT payload::text, aggregate_id::text FROM outbox WHERE id = $1`, recordHeader(r, "id")).Scan(&payload, &aggregate); err != nil {
+			t.Fatal(err)
+		}
+		var want map[string]any
+		_ = json.Unmarshal([]byte(payload), &want)
+		// The first five rows came before version 2; the bad row made
+		// outboxd look again, and every row after it is under version 2.
+		n := int(want["n"].(float64))
+		wantID := v1
+		if n > 5 && r.Topic == w.topic {
+			wantID = v2
+			if _, ok := want["note"]; !ok && tc.format == "avro" {
+				want["note"] = "" // Avro writes version 2's default
+			}
+		}
+		if !reflect.DeepEqual(val.Value, any(want)) {
+			t.Errorf("record %s decodes to %v, its row holds %s", recordHeader(r, "id"), val.Value, payload)
+		}
+		if key.Value != aggregate {
+			t.Errorf("record %s key decodes to %v, its row's aggregate id is %s", recordHeader(r, "id"), key.Value, aggregate)
+		}
+		if r.Topic == w.topic && val.ID != wantID {
+			t.Errorf("record %s (%s) under schema id %d, want %d", recordHeader(r, "id"), payload, val.ID, wantID)
+		}
+		if r.Topic == w.topic {
+			ns = append(ns, n)
+		}
+	}
+	// The topic has three partitions and every row its own key: what
+	// arrived, not in which order across partitions.
+	slices.Sort(ns)
+	if want := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}; !reflect.DeepEqual(ns, want) {
+		t.Errorf("published n %v, want %v", ns, want)
+	}
+	if len(dead) != 1 || string(dead[0].Value) != tc.bad || recordHeader(dead[0], "outboxd.dlq.topic") != w.topic ||
+		!strings.Contains(recordHeader(dead[0], "outboxd.dlq.error"), `subject "`+w.topic+`-value"`) {
+		t.Fatalf("dead letters %d, want the bad row raw naming its subject: %v", len(dead), dead)
+	}
+}
+
+// schemaID is the schema id of a Confluent-framed record's bytes.
+func schemaID(b []byte) (int, error) {
+	if len(b) < 5 || b[0] != 0 {
+		return 0, errNotFramed
+	}
+	return int(b[1])<<24 | int(b[2])<<16 | int(b[3])<<8 | int(b[4]), nil
+}
+
+var errNotFramed = errors.New("not in the Confluent wire format")
