@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/registry"
 )
 
 // Handler processes one record inside tx, the transaction that also
@@ -211,6 +213,15 @@ type Config struct {
 	// partitions and drops expired ones (also once at start). Negative:
 	// never (run `outboxd processed-keys` from cron instead). Default 1h.
 	MaintenanceInterval time.Duration
+	// Decoder, when set, decodes each record's value and key from a schema
+	// registry's wire format (outboxd's --value-format and --key-format
+	// avro, protobuf or json-schema) back to the row's JSON, or the text
+	// of a string schema, before the handler sees them. The record is
+	// keyed as before, by its headers; a dead letter keeps the bytes as
+	// they came. A registry that does not answer is retried like any
+	// outage; a record that cannot be decoded (an unknown schema id, bytes
+	// not in the wire format) is refused like a handler's refusal.
+	Decoder *registry.Decoder
 	// Metrics, when set, gets the consumer's metrics.
 	Metrics prometheus.Registerer
 	// Log gets lifecycle (Info), retries (Warn) and stops (Error). Default: discarded.

@@ -362,6 +362,11 @@ func (c *Consumer) handle(ctx context.Context, tx pgx.Tx, r *kgo.Record) (err er
 			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
 		}
 	}()
+	if d := c.cfg.Decoder; d != nil {
+		if r, err = d.Record(ctx, r); err != nil {
+			return err
+		}
+	}
 	return c.cfg.Handler(ctx, tx, r)
 }
 

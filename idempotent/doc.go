@@ -53,6 +53,11 @@
 //     Run starts with it. A permanent failure outside the handler (say,
 //     a permission denied on processed_keys) is not the record's fault
 //     either: Run stops with it, dead-letter topic or not.
+//   - With a Decoder (Config.Decoder), the handler sees a record's value
+//     and key decoded from a schema registry's wire format (outboxd's
+//     --value-format and --key-format) back to the row's JSON; the key is
+//     the headers' as without, and a dead letter keeps the bytes as they
+//     came. A registry that does not answer is an outage like any other.
 //   - processed_keys never needs a DELETE: it is partitioned by day on
 //     processed_at, and Maintain (run by Consumer.Run every hour, and by
 //     `outboxd processed-keys`) creates the coming days' partitions and

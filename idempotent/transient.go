@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/registry"
 )
 
 // transient reports whether err is a failure of the infrastructure that
@@ -44,6 +46,8 @@ import (
 //     DNS lookup that timed out or failed temporarily. Not an error that
 //     merely implements net.Error (a URL that does not parse, an address
 //     that is malformed): that is the handler's refusal.
+//   - A schema registry that does not answer (Config.Decoder): a
+//     registry.UnavailableError.
 //   - Kafka: a retriable Kafka error code, except an unknown topic or
 //     partition (a missing dead-letter topic does not appear by waiting),
 //     and franz-go's record timeout and retry limit.
@@ -67,7 +71,10 @@ func transient(err error) bool {
 		return transientCode(pe.Code)
 	}
 	var ke *kerr.Error
+	var ue *registry.UnavailableError
 	switch {
+	case errors.As(err, &ue):
+		return true
 	case errors.As(err, &ke):
 		return ke.Retriable && !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.UnknownTopicID)
 	case errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries):

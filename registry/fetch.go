@@ -81,7 +81,7 @@ func (s *Stage) resolve(ctx context.Context, k subjectKey, side Side) (*entry, e
 		return nil, permanentf("%s holds a %s schema, not %s", what, ss.Type, side.Format)
 	}
 	refs := map[string]string{}
-	if err := s.references(ctx, ss.References, refs, 0); err != nil {
+	if err := references(ctx, s.cl, ss.References, refs, 0); err != nil {
 		return nil, describe(what+"'s references", err)
 	}
 	fs := format.Schema{Format: side.Format, Text: ss.Schema.Schema, References: refs}
@@ -101,7 +101,7 @@ const maxReferenceDepth = 16
 
 // references adds the text of each schema refs names, and of those they
 // reference, to out by name.
-func (s *Stage) references(ctx context.Context, refs []sr.SchemaReference, out map[string]string, depth int) error {
+func references(ctx context.Context, cl *sr.Client, refs []sr.SchemaReference, out map[string]string, depth int) error {
 	if depth > maxReferenceDepth {
 		return permanentf("references nest deeper than %d", maxReferenceDepth)
 	}
@@ -109,12 +109,12 @@ func (s *Stage) references(ctx context.Context, refs []sr.SchemaReference, out m
 		if _, ok := out[r.Name]; ok {
 			continue
 		}
-		ss, err := s.cl.SchemaByVersion(ctx, r.Subject, r.Version)
+		ss, err := cl.SchemaByVersion(ctx, r.Subject, r.Version)
 		if err != nil {
 			return fmt.Errorf("reference %s (subject %q version %d): %w", r.Name, r.Subject, r.Version, err)
 		}
 		out[r.Name] = ss.Schema.Schema
-		if err := s.references(ctx, ss.References, out, depth+1); err != nil {
+		if err := references(ctx, cl, ss.References, out, depth+1); err != nil {
 			return err
 		}
 	}

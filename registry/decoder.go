@@ -1,0 +1,138 @@
+package registry
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/outboxd/outboxd/format"
+)
+
+// DecoderConfig configures a Decoder: the registry, as Config's, and
+// which sides of a record are in the wire format.
+type DecoderConfig struct {
+	URLs               []string
+	Username, Password string
+	TLS                *tls.Config
+	// Value and Key say which sides of a record to decode: those outboxd
+	// writes with a --value-format or --key-format other than json.
+	Value, Key bool
+	// RequestTimeout bounds one request to the registry. Default
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+}
+
+// Decoder turns records in a schema registry's wire format back into what
+// the outbox row held: the payload's JSON (or the text or bytes of a string
+// or bytes schema). It looks each schema id up once and keeps its codec.
+// It is safe for use by several goroutines.
+type Decoder struct {
+	cfg    DecoderConfig
+	cl     *sr.Client
+	mu     sync.Mutex
+	codecs map[int]*format.Codec
+}
+
+// UnavailableError is a registry that did not answer (a network error, a
+// timeout, HTTP 5xx, 408 or 429): trying again later may succeed.
+type UnavailableError struct{ Err error }
+
+func (e *UnavailableError) Error() string { return "schema registry unavailable: " + e.Err.Error() }
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// NewDecoder builds a Decoder. It does no I/O.
+func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
+	c := Config{URLs: cfg.URLs, Username: cfg.Username, Password: cfg.Password, Value: Side{Format: format.Avro}}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if !cfg.Value && !cfg.Key {
+		return nil, errors.New("registry: a decoder of neither values nor keys")
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	opts := []sr.ClientOpt{sr.URLs(slices.Clone(cfg.URLs)...), sr.UserAgent("outboxd-idempotent"),
+		sr.HTTPClient(&http.Client{Timeout: cfg.RequestTimeout, Transport: transport(cfg.TLS)})}
+	if cfg.Username != "" {
+		opts = append(opts, sr.BasicAuth(cfg.Username, cfg.Password))
+	}
+	cl, err := sr.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("configuring the schema registry client: %w", err)
+	}
+	return &Decoder{cfg: cfg, cl: cl, codecs: map[int]*format.Codec{}}, nil
+}
+
+// Record returns a copy of r with its value and key decoded, as the
+// config says; a null value or key stays null. r is not changed.
+func (d *Decoder) Record(ctx context.Context, r *kgo.Record) (*kgo.Record, error) {
+	out := *r
+	var err error
+	if d.cfg.Value && r.Value != nil {
+		if out.Value, err = d.Decode(ctx, r.Value); err != nil {
+			return nil, fmt.Errorf("decoding the value: %w", err)
+		}
+	}
+	if d.cfg.Key && r.Key != nil {
+		if out.Key, err = d.Decode(ctx, r.Key); err != nil {
+			return nil, fmt.Errorf("decoding the key: %w", err)
+		}
+	}
+	return &out, nil
+}
+
+// Decode decodes one value or key in the wire format, looking its schema
+// id up in the registry when it is new.
+func (d *Decoder) Decode(ctx context.Context, b []byte) ([]byte, error) {
+	id, body, err := format.ID(b)
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.codec(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return c.Decode(body)
+}
+
+func (d *Decoder) codec(ctx context.Context, id int) (*format.Codec, error) {
+	d.mu.Lock()
+	c := d.codecs[id]
+	d.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	s, err := d.cl.SchemaByID(ctx, id)
+	if err != nil {
+		return nil, d.unavailable(fmt.Errorf("looking up schema id %d: %w", id, err))
+	}
+	refs := map[string]string{}
+	if err := references(ctx, d.cl, s.References, refs, 0); err != nil {
+		return nil, d.unavailable(fmt.Errorf("looking up the references of schema id %d: %w", id, err))
+	}
+	f := map[sr.SchemaType]string{sr.TypeAvro: format.Avro, sr.TypeProtobuf: format.Protobuf, sr.TypeJSON: format.JSONSchema}[s.Type]
+	if c, err = format.New(format.Schema{Format: f, Text: s.Schema, References: refs}); err != nil {
+		return nil, fmt.Errorf("schema id %d: %w", id, err)
+	}
+	d.mu.Lock()
+	d.codecs[id] = c
+	d.mu.Unlock()
+	return c, nil
+}
+
+// unavailable marks err as the registry not answering when it is.
+func (d *Decoder) unavailable(err error) error {
+	if isTransient(err) {
+		return &UnavailableError{Err: err}
+	}
+	return err
+}
