@@ -123,7 +123,7 @@ RAW_IO_OFF_TEST_NAMES := TestConcurrentWritersPublishedOnceInCommitOrder \
 	TestRenewWakeReplacesAShortDeadline
 RAW_IO_OFF_TESTS := ^($(subst $(space),|,$(strip $(RAW_IO_OFF_TEST_NAMES))))$$
 
-.PHONY: test test-go up down env build image docs chaos bench bench-compression bench-fleet compare-debezium soak
+.PHONY: bench-formats test test-go up down env build image docs chaos bench bench-compression bench-fleet compare-debezium soak
 
 test:
 	OUTBOXD_PG_VERSIONS="$(PG_VERSIONS)" $(TESTBED) run -- $(MAKE) --no-print-directory test-go
@@ -202,6 +202,13 @@ bench: build
 bench-compression: build
 	$(GO) run ./bench/cmd/outboxd-bench -outboxd bin/outboxd -testbed $(TESTBED) -systems outboxd,outboxd-none,outboxd-gzip,outboxd-lz4,outboxd-zstd \
 		-rates '' -debezium '' -perf=false -out docs/bench/compression $(BENCH_FLAGS)
+
+# Schema formats: outboxd with --value-format avro, protobuf and
+# json-schema beside json, drains and steady rates interleaved, against
+# the test bed's schema registry (docs/bench/formats/).
+bench-formats: build
+	$(GO) run ./bench/cmd/outboxd-bench -outboxd bin/outboxd -testbed $(TESTBED) -systems outboxd,outboxd-avro,outboxd-protobuf,outboxd-json-schema \
+		-rates 1000,5000,10000 -debezium '' -perf=false -steady-profile=false -out docs/bench/formats $(BENCH_FLAGS)
 
 # Issue 39: many pipelines in one process (outboxd run --config) beside a
 # process each, under a steady load beside a single pipeline, and a few

@@ -12,12 +12,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
+	"github.com/valyala/fastjson"
 )
 
 // avroCodec encodes JSON payloads per an Avro schema: the JSON value is
 // checked against the schema and converted to the values hamba/avro
 // writes, then written in Avro's binary encoding.
 type avroCodec struct {
+	jsonParsers
+	avroWriters
 	schema avro.Schema
 	// raw: the schema is a string or bytes: the row's text or bytes are
 	// the value as they are, not JSON (a Debezium EventRouter's payload,
@@ -55,33 +58,43 @@ func newAvro(s Schema) (*avroCodec, error) {
 		return nil, err
 	}
 	t := sch.Type()
-	return &avroCodec{schema: sch, raw: t == avro.String || t == avro.Bytes}, nil
+	c := &avroCodec{schema: sch, raw: t == avro.String || t == avro.Bytes}
+	c.defaults = map[*avro.Field][]byte{}
+	if err := collectDefaults(sch, c.defaults, map[string]bool{}); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func (c *avroCodec) encode(b, in []byte) ([]byte, error) {
-	var v any
 	switch {
 	case c.raw && c.schema.Type() == avro.String:
 		if !utf8.Valid(in) {
 			return nil, misfit("", "not UTF-8 text, which an Avro string must be")
 		}
-		v = string(in)
+		return append(binaryLong(b, int64(len(in))), in...), nil
 	case c.raw:
-		v = in
-	default:
-		j, err := parseJSON(in)
-		if err != nil {
-			return nil, err
-		}
-		if v, err = fromJSON(c.schema, j, "$"); err != nil {
-			return nil, err
-		}
+		return append(binaryLong(b, int64(len(in))), in...), nil
 	}
-	out, err := avro.Marshal(c.schema, v)
+	p, j, err := c.parseValue(in)
 	if err != nil {
-		return nil, fmt.Errorf("writing Avro: %w", err)
+		return nil, err
 	}
-	return append(b, out...), nil
+	defer c.parsers.Put(p)
+	w := c.get()
+	defer c.put(w)
+	if err := c.writeJSON(w, c.schema, j, "$"); err != nil {
+		return nil, err
+	}
+	return append(b, w.Buffer()...), nil
+}
+
+// binaryLong appends Avro's encoding of a long (zig-zag, then base-128
+// varint), a string's or bytes' length.
+func binaryLong(b []byte, n int64) []byte {
+	w := avro.NewWriter(nil, 10)
+	w.WriteLong(n)
+	return append(b, w.Buffer()...)
 }
 
 func (c *avroCodec) decode(body []byte) ([]byte, error) {
@@ -104,246 +117,51 @@ func (c *avroCodec) decode(body []byte) ([]byte, error) {
 	return json.Marshal(j)
 }
 
-// fromJSON converts the JSON value j (numbers as json.Number) to what
-// hamba/avro writes for schema s, or says where it does not fit.
-func fromJSON(s avro.Schema, j any, path string) (any, error) {
-	if r, ok := s.(*avro.RefSchema); ok {
-		s = r.Schema()
+// text is a JSON string's text, refused when it is not UTF-8 or not a
+// string at all.
+func text(j *fastjson.Value, path string) (string, error) {
+	b, err := j.StringBytes()
+	if err != nil {
+		return "", misfit(path, "want a string, have %s", kind(j))
 	}
-	switch s := s.(type) {
-	case *avro.NullSchema:
-		if j != nil {
-			return nil, misfit(path, "want null, have %s", kind(j))
-		}
-		return nil, nil
-	case *avro.PrimitiveSchema:
-		return primitiveFromJSON(s, j, path)
-	case *avro.RecordSchema:
-		obj, ok := j.(map[string]any)
-		if !ok {
-			return nil, misfit(path, "want an object for record %s, have %s", s.FullName(), kind(j))
-		}
-		out := make(map[string]any, len(s.Fields()))
-		for _, f := range s.Fields() {
-			fv, ok := obj[f.Name()]
-			if !ok {
-				if f.HasDefault() {
-					continue // written as the schema's default
-				}
-				return nil, misfit(path+"."+f.Name(), "missing, and the field has no default")
-			}
-			v, err := fromJSON(f.Type(), fv, path+"."+f.Name())
-			if err != nil {
-				return nil, err
-			}
-			out[f.Name()] = v
-		}
-		if len(obj) > len(out) {
-			for _, name := range sortedKeys(obj) {
-				if _, ok := out[name]; !ok && !hasField(s, name) {
-					return nil, misfit(path+"."+name, "record %s has no such field", s.FullName())
-				}
-			}
-		}
-		return out, nil
-	case *avro.EnumSchema:
-		str, ok := j.(string)
-		if !ok || !slices.Contains(s.Symbols(), str) {
-			return nil, misfit(path, "want one of the symbols of enum %s %v, have %s", s.FullName(), s.Symbols(), brief(j))
-		}
-		return str, nil
-	case *avro.ArraySchema:
-		arr, ok := j.([]any)
-		if !ok {
-			return nil, misfit(path, "want an array, have %s", kind(j))
-		}
-		out := make([]any, len(arr))
-		for i, e := range arr {
-			v, err := fromJSON(s.Items(), e, path+"["+strconv.Itoa(i)+"]")
-			if err != nil {
-				return nil, err
-			}
-			out[i] = v
-		}
-		return out, nil
-	case *avro.MapSchema:
-		obj, ok := j.(map[string]any)
-		if !ok {
-			return nil, misfit(path, "want an object for a map, have %s", kind(j))
-		}
-		out := make(map[string]any, len(obj))
-		for k, e := range obj {
-			v, err := fromJSON(s.Values(), e, path+"."+k)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = v
-		}
-		return out, nil
-	case *avro.FixedSchema:
-		if d, ok := s.Logical().(*avro.DecimalLogicalSchema); ok {
-			return decimalFromJSON(d, j, path)
-		}
-		str, ok := j.(string)
-		if !ok {
-			return nil, misfit(path, "want a string of %d bytes for fixed %s, have %s", s.Size(), s.FullName(), kind(j))
-		}
-		raw, err := latin1(str, path)
-		if err != nil {
-			return nil, err
-		}
-		if len(raw) != s.Size() {
-			return nil, misfit(path, "want %d bytes for fixed %s, have %d", s.Size(), s.FullName(), len(raw))
-		}
-		arr := reflect.New(reflect.ArrayOf(s.Size(), reflect.TypeFor[byte]())).Elem()
-		reflect.Copy(arr, reflect.ValueOf(raw))
-		return arr.Interface(), nil
-	case *avro.UnionSchema:
-		return unionFromJSON(s, j, path)
+	if !utf8.Valid(b) {
+		return "", misfit(path, "a string that is not UTF-8")
 	}
-	return nil, misfit(path, "schema type %s is not supported", s.Type())
-}
-
-// unionFromJSON takes the first branch j fits: a plain JSON value, as an
-// outbox payload has it, not Avro's JSON encoding with the branch named.
-func unionFromJSON(s *avro.UnionSchema, j any, path string) (any, error) {
-	if j == nil {
-		if s.Nullable() {
-			return map[string]any(nil), nil
-		}
-		return nil, misfit(path, "null, which the union %s does not take", s.String())
-	}
-	var first error
-	for _, t := range s.Types() {
-		if t.Type() == avro.Null {
-			continue
-		}
-		v, err := fromJSON(t, j, path)
-		if err == nil {
-			return map[string]any{unionName(t): v}, nil
-		}
-		if first == nil {
-			first = err
-		}
-	}
-	return nil, misfit(path, "fits no branch of the union %s (first branch: %v)", s.String(), first)
-}
-
-// unionName is how hamba/avro names a union's branch.
-func unionName(s avro.Schema) string {
-	if r, ok := s.(*avro.RefSchema); ok {
-		s = r.Schema()
-	}
-	if n, ok := s.(avro.NamedSchema); ok {
-		return n.FullName()
-	}
-	name := string(s.Type())
-	if l, ok := s.(avro.LogicalTypeSchema); ok && l.Logical() != nil {
-		name += "." + string(l.Logical().Type())
-	}
-	return name
+	return string(b), nil
 }
 
 func hasField(s *avro.RecordSchema, name string) bool {
 	return slices.ContainsFunc(s.Fields(), func(f *avro.Field) bool { return f.Name() == name })
 }
 
-func primitiveFromJSON(s *avro.PrimitiveSchema, j any, path string) (any, error) {
-	var logical avro.LogicalType
-	if s.Logical() != nil {
-		logical = s.Logical().Type()
-	}
-	switch s.Type() {
-	case avro.Boolean:
-		if b, ok := j.(bool); ok {
-			return b, nil
-		}
-		return nil, misfit(path, "want a boolean, have %s", kind(j))
-	case avro.String:
-		if str, ok := j.(string); ok {
-			return str, nil
-		}
-		return nil, misfit(path, "want a string, have %s", kind(j))
-	case avro.Bytes:
-		if d, ok := s.Logical().(*avro.DecimalLogicalSchema); ok {
-			return decimalFromJSON(d, j, path)
-		}
-		str, ok := j.(string)
-		if !ok {
-			return nil, misfit(path, "want a string of bytes (code points 0 to 255), have %s", kind(j))
-		}
-		return latin1(str, path)
-	case avro.Int:
-		switch logical {
-		case avro.Date:
-			if str, ok := j.(string); ok {
-				t, err := time.Parse(time.DateOnly, str)
-				if err != nil {
-					return nil, misfit(path, "want a date (2006-01-02) or days since 1970-01-01, have %s", brief(j))
-				}
-				return t, nil
-			}
-			n, err := integer(j, math.MinInt32, math.MaxInt32, path)
-			if err != nil {
-				return nil, err
-			}
-			return time.Unix(n*86400, 0).UTC(), nil
-		case avro.TimeMillis:
-			n, err := integer(j, math.MinInt32, math.MaxInt32, path)
-			return time.Duration(n) * time.Millisecond, err
-		}
-		n, err := integer(j, math.MinInt32, math.MaxInt32, path)
-		return int32(n), err
-	case avro.Long:
-		switch logical {
-		case avro.TimestampMillis, avro.TimestampMicros, avro.LocalTimestampMillis, avro.LocalTimestampMicros:
-			return timestampFromJSON(logical, j, path)
-		case avro.TimeMicros:
-			n, err := integer(j, math.MinInt64, math.MaxInt64, path)
-			return time.Duration(n) * time.Microsecond, err
-		}
-		return integer(j, math.MinInt64, math.MaxInt64, path)
-	case avro.Float:
-		f, err := float(j, path)
-		if err == nil && !math.IsInf(f, 0) && math.Abs(f) > math.MaxFloat32 {
-			return nil, misfit(path, "%v is out of range for a float", f)
-		}
-		return float32(f), err
-	case avro.Double:
-		return float(j, path)
-	}
-	return nil, misfit(path, "schema type %s is not supported", s.Type())
-}
-
-func integer(j any, lo, hi int64, path string) (int64, error) {
-	n, ok := j.(json.Number)
-	if !ok {
+func integer(j *fastjson.Value, lo, hi int64, path string) (int64, error) {
+	if j.Type() != fastjson.TypeNumber {
 		return 0, misfit(path, "want an integer, have %s", kind(j))
 	}
-	i, err := strconv.ParseInt(string(n), 10, 64)
+	i, err := j.Int64()
 	if err != nil || i < lo || i > hi {
-		return 0, misfit(path, "want an integer from %d to %d, have %s", lo, hi, n)
+		return 0, misfit(path, "want an integer from %d to %d, have %s", lo, hi, brief(j))
 	}
 	return i, nil
 }
 
-func float(j any, path string) (float64, error) {
-	n, ok := j.(json.Number)
-	if !ok {
+func float(j *fastjson.Value, path string) (float64, error) {
+	if j.Type() != fastjson.TypeNumber {
 		return 0, misfit(path, "want a number, have %s", kind(j))
 	}
-	f, err := n.Float64()
+	f, err := strconv.ParseFloat(string(j.MarshalTo(nil)), 64)
 	if err != nil {
-		return 0, misfit(path, "%s is out of range for a double", n)
+		return 0, misfit(path, "%s is out of range for a double", brief(j))
 	}
 	return f, nil
 }
 
 // timestampFromJSON takes a number (milliseconds or microseconds since
 // the epoch, as the logical type says) or an RFC 3339 text.
-func timestampFromJSON(l avro.LogicalType, j any, path string) (time.Time, error) {
+func timestampFromJSON(l avro.LogicalType, j *fastjson.Value, path string) (time.Time, error) {
 	local := l == avro.LocalTimestampMillis || l == avro.LocalTimestampMicros
-	if str, ok := j.(string); ok {
+	if j.Type() == fastjson.TypeString {
+		str, _ := text(j, path)
 		layouts := []string{time.RFC3339Nano}
 		if local {
 			layouts = []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"}
@@ -367,26 +185,26 @@ func timestampFromJSON(l avro.LogicalType, j any, path string) (time.Time, error
 
 // decimalFromJSON takes a number or its text, refusing one with more
 // digits after the point than the schema's scale rather than rounding it.
-func decimalFromJSON(d *avro.DecimalLogicalSchema, j any, path string) (*big.Rat, error) {
-	var text string
-	switch x := j.(type) {
-	case json.Number:
-		text = string(x)
-	case string:
-		text = x
+func decimalFromJSON(d *avro.DecimalLogicalSchema, j *fastjson.Value, path string) (*big.Rat, error) {
+	var num string
+	switch j.Type() {
+	case fastjson.TypeNumber:
+		num = string(j.MarshalTo(nil))
+	case fastjson.TypeString:
+		num, _ = text(j, path)
 	default:
 		return nil, misfit(path, "want a decimal number or its text, have %s", kind(j))
 	}
-	r, ok := new(big.Rat).SetString(text)
+	r, ok := new(big.Rat).SetString(num)
 	if !ok {
 		return nil, misfit(path, "want a decimal number, have %s", brief(j))
 	}
 	scaled := new(big.Rat).Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(d.Scale())), nil)))
 	if !scaled.IsInt() {
-		return nil, misfit(path, "%s has more digits after the point than the scale %d", text, d.Scale())
+		return nil, misfit(path, "%s has more digits after the point than the scale %d", num, d.Scale())
 	}
 	if digits := len(new(big.Int).Abs(scaled.Num()).String()); d.Precision() > 0 && digits > d.Precision() {
-		return nil, misfit(path, "%s has more digits than the precision %d", text, d.Precision())
+		return nil, misfit(path, "%s has more digits than the precision %d", num, d.Precision())
 	}
 	return r, nil
 }
@@ -538,43 +356,34 @@ func (o orderedObject) MarshalJSON() ([]byte, error) {
 }
 
 // kind names a JSON value's type for an error.
-func kind(j any) string {
-	switch j.(type) {
-	case nil:
+func kind(j *fastjson.Value) string {
+	switch j.Type() {
+	case fastjson.TypeNull:
 		return "null"
-	case bool:
+	case fastjson.TypeTrue, fastjson.TypeFalse:
 		return "a boolean"
-	case json.Number:
+	case fastjson.TypeNumber:
 		return "a number"
-	case string:
+	case fastjson.TypeString:
 		return "a string"
-	case []any:
+	case fastjson.TypeArray:
 		return "an array"
-	case map[string]any:
-		return "an object"
 	}
-	return fmt.Sprintf("%T", j)
+	return "an object"
 }
 
 // brief shows a JSON scalar in an error, cut short.
-func brief(j any) string {
-	switch x := j.(type) {
-	case string:
+func brief(j *fastjson.Value) string {
+	switch j.Type() {
+	case fastjson.TypeString:
+		b, _ := j.StringBytes()
+		x := string(b)
 		if len(x) > 40 {
 			x = x[:40] + "..."
 		}
 		return strconv.Quote(x)
-	case json.Number:
-		return string(x)
+	case fastjson.TypeNumber:
+		return string(j.MarshalTo(nil))
 	}
 	return kind(j)
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

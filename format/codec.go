@@ -1,13 +1,13 @@
 package format
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/valyala/fastjson"
 )
 
 // The schema formats, as --value-format and --key-format name them. JSON
@@ -56,6 +56,40 @@ type Codec struct {
 	format string
 	enc    encoding
 	index  []int // Protobuf: the message's indexes in the file
+}
+
+// jsonParsers parse the payloads of one codec; a parser is reused, and
+// holds nothing between calls.
+type jsonParsers struct{ parsers fastjson.ParserPool }
+
+// parse reads in as one JSON value in encoding/json's generic form
+// (map[string]any, []any, string, bool, nil) with numbers as json.Number,
+// so that no integer loses precision. A string that is not valid UTF-8 or
+// holds a bad escape is refused, not mended.
+func (j *jsonParsers) parse(in []byte) (any, error) {
+	p, v, err := j.parseValue(in)
+	if err != nil {
+		return nil, err
+	}
+	defer j.parsers.Put(p)
+	return generic(v)
+}
+
+// parseValue parses in with a parser of the pool, which the caller puts
+// back once done with the value.
+func (j *jsonParsers) parseValue(in []byte) (*fastjson.Parser, *fastjson.Value, error) {
+	// The parser unescapes leniently (a bad escape stays as it is): the
+	// validator refuses what JSON does not allow.
+	if err := fastjson.ValidateBytes(in); err != nil {
+		return nil, nil, fmt.Errorf("not JSON: %w", err)
+	}
+	p := j.parsers.Get()
+	v, err := p.ParseBytes(in)
+	if err != nil {
+		j.parsers.Put(p)
+		return nil, nil, fmt.Errorf("not JSON: %w", err)
+	}
+	return p, v, nil
 }
 
 // encoding is one format's codec of the values of one schema, without the
@@ -126,19 +160,57 @@ func ID(b []byte) (id int, body []byte, err error) {
 	return id, body, nil
 }
 
-// parseJSON reads in as one JSON value, numbers as json.Number so that
-// no integer loses precision.
-func parseJSON(in []byte) (any, error) {
-	d := json.NewDecoder(bytes.NewReader(in))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, fmt.Errorf("not JSON: %w", err)
+// generic converts a parsed value to encoding/json's generic form; it
+// copies every byte, since the parser's memory is reused.
+func generic(v *fastjson.Value) (any, error) {
+	switch v.Type() {
+	case fastjson.TypeNull:
+		return nil, nil
+	case fastjson.TypeTrue:
+		return true, nil
+	case fastjson.TypeFalse:
+		return false, nil
+	case fastjson.TypeNumber:
+		return json.Number(v.String()), nil
+	case fastjson.TypeString:
+		b, err := v.StringBytes()
+		if err != nil {
+			return nil, fmt.Errorf("not JSON: %w", err)
+		}
+		if !utf8.Valid(b) {
+			return nil, errors.New("not JSON: a string that is not UTF-8")
+		}
+		return string(b), nil
+	case fastjson.TypeArray:
+		items, _ := v.Array()
+		out := make([]any, len(items))
+		for i, it := range items {
+			var err error
+			if out[i], err = generic(it); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case fastjson.TypeObject:
+		o, _ := v.Object()
+		out := make(map[string]any, o.Len())
+		var err error
+		o.Visit(func(k []byte, m *fastjson.Value) {
+			if err != nil {
+				return
+			}
+			if !utf8.Valid(k) {
+				err = errors.New("not JSON: a member name that is not UTF-8")
+				return
+			}
+			var g any
+			if g, err = generic(m); err == nil {
+				out[string(k)] = g
+			}
+		})
+		return out, err
 	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("not JSON: more than one value")
-	}
-	return v, nil
+	return nil, fmt.Errorf("not JSON: value of type %s", v.Type())
 }
 
 // pathError says where in a payload a value does not fit.

@@ -1,7 +1,6 @@
 package format
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -14,6 +13,7 @@ import (
 // the record carries the payload's own text, as the registry's JSON
 // Schema serializer does.
 type jsonSchemaCodec struct {
+	jsonParsers
 	schema *jsonschema.Schema
 	// str: the schema is of type string: the row's text is the string,
 	// not JSON (an aggregate id key), and the record its JSON text.
@@ -72,9 +72,9 @@ func (c *jsonSchemaCodec) encode(b, in []byte) ([]byte, error) {
 		}
 		text = q
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(text))
+	doc, err := c.parse(text)
 	if err != nil {
-		return nil, fmt.Errorf("not JSON: %w", err)
+		return nil, err
 	}
 	if err := c.schema.Validate(doc); err != nil {
 		return nil, misfit("", "does not validate: %s", oneLine(err))

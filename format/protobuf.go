@@ -21,6 +21,10 @@ type protoCodec struct {
 	file  protoreflect.FileDescriptor
 	msg   protoreflect.MessageDescriptor
 	index []int // msg's path among the file's messages, as the wire header carries it
+	// partial: msg and the messages it holds have no required field, so
+	// checking that each is set (most of the cost of a small message) is
+	// skipped; with one (proto2), a payload without it is refused.
+	partial bool
 }
 
 // protoFileName is the name the registered text is compiled under; its
@@ -49,6 +53,7 @@ func newProto(s Schema) (*protoCodec, error) {
 	}
 	if s.Message == "" {
 		p.msg, p.index = file.Messages().Get(0), []int{0}
+		p.partial = !hasRequired(p.msg, map[protoreflect.FullName]bool{})
 		return p, nil
 	}
 	d := file.FindDescriptorByName(protoreflect.FullName(s.Message))
@@ -57,7 +62,28 @@ func newProto(s Schema) (*protoCodec, error) {
 		return nil, fmt.Errorf("the file defines no message %s", s.Message)
 	}
 	p.msg, p.index = md, messageIndex(md)
+	p.partial = !hasRequired(md, map[protoreflect.FullName]bool{})
 	return p, nil
+}
+
+// hasRequired reports whether md or a message it holds has a required
+// field; seen guards against recursive messages.
+func hasRequired(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]bool) bool {
+	if seen[md.FullName()] {
+		return false
+	}
+	seen[md.FullName()] = true
+	fields := md.Fields()
+	for i := range fields.Len() {
+		f := fields.Get(i)
+		if f.Cardinality() == protoreflect.Required {
+			return true
+		}
+		if m := f.Message(); m != nil && hasRequired(m, seen) {
+			return true
+		}
+	}
+	return false
 }
 
 // messageIndex is md's path of indexes from the file's top-level messages
@@ -76,10 +102,10 @@ func messageIndex(md protoreflect.MessageDescriptor) []int {
 
 func (p *protoCodec) encode(b, in []byte) ([]byte, error) {
 	m := dynamicpb.NewMessage(p.msg)
-	if err := protojson.Unmarshal(in, m); err != nil {
+	if err := (protojson.UnmarshalOptions{AllowPartial: p.partial}).Unmarshal(in, m); err != nil {
 		return nil, misfit("", "does not fit message %s: %v", p.msg.FullName(), err)
 	}
-	out, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(b, m)
+	out, err := proto.MarshalOptions{Deterministic: true, AllowPartial: p.partial}.MarshalAppend(b, m)
 	if err != nil {
 		return nil, fmt.Errorf("writing Protobuf: %w", err)
 	}

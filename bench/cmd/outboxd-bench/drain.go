@@ -361,14 +361,16 @@ var codecSystems = []string{"outboxd-none", "outboxd-gzip", "outboxd-lz4", "outb
 
 // isOutboxd reports whether sys is an outboxd binary, whatever its flags.
 func isOutboxd(sys string) bool {
-	return sys == "outboxd" || sys == "outboxd-baseline" || sys == "outboxd-eos" || sys == "outboxd-linger" || slices.Contains(codecSystems, sys)
+	return sys == "outboxd" || sys == "outboxd-baseline" || sys == "outboxd-eos" || sys == "outboxd-linger" || slices.Contains(codecSystems, sys) ||
+		slices.Contains(formatSystems, sys)
 }
 
 // outboxdArgs are the flags that make sys what it is: "outboxd-eos" is the
 // same binary as "outboxd" with --delivery exactly-once (defaults
 // otherwise: a Kafka transaction every 100 ms); "outboxd-linger" is outboxd
 // with --read-linger (-read-linger); "outboxd-zstd" and the other codec
-// systems are outboxd with that --compression.
+// systems are outboxd with that --compression; "outboxd-avro" and the
+// other format systems with that --value-format (formatArgs).
 func (e *env) outboxdArgs(sys string) []string {
 	switch sys {
 	case "outboxd-eos":
@@ -378,6 +380,9 @@ func (e *env) outboxdArgs(sys string) []string {
 	}
 	if slices.Contains(codecSystems, sys) {
 		return []string{"--compression", strings.TrimPrefix(sys, "outboxd-")}
+	}
+	if slices.Contains(formatSystems, sys) {
+		return e.formatArgs(sys)
 	}
 	return nil
 }

@@ -81,6 +81,12 @@ func targets(r Results) map[string]string {
 				x, s[sys].CPUSecondsPer100k/s["outboxd"].CPUSecondsPer100k, s[sys].TopicBytesPerEvent/s["outboxd"].TopicBytesPerEvent)
 		}
 	}
+	for _, sys := range formatSystems {
+		if x, ok := ratio(sys, "outboxd"); ok {
+			t["schema format: drain of "+sys+" >= 0.8 x outboxd (json)"] = fmt.Sprintf("%s: %.2f x, CPU per event %.2f x", verdict(x >= 0.8),
+				x, s[sys].CPUSecondsPer100k/s["outboxd"].CPUSecondsPer100k)
+		}
+	}
 	if x, ok := ratio("debezium-eos", "debezium"); ok {
 		t["exactly-once cost: drain events/s of debezium-eos (KIP-618) over debezium"] = fmt.Sprintf("%.2f x", x)
 	}
@@ -274,6 +280,7 @@ func startupCell(s summary) string {
 func view(r Results) map[string]any {
 	var rows []row
 	order := append([]string{"pg_recvlogical", "outboxd"}, codecSystems...)
+	order = append(order, formatSystems...)
 	order = append(order, "outboxd-eos", "outboxd-baseline", "outboxd-linger", "debezium", "debezium-eos", "relay")
 	for _, sys := range order {
 		s, ok := r.Summary[sys]

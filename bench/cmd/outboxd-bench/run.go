@@ -33,6 +33,9 @@ type env struct {
 	*servers.Servers
 	o   options
 	log *slog.Logger
+	// registryURL is the schema registry of the format systems
+	// (startRegistry); "" without one.
+	registryURL string
 }
 
 // drainResult is one drain of one system.
@@ -145,6 +148,11 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return err
 	}
 	systems := strings.Split(o.systems, ",")
+	stopRegistry, err := e.startRegistry(ctx, systems)
+	if err != nil {
+		return err
+	}
+	defer stopRegistry()
 	if slices.Contains(systems, "outboxd-linger") {
 		res.Settings["read_linger"] = o.readLinger.String() + " (outboxd-linger's --read-linger)"
 	}
@@ -217,13 +225,14 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 
 // latencyGroups are the systems' steady-rate runs in order: outboxd and
 // what it is compared with (outboxd-baseline, an earlier build;
-// outboxd-linger, outboxd with --read-linger) as one group, whose runs
+// outboxd-linger, outboxd with --read-linger; the format systems) as one
+// group, whose runs
 // interleave, every other system alone. pg_recvlogical has none.
 func latencyGroups(systems []string) [][]string {
 	var groups [][]string
 	var compared []string
 	if slices.Contains(systems, "outboxd") {
-		for _, sys := range []string{"outboxd-baseline", "outboxd-linger"} {
+		for _, sys := range append([]string{"outboxd-baseline", "outboxd-linger"}, formatSystems...) {
 			if slices.Contains(systems, sys) {
 				compared = append(compared, sys)
 			}
