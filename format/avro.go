@@ -22,10 +22,40 @@ type avroCodec struct {
 	jsonParsers
 	avroWriters
 	schema avro.Schema
-	// raw: the schema is a string or bytes: the row's text or bytes are
-	// the value as they are, not JSON (a Debezium EventRouter's payload,
-	// an aggregate id key).
-	raw bool
+	// raw: the schema is a string or bytes, or a union of null and one of
+	// them (rawBranch: its index; -1 for no union): the row's text or
+	// bytes are the value as they are, not JSON (a Debezium EventRouter's
+	// payload, as its Avro converter registers a nullable column's; an
+	// aggregate id key). rawType is avro.String or avro.Bytes.
+	raw       bool
+	rawType   avro.Type
+	rawBranch int
+}
+
+// rawSide reports whether s takes the row's bytes as they are: a string
+// or bytes without a logical type other than uuid, alone or in a union
+// with null.
+func rawSide(s avro.Schema) (ok bool, t avro.Type, branch int) {
+	plain := func(s avro.Schema) bool {
+		p, ok := s.(*avro.PrimitiveSchema)
+		if !ok || (p.Type() != avro.String && p.Type() != avro.Bytes) {
+			return false
+		}
+		return p.Logical() == nil || p.Logical().Type() == avro.UUID
+	}
+	if plain(s) {
+		return true, s.Type(), -1
+	}
+	u, isUnion := s.(*avro.UnionSchema)
+	if !isUnion || len(u.Types()) != 2 || !u.Nullable() {
+		return false, "", -1
+	}
+	for i, t := range u.Types() {
+		if plain(t) {
+			return true, t.Type(), i
+		}
+	}
+	return false, "", -1
 }
 
 func newAvro(s Schema) (*avroCodec, error) {
@@ -57,8 +87,8 @@ func newAvro(s Schema) (*avroCodec, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := sch.Type()
-	c := &avroCodec{schema: sch, raw: t == avro.String || t == avro.Bytes}
+	c := &avroCodec{schema: sch}
+	c.raw, c.rawType, c.rawBranch = rawSide(sch)
 	c.defaults = map[*avro.Field][]byte{}
 	if err := collectDefaults(sch, c.defaults, map[string]bool{}); err != nil {
 		return nil, err
@@ -67,13 +97,13 @@ func newAvro(s Schema) (*avroCodec, error) {
 }
 
 func (c *avroCodec) encode(b, in []byte) ([]byte, error) {
-	switch {
-	case c.raw && c.schema.Type() == avro.String:
-		if !utf8.Valid(in) {
+	if c.raw {
+		if c.rawType == avro.String && !utf8.Valid(in) {
 			return nil, misfit("", "not UTF-8 text, which an Avro string must be")
 		}
-		return append(binaryLong(b, int64(len(in))), in...), nil
-	case c.raw:
+		if c.rawBranch >= 0 {
+			b = binaryLong(b, int64(c.rawBranch))
+		}
 		return append(binaryLong(b, int64(len(in))), in...), nil
 	}
 	p, j, err := c.parseValue(in)
@@ -103,6 +133,11 @@ func (c *avroCodec) decode(body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("reading Avro: %w", err)
 	}
 	if c.raw {
+		if m, ok := v.(map[string]any); ok && len(m) == 1 { // a union's branch
+			for _, bv := range m {
+				v = bv
+			}
+		}
 		switch x := v.(type) {
 		case string:
 			return []byte(x), nil

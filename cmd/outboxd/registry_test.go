@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/outboxd/outboxd/harness/netfault"
@@ -271,3 +272,93 @@ func schemaID(b []byte) (int, error) {
 }
 
 var errNotFramed = errors.New("not in the Confluent wire format")
+
+// TestDebeziumLayoutWithAvro: --layout debezium with --value-format avro
+// and --key-format avro writes what Debezium's EventRouter writes through
+// an Avro converter for a jsonb payload and a varchar aggregate id: the
+// payload's text under a nullable string schema (io.debezium.data.Json)
+// and the key under a string schema, each framed with the id of the
+// schema registered for its subject; fastavro reads them back.
+func TestDebeziumLayoutWithAvro(t *testing.T) {
+	t.Parallel()
+	regURL := testenv.StartRegistry(t)
+	python := testenv.SchemaCheck(t)
+	ctx := t.Context()
+	db, brokers := testenv.Database(t), testenv.Brokers(t)
+	w := &world{url: db, brokers: strings.Join(brokers, ","), slot: testenv.Name(t, "slot")}
+	var err error
+	if w.pool, err = pgxpoolNew(t, db); err != nil {
+		t.Fatal(err)
+	}
+	suffix := strings.ToLower(testenv.Name(t, "t"))
+	topic := testenv.CreateTopic(t, brokers, "outbox.event."+suffix, 1)
+	if _, err := w.pool.Exec(ctx, `CREATE TABLE outboxevent (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+		aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(builtBinary, "migrate", "--database-url", db, "--table", "public.outboxevent", "--slot", w.slot, "--layout", "debezium").CombinedOutput(); err != nil {
+		t.Fatalf("outboxd migrate --layout debezium: %v\n%s", err, out)
+	}
+	cl, err := sr.NewClient(sr.URLs(regURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const valueSchema = `["null",{"type":"string","connect.version":1,"connect.name":"io.debezium.data.Json"}]`
+	vs, err := cl.CreateSchema(ctx, topic+"-value", sr.Schema{Schema: valueSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CreateSchema(ctx, topic+"-key", sr.Schema{Schema: `"string"`}); err != nil {
+		t.Fatal(err)
+	}
+	p := w.start(t, "--layout", "debezium", "--value-format", "avro", "--key-format", "avro", "--schema-registry-url", regURL)
+	waitSlot(t, w.pool, w.slot, p)
+	if _, err := w.pool.Exec(ctx, `INSERT INTO outboxevent VALUES
+		('22222222-2222-4222-8222-222222222222', $1, 'o-1', 'OrderCreated', '{"total": 19.90, "items": [1, 2]}'),
+		('33333333-3333-4333-8333-333333333333', $1, 'o-2', 'OrderPaid', '{"paid": true}')`, suffix); err != nil {
+		t.Fatal(err)
+	}
+	recs := consumeTopics(t, brokers, 2, topic)
+	var lines bytes.Buffer
+	for _, r := range recs {
+		for _, x := range []struct{ schema, b string }{{valueSchema, string(r.Value)}, {`"string"`, string(r.Key)}} {
+			line, _ := json.Marshal(map[string]string{"format": "avro", "schema": x.schema, "record": base64.StdEncoding.EncodeToString([]byte(x.b))})
+			lines.Write(append(line, '\n'))
+		}
+	}
+	cmd := exec.CommandContext(ctx, python, "../../harness/schemacheck/decode.py")
+	cmd.Stdin = &lines
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("decode.py: %v", err)
+	}
+	decoded := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i, r := range recs {
+		var val, key struct {
+			ID    int    `json:"id"`
+			Value any    `json:"value"`
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal([]byte(decoded[2*i]), &val)
+		_ = json.Unmarshal([]byte(decoded[2*i+1]), &key)
+		var payload, aggregate string
+		if err := w.pool.QueryRow(ctx, `SELECT payload::text, aggregateid FROM outboxevent WHERE id = $1`, recordHeader(r, "id")).Scan(&payload, &aggregate); err != nil {
+			t.Fatal(err)
+		}
+		if val.Error != "" || val.Value != payload || val.ID != vs.ID {
+			t.Errorf("record %s: value decodes to %v (schema id %d) %s, want the payload's text %s under id %d", recordHeader(r, "id"), val.Value, val.ID, val.Error, payload, vs.ID)
+		}
+		if key.Error != "" || key.Value != aggregate {
+			t.Errorf("record %s: key decodes to %v %s, want %s", recordHeader(r, "id"), key.Value, key.Error, aggregate)
+		}
+	}
+}
+
+func pgxpoolNew(t *testing.T, url string) (*pgxpool.Pool, error) {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), url)
+	if err == nil {
+		t.Cleanup(pool.Close)
+	}
+	return pool, err
+}

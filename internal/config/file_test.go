@@ -18,7 +18,7 @@ func runLike(c *Config) *flag.FlagSet {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.Register(fs, GroupDatabase, GroupRunTable, GroupSlot, GroupPublication, GroupCreateSlot, GroupBackfill, GroupColumns,
-		GroupPump, GroupKafka, GroupDelivery, GroupStream, GroupOps, GroupLog)
+		GroupPump, GroupKafka, GroupDelivery, GroupRegistry, GroupStream, GroupOps, GroupLog)
 	return fs
 }
 

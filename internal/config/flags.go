@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/format"
 	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/lib/rawio"
 	"github.com/outboxd/outboxd/lib/sqlquote"
@@ -405,11 +406,24 @@ func flags() []flagSpec {
 				"framed in the Confluent wire format; a payload that does not fit goes to --dead-letter-topic raw with the reason, or stops the run naming the row and the schema. " +
 				"A schema of type string (or bytes) takes the payload's text as it is",
 			field: "Registry.Value.Format",
-			bind:  str(func(c *Config) *string { return &c.Registry.Value.Format })},
+			bind:  str(func(c *Config) *string { return &c.Registry.Value.Format }),
+			check: func(c *Config) string {
+				if c.Layout == LayoutDebezium && c.Registry.Value.Format != format.JSON && (c.DZ.ValueConverter != layout.ConverterString || c.DZ.ExpandJSONPayload) {
+					return "with --layout debezium, a schema format takes the place of Debezium's value converter (its Avro converter): give --debezium-value-converter string and no --debezium-table-expand-json-payload; " +
+						"for an expanded payload, register a record schema for it"
+				}
+				return ""
+			}},
 		{name: "key-format", group: GroupRegistry,
 			usage: "what a record's key becomes, as --value-format: json (the key column's text as it is), avro, protobuf or json-schema. A key schema of type string takes the text as it is, any other the text as JSON",
 			field: "Registry.Key.Format",
-			bind:  str(func(c *Config) *string { return &c.Registry.Key.Format })},
+			bind:  str(func(c *Config) *string { return &c.Registry.Key.Format }),
+			check: func(c *Config) string {
+				if c.Layout == LayoutDebezium && c.Registry.Key.Format != format.JSON && c.DZ.KeyConverter != layout.ConverterString {
+					return "with --layout debezium, a schema format takes the place of Debezium's key converter: give --debezium-key-converter string"
+				}
+				return ""
+			}},
 		{name: "schema-registry-url", group: GroupRegistry,
 			usage: "schema registry URL(s), http(s)://HOST:PORT[/path][,...] (Confluent's API; Apicurio's is at /apis/ccompat/v7): required with a --value-format or --key-format other than json",
 			field: "Registry.URLs",
