@@ -30,7 +30,17 @@ type avroCodec struct {
 	raw       bool
 	rawType   avro.Type
 	rawBranch int
+	// reader decodes records, within bounds: a length or count in
+	// garbage bytes must not make a consumer allocate without limit.
+	reader avro.API
 }
+
+// Bounds of what decoding one record may allocate: a string or bytes
+// value, and the items of one array or map block.
+const (
+	maxDecodeBytes = 64 << 20
+	maxDecodeItems = 1 << 20
+)
 
 // rawSide reports whether s takes the row's bytes as they are: a string
 // or bytes without a logical type other than uuid, alone or in a union
@@ -87,7 +97,7 @@ func newAvro(s Schema) (*avroCodec, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &avroCodec{schema: sch}
+	c := &avroCodec{schema: sch, reader: avro.Config{MaxByteSliceSize: maxDecodeBytes, MaxSliceAllocSize: maxDecodeItems}.Freeze()}
 	c.raw, c.rawType, c.rawBranch = rawSide(sch)
 	c.defaults = map[*avro.Field][]byte{}
 	if err := collectDefaults(sch, c.defaults, map[string]bool{}); err != nil {
@@ -129,7 +139,7 @@ func binaryLong(b []byte, n int64) []byte {
 
 func (c *avroCodec) decode(body []byte) ([]byte, error) {
 	var v any
-	if err := avro.Unmarshal(c.schema, body, &v); err != nil {
+	if err := c.reader.Unmarshal(c.schema, body, &v); err != nil {
 		return nil, fmt.Errorf("reading Avro: %w", err)
 	}
 	if c.raw {

@@ -165,8 +165,11 @@ func (c Config) Validate() error {
 		if c.SubjectStrategy != TopicName && side.Record == "" && side.ID == 0 {
 			bad(f+"Record", "required with the "+c.SubjectStrategy+" subject name strategy: it names the subject")
 		}
-		if side.Version < 0 || side.ID < 0 {
+		if side.Version < 0 {
 			bad(f+"Version", "must not be negative")
+		}
+		if side.ID < 0 {
+			bad(f+"ID", "must not be negative")
 		}
 		if side.Version != 0 && side.ID != 0 {
 			bad(f+"ID", "not with a version: an id pins the schema already")

@@ -66,6 +66,11 @@ func start(t *testing.T, reg *srfake.Registry, cfg registry.Config) (*registry.S
 	return st, next
 }
 
+// contextWithTimeout is the test's context ending after seconds.
+func contextWithTimeout(t *testing.T, seconds int) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.Context(), time.Duration(seconds)*time.Second)
+}
+
 func event(pos int, value, key string) outbox.Change {
 	ev := outbox.Event{Table: "public.outbox", Topic: "orders", Value: []byte(value), Key: []byte(key),
 		Headers:   []outbox.Header{{Key: outbox.IDHeader, Value: []byte("42")}, {Key: outbox.SourceHeader, Value: []byte("7/app/public.outbox")}},

@@ -56,6 +56,7 @@ func TestLoadFileSettings(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	urlFile := writeFile(t, dir, "orders-url", "postgres://orders:pg-s3cret@db-orders:5432/orders\n")
+	registryPassword := writeFile(t, dir, "registry-password", "reg-s3cret\n")
 	path := writeFile(t, dir, "pipelines.yaml", `
 # defaults for every pipeline
 brokers: [kafka-1:9092, kafka-2:9092]
@@ -74,6 +75,10 @@ pipelines:
       - tenant
     max-in-flight-bytes: 2097152
     allow-auto-topic-creation: true
+    value-format: avro
+    schema-registry-url: https://registry:8081
+    schema-registry-username: outboxd
+    schema-registry-password-file: `+registryPassword+`
   - name: billing.eu-1
     database-url: ${BILLING_DATABASE_URL}
     publication: billing_outbox
@@ -117,6 +122,9 @@ pipelines:
 		{"a list of header columns", strings.Join(orders.Stream.Columns.HeaderColumns, "|"), "type|tenant"},
 		{"a number", orders.Pump.MaxInFlightBytes, 2097152},
 		{"a boolean", orders.Kafka.AllowAutoTopicCreation, true},
+		{"orders: its value format", orders.Registry.Value.Format, "avro"},
+		{"orders: the registry's password from its file", orders.Registry.Password, "reg-s3cret"},
+		{"billing: no schema format", billing.Registry.Value.Format, "json"},
 		{"$${...} is the literal text ${...}", billing.DZ.RouteTopicReplacement, "billing.${routedByValue}"},
 		{"$$ is a literal $, a $ alone itself", billing.KafkaSASLUsername, "$user$"},
 		{"the layout's defaults apply (ApplyLayout)", billing.Stream.Columns.Key, "aggregateid"},

@@ -19,18 +19,19 @@ import (
 var formatSystems = []string{"outboxd-avro", "outboxd-protobuf", "outboxd-json-schema"}
 
 // benchSchemas are the schemas of the backlog's payload ({"n": N, "pad":
-// 200 x}, payloadSQL), by format: the record name, its type and its text.
+// 200 x}, payloadSQL) and the steady rates' ({"pad": 200 x}, without n),
+// by format: the record name, its type and its text.
 var benchSchemas = map[string]struct {
 	record string
 	typ    sr.SchemaType
 	text   string
 }{
 	"avro": {"benchavro.Event", sr.TypeAvro,
-		`{"type":"record","name":"Event","namespace":"benchavro","fields":[{"name":"n","type":"long"},{"name":"pad","type":"string"}]}`},
+		`{"type":"record","name":"Event","namespace":"benchavro","fields":[{"name":"n","type":"long","default":0},{"name":"pad","type":"string"}]}`},
 	"protobuf": {"benchpb.Event", sr.TypeProtobuf,
 		"syntax = \"proto3\";\npackage benchpb;\nmessage Event { int64 n = 1; string pad = 2; }\n"},
 	"json-schema": {"bench-json-schema", sr.TypeJSON,
-		`{"title":"bench-json-schema","type":"object","properties":{"n":{"type":"integer"},"pad":{"type":"string"}},"required":["n","pad"],"additionalProperties":false}`},
+		`{"title":"bench-json-schema","type":"object","properties":{"n":{"type":"integer"},"pad":{"type":"string"}},"required":["pad"],"additionalProperties":false}`},
 }
 
 // startRegistry starts a schema registry and registers benchSchemas when
