@@ -67,6 +67,10 @@ func TestSchemaRegistryFormats(t *testing.T) {
 			testRegistryFormat(t, regURL, python, tc)
 		})
 	}
+	t.Run("debezium layout with avro", func(t *testing.T) {
+		t.Parallel()
+		testDebeziumLayoutWithAvro(t, regURL, python)
+	})
 }
 
 func testRegistryFormat(t *testing.T, regURL, python string, tc registryCase) {
@@ -273,16 +277,13 @@ func schemaID(b []byte) (int, error) {
 
 var errNotFramed = errors.New("not in the Confluent wire format")
 
-// TestDebeziumLayoutWithAvro: --layout debezium with --value-format avro
+// testDebeziumLayoutWithAvro: --layout debezium with --value-format avro
 // and --key-format avro writes what Debezium's EventRouter writes through
 // an Avro converter for a jsonb payload and a varchar aggregate id: the
 // payload's text under a nullable string schema (io.debezium.data.Json)
 // and the key under a string schema, each framed with the id of the
 // schema registered for its subject; fastavro reads them back.
-func TestDebeziumLayoutWithAvro(t *testing.T) {
-	t.Parallel()
-	regURL := testenv.StartRegistry(t)
-	python := testenv.SchemaCheck(t)
+func testDebeziumLayoutWithAvro(t *testing.T, regURL, python string) {
 	ctx := t.Context()
 	db, brokers := testenv.Database(t), testenv.Brokers(t)
 	w := &world{url: db, brokers: strings.Join(brokers, ","), slot: testenv.Name(t, "slot")}
