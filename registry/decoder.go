@@ -5,8 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -60,14 +58,9 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
-	opts := []sr.ClientOpt{sr.URLs(slices.Clone(cfg.URLs)...), sr.UserAgent("outboxd-idempotent"),
-		sr.HTTPClient(&http.Client{Timeout: cfg.RequestTimeout, Transport: transport(cfg.TLS)})}
-	if cfg.Username != "" {
-		opts = append(opts, sr.BasicAuth(cfg.Username, cfg.Password))
-	}
-	cl, err := sr.NewClient(opts...)
+	cl, err := newClient(cfg.URLs, cfg.Username, cfg.Password, cfg.TLS, cfg.RequestTimeout, "outboxd-idempotent")
 	if err != nil {
-		return nil, fmt.Errorf("configuring the schema registry client: %w", err)
+		return nil, err
 	}
 	return &Decoder{cfg: cfg, cl: cl, codecs: map[int]*format.Codec{}}, nil
 }

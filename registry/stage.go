@@ -77,25 +77,30 @@ func New(cfg Config, next Consumer, log *slog.Logger) (*Stage, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	opts := []sr.ClientOpt{sr.URLs(slices.Clone(cfg.URLs)...), sr.UserAgent("outboxd"),
-		sr.HTTPClient(&http.Client{Timeout: cfg.RequestTimeout, Transport: transport(cfg.TLS)})}
-	if cfg.Username != "" {
-		opts = append(opts, sr.BasicAuth(cfg.Username, cfg.Password))
-	}
-	cl, err := sr.NewClient(opts...)
+	cl, err := newClient(cfg.URLs, cfg.Username, cfg.Password, cfg.TLS, cfg.RequestTimeout, "outboxd")
 	if err != nil {
-		return nil, fmt.Errorf("configuring the schema registry client: %w", err)
+		return nil, err
 	}
 	return &Stage{cfg: cfg, next: next, log: log, cl: cl, reqs: make(chan *fetch, 16), clock: time.Now,
 		cache: map[subjectKey]*entry{}, pending: map[subjectKey]*fetch{}, refetched: map[subjectKey]outbox.Position{}}, nil
 }
 
-func transport(c *tls.Config) http.RoundTripper {
+// newClient is a registry client: the URLs tried in turn, basic auth
+// when user is set, TLS settings for https, a timeout per request.
+func newClient(urls []string, user, password string, tc *tls.Config, timeout time.Duration, agent string) (*sr.Client, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	if c != nil {
-		t.TLSClientConfig = c.Clone()
+	if tc != nil {
+		t.TLSClientConfig = tc.Clone()
 	}
-	return t
+	opts := []sr.ClientOpt{sr.URLs(slices.Clone(urls)...), sr.UserAgent(agent), sr.HTTPClient(&http.Client{Timeout: timeout, Transport: t})}
+	if user != "" {
+		opts = append(opts, sr.BasicAuth(user, password))
+	}
+	cl, err := sr.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("configuring the schema registry client: %w", err)
+	}
+	return cl, nil
 }
 
 // Stats are the stage's running totals.

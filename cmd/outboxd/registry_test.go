@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/url"
@@ -177,8 +176,8 @@ func testRegistryFormat(t *testing.T, regURL, python string, tc registryCase) {
 
 	recs := consumeTopics(t, brokers, 13, w.topic, other)
 	dead := consumeTopics(t, brokers, 1, dlq)
-	var lines bytes.Buffer
 	schemas := map[int]string{}
+	var reqs []decodeRequest
 	for _, r := range recs {
 		for _, b := range [][]byte{r.Value, r.Key} {
 			id, err := schemaID(b)
@@ -196,34 +195,17 @@ func testRegistryFormat(t *testing.T, regURL, python string, tc registryCase) {
 			if !bytes.Equal(b, r.Value) {
 				f = "avro"
 			}
-			line, _ := json.Marshal(map[string]string{"format": f, "schema": schemas[id], "record": base64.StdEncoding.EncodeToString(b)})
-			lines.Write(append(line, '\n'))
+			reqs = append(reqs, decodeRequest{Format: f, Schema: schemas[id], Record: b})
 		}
 	}
-	cmd := exec.CommandContext(ctx, python, "../../harness/schemacheck/decode.py")
-	cmd.Stdin = &lines
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("decode.py: %v", err)
-	}
-	decoded := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(decoded) != 2*len(recs) {
-		t.Fatalf("decode.py answered %d lines for %d records", len(decoded), len(recs))
-	}
+	decoded := decodeIndependently(t, python, reqs)
 	// Each record, decoded independently, is its row: the payload, the
 	// aggregate id; in commit order, under the version current for it.
 	var ns []int
 	for i, r := range recs {
-		var val, key struct {
-			ID    int    `json:"id"`
-			Value any    `json:"value"`
-			Error string `json:"error"`
-		}
-		if err := json.Unmarshal([]byte(decoded[2*i]), &val); err != nil || val.Error != "" {
-			t.Fatalf("decoding the value of %s: %v %s", recordHeader(r, "id"), err, val.Error)
-		}
-		if err := json.Unmarshal([]byte(decoded[2*i+1]), &key); err != nil || key.Error != "" {
-			t.Fatalf("decoding the key of %s: %v %s", recordHeader(r, "id"), err, key.Error)
+		val, key := decoded[2*i], decoded[2*i+1]
+		if val.Error != "" || key.Error != "" {
+			t.Fatalf("decoding record %s: %s %s", recordHeader(r, "id"), val.Error, key.Error)
 		}
 		var payload string
 		var aggregate string
@@ -265,6 +247,52 @@ func testRegistryFormat(t *testing.T, regURL, python string, tc registryCase) {
 		!strings.Contains(recordHeader(dead[0], "outboxd.dlq.error"), `subject "`+w.topic+`-value"`) {
 		t.Fatalf("dead letters %d, want the bad row raw naming its subject: %v", len(dead), dead)
 	}
+}
+
+// decodeRequest is one framed value or key for decode.py, with the text
+// of the schema its id names.
+type decodeRequest struct {
+	Format string `json:"format"`
+	Schema string `json:"schema"`
+	Record []byte `json:"record"` // base64 in JSON, as decode.py reads it
+}
+
+// decodedSide is decode.py's answer for one request.
+type decodedSide struct {
+	ID    int    `json:"id"`
+	Value any    `json:"value"`
+	Error string `json:"error"`
+}
+
+// decodeIndependently decodes reqs with harness/schemacheck/decode.py:
+// fastavro, protoc with the protobuf runtime, Python's jsonschema.
+func decodeIndependently(t *testing.T, python string, reqs []decodeRequest) []decodedSide {
+	t.Helper()
+	var in bytes.Buffer
+	enc := json.NewEncoder(&in)
+	for _, r := range reqs {
+		if err := enc.Encode(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.CommandContext(t.Context(), python, "../../harness/schemacheck/decode.py")
+	cmd.Stdin = &in
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("decode.py: %v", err)
+	}
+	var sides []decodedSide
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var d decodedSide
+		if err := json.Unmarshal([]byte(line), &d); err != nil {
+			t.Fatalf("decode.py answered %q: %v", line, err)
+		}
+		sides = append(sides, d)
+	}
+	if len(sides) != len(reqs) {
+		t.Fatalf("decode.py answered %d lines for %d records", len(sides), len(reqs))
+	}
+	return sides
 }
 
 // schemaID is the schema id of a Confluent-framed record's bytes.
@@ -320,28 +348,13 @@ func testDebeziumLayoutWithAvro(t *testing.T, regURL, python string) {
 		t.Fatal(err)
 	}
 	recs := consumeTopics(t, brokers, 2, topic)
-	var lines bytes.Buffer
+	var reqs []decodeRequest
 	for _, r := range recs {
-		for _, x := range []struct{ schema, b string }{{valueSchema, string(r.Value)}, {`"string"`, string(r.Key)}} {
-			line, _ := json.Marshal(map[string]string{"format": "avro", "schema": x.schema, "record": base64.StdEncoding.EncodeToString([]byte(x.b))})
-			lines.Write(append(line, '\n'))
-		}
+		reqs = append(reqs, decodeRequest{Format: "avro", Schema: valueSchema, Record: r.Value}, decodeRequest{Format: "avro", Schema: `"string"`, Record: r.Key})
 	}
-	cmd := exec.CommandContext(ctx, python, "../../harness/schemacheck/decode.py")
-	cmd.Stdin = &lines
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("decode.py: %v", err)
-	}
-	decoded := strings.Split(strings.TrimSpace(string(out)), "\n")
+	decoded := decodeIndependently(t, python, reqs)
 	for i, r := range recs {
-		var val, key struct {
-			ID    int    `json:"id"`
-			Value any    `json:"value"`
-			Error string `json:"error"`
-		}
-		_ = json.Unmarshal([]byte(decoded[2*i]), &val)
-		_ = json.Unmarshal([]byte(decoded[2*i+1]), &key)
+		val, key := decoded[2*i], decoded[2*i+1]
 		var payload, aggregate string
 		if err := w.pool.QueryRow(ctx, `SELECT payload::text, aggregateid FROM outboxevent WHERE id = $1`, recordHeader(r, "id")).Scan(&payload, &aggregate); err != nil {
 			t.Fatal(err)

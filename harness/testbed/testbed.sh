@@ -281,20 +281,7 @@ registry_start() {
 	die "Apicurio Registry at $url did not answer within 120 s"
 }
 
-registry_stop() {
-	local dir=$1 pid i
-	[ -f "$dir/registry.pid" ] || return 0
-	pid=$(cat "$dir/registry.pid")
-	if kill -0 "$pid" 2>/dev/null; then
-		kill -TERM "$pid" 2>/dev/null || true
-		for i in $(seq 1 100); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.2
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	rm -f "$dir/registry.pid"
-}
+registry_stop() { stop_pidfile "$1/registry.pid"; }
 
 schemacheck() {
 	local req="$here/../schemacheck/requirements.txt" venv
@@ -502,10 +489,14 @@ EOF
 	echo "$addrs"
 }
 
-kafka_stop() {
-	local dir=$1 pid i
-	[ -f "$dir/kafka.pid" ] || return 0
-	pid=$(cat "$dir/kafka.pid")
+kafka_stop() { stop_pidfile "$1/kafka.pid"; }
+
+# stop_pidfile FILE: stop the process FILE names (SIGTERM, SIGKILL after
+# 20 s) and remove FILE.
+stop_pidfile() {
+	local file=$1 pid i
+	[ -f "$file" ] || return 0
+	pid=$(cat "$file")
 	if kill -0 "$pid" 2>/dev/null; then
 		kill -TERM "$pid" 2>/dev/null || true
 		for i in $(seq 1 100); do
@@ -514,7 +505,7 @@ kafka_stop() {
 		done
 		kill -KILL "$pid" 2>/dev/null || true
 	fi
-	rm -f "$dir/kafka.pid"
+	rm -f "$file"
 }
 
 pg_start() {

@@ -22,25 +22,11 @@ import (
 func (c *Config) KafkaOpts() ([]kgo.Opt, error) {
 	var opts []kgo.Opt
 	if c.KafkaTLS || c.KafkaTLSCAFile != "" || c.KafkaTLSCertFile != "" || c.KafkaTLSInsecureSkipVerify {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.KafkaTLSInsecureSkipVerify} //nolint:gosec // opt-in, documented as testing only
-		if c.KafkaTLSCAFile != "" {
-			pem, err := os.ReadFile(c.KafkaTLSCAFile)
-			if err != nil {
-				return nil, fmt.Errorf("reading --kafka-tls-ca-file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("reading --kafka-tls-ca-file %s: no PEM certificate in it", c.KafkaTLSCAFile)
-			}
-			tc.RootCAs = pool
+		tc, err := tlsFromFiles("--kafka-tls-ca-file", c.KafkaTLSCAFile, c.KafkaTLSCertFile, c.KafkaTLSKeyFile, "the Kafka client certificate")
+		if err != nil {
+			return nil, err
 		}
-		if c.KafkaTLSCertFile != "" {
-			cert, err := tls.LoadX509KeyPair(c.KafkaTLSCertFile, c.KafkaTLSKeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("loading the Kafka client certificate: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
+		tc.InsecureSkipVerify = c.KafkaTLSInsecureSkipVerify //nolint:gosec // opt-in, documented as testing only
 		opts = append(opts, kgo.Dialer(rawio.Dialer(10*time.Second, tc)))
 	}
 	switch strings.ToUpper(c.KafkaSASLMechanism) {
@@ -63,22 +49,29 @@ func (c *Config) registryTLS() (*tls.Config, error) {
 	if c.RegistryTLSCAFile == "" && c.RegistryTLSCertFile == "" {
 		return nil, nil
 	}
+	return tlsFromFiles("--schema-registry-tls-ca-file", c.RegistryTLSCAFile, c.RegistryTLSCertFile, c.RegistryTLSKeyFile, "the schema registry client certificate")
+}
+
+// tlsFromFiles is TLS 1.2 or later with the CA file's certificates as the
+// roots (the system's without one) and the client certificate, if any;
+// caFlag and what name them in errors.
+func tlsFromFiles(caFlag, caFile, certFile, keyFile, what string) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if c.RegistryTLSCAFile != "" {
-		pem, err := os.ReadFile(c.RegistryTLSCAFile)
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("reading --schema-registry-tls-ca-file: %w", err)
+			return nil, fmt.Errorf("reading %s: %w", caFlag, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("reading --schema-registry-tls-ca-file %s: no PEM certificate in it", c.RegistryTLSCAFile)
+			return nil, fmt.Errorf("reading %s %s: no PEM certificate in it", caFlag, caFile)
 		}
 		tc.RootCAs = pool
 	}
-	if c.RegistryTLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.RegistryTLSCertFile, c.RegistryTLSKeyFile)
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("loading the schema registry client certificate: %w", err)
+			return nil, fmt.Errorf("loading %s: %w", what, err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
