@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/outboxd/outboxd/harness/netfault"
@@ -69,6 +70,10 @@ func TestSchemaRegistryFormats(t *testing.T) {
 	t.Run("debezium layout with avro", func(t *testing.T) {
 		t.Parallel()
 		testDebeziumLayoutWithAvro(t, regURL, python)
+	})
+	t.Run("exactly-once stops at a misfit", func(t *testing.T) {
+		t.Parallel()
+		testStopAtAMisfit(t, regURL, python)
 	})
 }
 
@@ -375,4 +380,60 @@ func pgxpoolNew(t *testing.T, url string) (*pgxpool.Pool, error) {
 		t.Cleanup(pool.Close)
 	}
 	return pool, err
+}
+
+// testStopAtAMisfit: with exactly-once delivery (so no dead-letter topic),
+// a payload that does not fit its schema stops the run with an error
+// naming the row and the schema, after publishing every record before it
+// in committed Kafka transactions and none after it; a restart stops at
+// the same row again: nothing is skipped.
+func testStopAtAMisfit(t *testing.T, regURL, python string) {
+	ctx := t.Context()
+	w := newWorld(t)
+	cl, err := sr.NewClient(sr.URLs(regURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const schema = `{"type":"record","name":"Event","namespace":"shop","fields":[{"name":"n","type":"long"}]}`
+	ss, err := cl.CreateSchema(ctx, w.topic+"-value", sr.Schema{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pl := range []string{`{"n": 1}`, `{"n": 2}`, `{"n": "three"}`, `{"n": 4}`} {
+		if _, err := w.pool.Exec(ctx, `INSERT INTO outbox (aggregate_id, topic, payload) VALUES (gen_random_uuid(), $1, $2)`, w.topic, pl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var badID string
+	if err := w.pool.QueryRow(ctx, `SELECT id::text FROM outbox WHERE payload->>'n' = 'three'`).Scan(&badID); err != nil {
+		t.Fatal(err)
+	}
+	for run := 1; run <= 2; run++ {
+		p := w.start(t, "--delivery", "exactly-once", "--value-format", "avro", "--schema-registry-url", regURL)
+		if code := p.wait(t, 2*time.Minute); code != 1 {
+			t.Fatalf("run %d exited %d, want 1", run, code)
+		}
+		for _, want := range []string{"outbox id " + badID, "schema of subject", w.topic + "-value", "$.n: want an integer"} {
+			if !strings.Contains(p.log(), want) {
+				t.Errorf("run %d's log does not name %s:\n%s", run, want, tail(p.log(), 10))
+			}
+		}
+	}
+	recs := consumeTopicsWith(t, strings.Split(w.brokers, ","), 2, []kgo.Opt{readCommitted}, w.topic)
+	var reqs []decodeRequest
+	for _, r := range recs {
+		reqs = append(reqs, decodeRequest{Format: "avro", Schema: schema, Record: r.Value})
+	}
+	var ns []float64
+	for i, d := range decodeIndependently(t, python, reqs) {
+		m, _ := d.Value.(map[string]any)
+		if d.Error != "" || d.ID != ss.ID || m == nil {
+			t.Fatalf("record %d decodes to %+v", i, d)
+		}
+		ns = append(ns, m["n"].(float64))
+	}
+	slices.Sort(ns)
+	if !reflect.DeepEqual(ns, []float64{1, 2}) {
+		t.Errorf("committed records hold n %v, want 1 and 2 (the rows before the one that does not fit, once each)", ns)
+	}
 }

@@ -208,8 +208,15 @@ func TestMappedColumnsCheckedAtStart(t *testing.T) {
 // and then 2 s pass without more (n 0: only the quiet period).
 func consumeTopics(t *testing.T, brokers []string, n int, topics ...string) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	return consumeTopicsWith(t, brokers, n, nil, topics...)
+}
+
+// consumeTopicsWith is consumeTopics with opts added to the consumer's
+// (read_committed isolation).
+func consumeTopicsWith(t *testing.T, brokers []string, n int, opts []kgo.Opt, topics ...string) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
