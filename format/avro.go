@@ -241,7 +241,7 @@ func decimalFromJSON(d *avro.DecimalLogicalSchema, j *fastjson.Value, path strin
 		return nil, misfit(path, "want a decimal number or its text, have %s", kind(j))
 	}
 	r, ok := new(big.Rat).SetString(num)
-	if !ok {
+	if !ok || !decimalText(num) {
 		return nil, misfit(path, "want a decimal number, have %s", brief(j))
 	}
 	scaled := new(big.Rat).Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(d.Scale())), nil)))
@@ -252,6 +252,42 @@ func decimalFromJSON(d *avro.DecimalLogicalSchema, j *fastjson.Value, path strin
 		return nil, misfit(path, "%s has more digits than the precision %d", num, d.Precision())
 	}
 	return r, nil
+}
+
+// decimalText reports whether s is a decimal number as JSON writes one
+// (an optional minus, digits, a fraction, an exponent): big.Rat also reads
+// fractions and base prefixes, which are not.
+func decimalText(s string) bool {
+	i := 0
+	digits := func() bool {
+		start := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		return i > start
+	}
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	if !digits() {
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if !digits() {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	return i == len(s)
 }
 
 // latin1 reads Avro's JSON form of bytes: one code point 0 to 255 a byte.
@@ -340,9 +376,18 @@ func toJSON(s avro.Schema, v any) (any, error) {
 		if ls, ok := s.(avro.LogicalTypeSchema); ok && ls.Logical() != nil {
 			l = ls.Logical().Type()
 		}
+		if l == avro.LocalTimestampMillis || l == avro.LocalTimestampMicros {
+			// hamba/avro reads a local timestamp as the same wall clock
+			// in the process's zone: its value is that wall clock in UTC.
+			x = time.Date(x.Year(), x.Month(), x.Day(), x.Hour(), x.Minute(), x.Second(), x.Nanosecond(), time.UTC)
+		}
 		switch l {
 		case avro.Date:
-			return x.Unix() / 86400, nil
+			days := x.Unix() / 86400
+			if x.Unix()%86400 < 0 {
+				days--
+			}
+			return days, nil
 		case avro.TimestampMicros, avro.LocalTimestampMicros:
 			return x.UnixMicro(), nil
 		}

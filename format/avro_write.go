@@ -22,6 +22,35 @@ type avroWriters struct {
 	defaults map[*avro.Field][]byte
 }
 
+// encodeDefault encodes f's default through hamba/avro, which owns how a
+// default is read: a record of f alone, written with no value for it,
+// under a configuration of its own (hamba caches encoders by a schema's
+// fingerprint, which leaves defaults out: a shared one would write another
+// field's default). A union's default is its first branch's: written as
+// that branch, after its index.
+func encodeDefault(f *avro.Field) ([]byte, error) {
+	typ, prefix := f.Type(), []byte(nil)
+	if u, ok := typ.(*avro.UnionSchema); ok {
+		typ, prefix = u.Types()[0], []byte{0} // index 0: zig-zag 0
+		if typ.Type() == avro.Null {
+			return prefix, nil
+		}
+	}
+	field, err := avro.NewField(f.Name(), typ, avro.WithDefault(f.Default()))
+	if err != nil {
+		return nil, err
+	}
+	rec, err := avro.NewRecordSchema("outboxd.Default", "", []*avro.Field{field})
+	if err != nil {
+		return nil, err
+	}
+	b, err := avro.Config{}.Freeze().Marshal(rec, map[string]any{})
+	if err != nil {
+		return nil, err
+	}
+	return append(prefix, b...), nil
+}
+
 // collectDefaults encodes the default of every field of s and of the
 // types it holds, through hamba/avro, which owns how a default is read.
 func collectDefaults(s avro.Schema, out map[*avro.Field][]byte, seen map[string]bool) error {
@@ -33,11 +62,7 @@ func collectDefaults(s avro.Schema, out map[*avro.Field][]byte, seen map[string]
 		seen[s.FullName()] = true
 		for _, f := range s.Fields() {
 			if f.HasDefault() {
-				rec, err := avro.NewRecordSchema("outboxd.Default", "", []*avro.Field{f})
-				if err != nil {
-					return err
-				}
-				b, err := avro.Marshal(rec, map[string]any{})
+				b, err := encodeDefault(f)
 				if err != nil {
 					return fmt.Errorf("the default of field %s of %s: %w", f.Name(), s.FullName(), err)
 				}
@@ -302,8 +327,15 @@ func (a *avroWriters) writePrimitive(w *avro.Writer, s *avro.PrimitiveSchema, j 
 		case avro.TimestampMillis, avro.TimestampMicros, avro.LocalTimestampMillis, avro.LocalTimestampMicros:
 			var t time.Time
 			if t, err = timestampFromJSON(logical, j, path); err == nil {
-				n = t.UnixMilli()
+				unit := time.Millisecond
 				if logical == avro.TimestampMicros || logical == avro.LocalTimestampMicros {
+					unit = time.Microsecond
+				}
+				if t.Nanosecond()%int(unit) != 0 {
+					return misfit(path, "%s has digits below the %s the logical type %s keeps", brief(j), unit, logical)
+				}
+				n = t.UnixMilli()
+				if unit == time.Microsecond {
 					n = t.UnixMicro()
 				}
 			}

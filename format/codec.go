@@ -1,6 +1,7 @@
 package format
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,6 +84,13 @@ func (j *jsonParsers) parseValue(in []byte) (*fastjson.Parser, *fastjson.Value, 
 	if err := fastjson.ValidateBytes(in); err != nil {
 		return nil, nil, fmt.Errorf("not JSON: %w", err)
 	}
+	// Nor does it refuse an escaped surrogate that is not half of a pair:
+	// it would keep the escape's text, or put U+FFFD in its place.
+	if bytes.Contains(in, []byte(`\u`)) {
+		if err := checkSurrogates(in); err != nil {
+			return nil, nil, err
+		}
+	}
 	p := j.parsers.Get()
 	v, err := p.ParseBytes(in)
 	if err != nil {
@@ -158,6 +166,57 @@ func ID(b []byte) (id int, body []byte, err error) {
 		return 0, nil, fmt.Errorf("%w (%v)", ErrNotFramed, err)
 	}
 	return id, body, nil
+}
+
+// checkSurrogates refuses valid JSON whose strings escape a surrogate
+// (\ud800 to \udfff) that is not a high one followed at once by an
+// escaped low one.
+func checkSurrogates(in []byte) error {
+	hex4 := func(b []byte) (rune, bool) {
+		if len(b) < 4 {
+			return 0, false
+		}
+		var r rune
+		for _, c := range b[:4] {
+			switch {
+			case c >= '0' && c <= '9':
+				r = r<<4 | rune(c-'0')
+			case c >= 'a' && c <= 'f':
+				r = r<<4 | rune(c-'a'+10)
+			case c >= 'A' && c <= 'F':
+				r = r<<4 | rune(c-'A'+10)
+			default:
+				return 0, false
+			}
+		}
+		return r, true
+	}
+	bad := errors.New("not JSON text of Unicode: an escaped surrogate that is not half of a pair")
+	for i := 0; i < len(in); i++ {
+		if in[i] != '\\' || i+1 >= len(in) {
+			continue
+		}
+		if in[i+1] != 'u' {
+			i++ // an escape of another character, a backslash included
+			continue
+		}
+		r, _ := hex4(in[i+2:])
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return bad
+		case r >= 0xd800 && r <= 0xdbff:
+			if i+7 >= len(in) || in[i+6] != '\\' || in[i+7] != 'u' {
+				return bad
+			}
+			if lo, _ := hex4(in[i+8:]); lo < 0xdc00 || lo > 0xdfff {
+				return bad
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return nil
 }
 
 // generic converts a parsed value to encoding/json's generic form; it

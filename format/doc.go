@@ -22,6 +22,8 @@
 //     record is due are each an error naming the path in the payload
 //     ($.items[2].qty) and what does not fit. A field the payload lacks
 //     takes the schema's default, or is an error when it has none.
-//   - Decode(Encode(x)) is x's JSON up to member order, number spelling and
-//     members the schema filled from defaults.
+//   - Decode(Encode(x)) is x's JSON up to member order, number spelling,
+//     members the schema filled from defaults and each format's JSON
+//     mapping (Avro logical types as their numbers; Protobuf in protojson's
+//     form, zero values left out).
 package format

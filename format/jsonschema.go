@@ -3,6 +3,7 @@ package format
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 
@@ -22,7 +23,10 @@ type jsonSchemaCodec struct {
 
 // jsonSchemaURL is the URL the registered schema is compiled under; its
 // references are added under their own names.
-const jsonSchemaURL = "outboxd:///registered.json"
+const (
+	jsonSchemaBase = "outboxd:///"
+	jsonSchemaURL  = jsonSchemaBase + "registered.json"
+)
 
 func newJSONSchema(s Schema) (*jsonSchemaCodec, error) {
 	c := jsonschema.NewCompiler()
@@ -36,6 +40,11 @@ func newJSONSchema(s Schema) (*jsonSchemaCodec, error) {
 		return c.AddResource(url, doc)
 	}
 	for name, text := range s.References {
+		// A relative name is relative to the registered schema, as its
+		// $ref resolves it; the compiler would take it as a file.
+		if u, err := url.Parse(name); err == nil && u.Scheme == "" {
+			name = jsonSchemaBase + name
+		}
 		if err := add(name, text); err != nil {
 			return nil, err
 		}

@@ -215,11 +215,12 @@ type Config struct {
 	MaintenanceInterval time.Duration
 	// Decoder, when set, decodes each record's value and key from a schema
 	// registry's wire format (outboxd's --value-format and --key-format
-	// avro, protobuf or json-schema) back to the row's JSON, or the text
-	// of a string schema, before the handler sees them. The record is
+	// avro, protobuf or json-schema) to JSON, or the text of a string
+	// schema, before the handler sees them (docs/schema-registry.md
+	// says what each format gives back). The record is
 	// keyed as before, by its headers; a dead letter keeps the bytes as
-	// they came. A registry that does not answer is retried like any
-	// outage; a record that cannot be decoded (an unknown schema id, bytes
+	// they came. A registry that does not answer (or refuses the
+	// credentials, or is not at the URL) is retried like any outage; a record that cannot be decoded (an unknown schema id, bytes
 	// not in the wire format) is refused like a handler's refusal.
 	Decoder *registry.Decoder
 	// Metrics, when set, gets the consumer's metrics.

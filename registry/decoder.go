@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -40,7 +41,9 @@ type Decoder struct {
 }
 
 // UnavailableError is a registry that did not answer (a network error, a
-// timeout, HTTP 5xx, 408 or 429): trying again later may succeed.
+// timeout, HTTP 5xx, 408 or 429), refused the credentials (401, 403), or
+// is not at the URL (a 404 that is not its own): trying again later, or
+// once someone fixed it, may succeed, and the record is not at fault.
 type UnavailableError struct{ Err error }
 
 func (e *UnavailableError) Error() string { return "schema registry unavailable: " + e.Err.Error() }
@@ -122,10 +125,22 @@ func (d *Decoder) codec(ctx context.Context, id int) (*format.Codec, error) {
 	return c, nil
 }
 
-// unavailable marks err as the registry not answering when it is.
+// unavailable marks err as the registry not answering, or not letting
+// the consumer in, when it is: what the registry or its operator must
+// fix, not the record. Only a schema id the registry says it does not
+// have (error code 40403) is the record's.
 func (d *Decoder) unavailable(err error) error {
-	if isTransient(err) {
-		return &UnavailableError{Err: err}
+	var re *sr.ResponseError
+	switch {
+	case isTransient(err):
+	case errors.As(err, &re) && (re.StatusCode == http.StatusUnauthorized || re.StatusCode == http.StatusForbidden):
+	case errors.As(err, &re) && re.StatusCode == http.StatusNotFound && re.ErrorCode != schemaNotFound:
+		// A 404 that is not the registry's own answer: a wrong base URL.
+	default:
+		return err
 	}
-	return err
+	return &UnavailableError{Err: err}
 }
+
+// schemaNotFound is the registry's error code for an unknown schema id.
+const schemaNotFound = 40403

@@ -35,11 +35,11 @@ func (s *Stage) fetch(ctx context.Context, f *fetch) (*entry, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if !isTransient(err) {
+		if !f.retry {
+			s.log.Warn("looking up the latest schema again failed; the cached one serves meanwhile", "subject", f.k.subject, "err", err)
 			return nil, err
 		}
-		if !f.retry {
-			s.log.Warn("looking up the latest schema again; the cached one serves meanwhile", "subject", f.k.subject, "err", err)
+		if !isTransient(err) {
 			return nil, err
 		}
 		wait := bo.NextBackOff()

@@ -258,12 +258,10 @@ func (s *Stage) refetch(ctx context.Context, k subjectKey, side Side, pos outbox
 			return nil, err
 		}
 	}
-	e, err := s.wait(ctx, f, nil)
-	if err != nil {
-		return nil, err
-	}
+	// Noted before waiting: when ctx ends first and the record is offered
+	// again, it waits for this fetch (pending) rather than ask again.
 	s.refetched[k] = pos
-	return e, nil
+	return s.wait(ctx, f, nil)
 }
 
 // ask sends a fetch of k and, when it retries until it succeeds, waits

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"strings"
 	"testing"
 	"time"
@@ -395,5 +396,41 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		if c.Validate() == nil {
 			t.Errorf("Validate(%+v) = nil", c)
 		}
+	}
+}
+
+// Regression (a review of issue 41's stage): a misfit's refetch was
+// noted only once it succeeded, so a registry slower than the reader's
+// wake-up (the record offered again after 100 ms) was asked again on
+// every offer, and the record never refused.
+func TestAMisfitAsksOnceWhileTheRegistryIsSlow(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	reg.RegisterSchema("orders-value", sr.Schema{Schema: v1})
+	st, next := start(t, reg, registry.Config{Value: registry.Side{Format: format.Avro}})
+	if err := st.Apply(t.Context(), event(0, `{"id":1}`, "")); err != nil {
+		t.Fatal(err)
+	}
+	var asked atomic.Int32
+	reg.Intercept(func(http.ResponseWriter, *http.Request) bool {
+		asked.Add(1)
+		time.Sleep(300 * time.Millisecond)
+		return false
+	})
+	bad := event(1, `{"id":"x"}`, "")
+	deadline := time.Now().Add(10 * time.Second)
+	for len(next.rejected) == 0 {
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		err := st.Apply(ctx, bad)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the record was never refused; the registry was asked %d times", asked.Load())
+		}
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the registry was asked %d times for one record, want 1", n)
 	}
 }

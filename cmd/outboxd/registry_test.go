@@ -132,6 +132,12 @@ func testRegistryFormat(t *testing.T, regURL, python string, tc registryCase) {
 		return out
 	}
 	insert(w.topic, n(1, 5, "")...)
+	// Version 2 comes once the first five are published under version 1.
+	var published string
+	if err := w.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&published); err != nil {
+		t.Fatal(err)
+	}
+	waitSlotPast(t, w, published)
 	insert(w.topic, tc.bad)
 	v2 := register(w.topic+"-value", tc.v2, tc.typ)
 	insert(w.topic, n(6, 8, `, "note": "v2"`)...)

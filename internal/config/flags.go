@@ -478,7 +478,7 @@ func flags() []flagSpec {
 			field: "Registry.Key.ID",
 			bind:  integer(func(c *Config) *int { return &c.Registry.Key.ID })},
 		{name: "auto-register-schemas", group: GroupRegistry,
-			usage: "register --value-schema and --key-schema under their subjects at start and use them (off: use only what the registry holds, as most shops require)",
+			usage: "register --value-schema and --key-schema under their subjects when a record first needs them, and use them (off: use only what the registry holds, as most shops require)",
 			field: "Registry.AutoRegister",
 			bind:  boolean(func(c *Config) *bool { return &c.Registry.AutoRegister })},
 		{name: "value-schema", group: GroupRegistry, usage: "the value schema's text that --auto-register-schemas registers",
