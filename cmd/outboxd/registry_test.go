@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -74,6 +76,10 @@ func TestSchemaRegistryFormats(t *testing.T) {
 	t.Run("exactly-once stops at a misfit", func(t *testing.T) {
 		t.Parallel()
 		testStopAtAMisfit(t, regURL, python)
+	})
+	t.Run("auto-registration under the topic-record strategy", func(t *testing.T) {
+		t.Parallel()
+		testAutoRegisterUnderTopicRecord(t, regURL, python)
 	})
 }
 
@@ -441,5 +447,44 @@ func testStopAtAMisfit(t *testing.T, regURL, python string) {
 	slices.Sort(ns)
 	if !reflect.DeepEqual(ns, []float64{1, 2}) {
 		t.Errorf("committed records hold n %v, want 1 and 2 (the rows before the one that does not fit, once each)", ns)
+	}
+}
+
+// testAutoRegisterUnderTopicRecord: with --auto-register-schemas and the
+// topic-record strategy, outboxd registers --value-schema-file under
+// "<topic>-<record name>" in the real registry and encodes with it.
+func testAutoRegisterUnderTopicRecord(t *testing.T, regURL, python string) {
+	ctx := t.Context()
+	w := newWorld(t)
+	const schema = `{"type":"record","name":"Event","namespace":"shop","fields":[{"name":"n","type":"long"}]}`
+	file := filepath.Join(t.TempDir(), "event.avsc")
+	if err := os.WriteFile(file, []byte(schema+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := w.start(t, "--value-format", "avro", "--schema-registry-url", regURL, "--auto-register-schemas", "--value-schema-file", file,
+		"--subject-name-strategy", "topic-record", "--value-schema-record", "shop.Event")
+	waitSlot(t, w.pool, w.slot, p)
+	for _, pl := range []string{`{"n": 1}`, `{"n": 2}`} {
+		if _, err := w.pool.Exec(ctx, `INSERT INTO outbox (aggregate_id, topic, payload) VALUES (gen_random_uuid(), $1, $2)`, w.topic, pl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := consumeTopics(t, strings.Split(w.brokers, ","), 2, w.topic)
+	cl, err := sr.NewClient(sr.URLs(regURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := cl.SchemaByVersion(ctx, w.topic+"-shop.Event", -1)
+	if err != nil {
+		t.Fatalf("the subject %s-shop.Event: %v", w.topic, err)
+	}
+	var reqs []decodeRequest
+	for _, r := range recs {
+		reqs = append(reqs, decodeRequest{Format: "avro", Schema: ss.Schema.Schema, Record: r.Value})
+	}
+	for i, d := range decodeIndependently(t, python, reqs) {
+		if d.Error != "" || d.ID != ss.ID {
+			t.Errorf("record %d: %+v, want it under the registered schema id %d", i, d, ss.ID)
+		}
 	}
 }
