@@ -219,19 +219,17 @@ func (s *Stage) schema(ctx context.Context, k subjectKey, side Side) (*entry, er
 	f := s.pending[k]
 	s.mu.Unlock()
 	if f != nil {
+		if e == nil || f.retry {
+			return s.wait(ctx, f, e)
+		}
+		// A refresh: its answer when it has one, else the cached schema.
 		select {
 		case <-f.done:
 			s.settle(f)
 			if f.e != nil {
 				return f.e, nil
 			}
-			if e == nil || f.retry {
-				return nil, f.err
-			}
 		default:
-			if e == nil || f.retry {
-				return s.wait(ctx, f, e)
-			}
 		}
 		return e, nil
 	}
