@@ -1,6 +1,7 @@
 package format
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -112,9 +113,10 @@ func (c *avroCodec) encode(b, in []byte) ([]byte, error) {
 			return nil, misfit("", "not UTF-8 text, which an Avro string must be")
 		}
 		if c.rawBranch >= 0 {
-			b = binaryLong(b, int64(c.rawBranch))
+			b = binary.AppendVarint(b, int64(c.rawBranch))
 		}
-		return append(binaryLong(b, int64(len(in))), in...), nil
+		// Avro writes a long as Go writes a varint: zig-zag, then base 128.
+		return append(binary.AppendVarint(b, int64(len(in))), in...), nil
 	}
 	p, j, err := c.parseValue(in)
 	if err != nil {
@@ -127,14 +129,6 @@ func (c *avroCodec) encode(b, in []byte) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, w.Buffer()...), nil
-}
-
-// binaryLong appends Avro's encoding of a long (zig-zag, then base-128
-// varint), a string's or bytes' length.
-func binaryLong(b []byte, n int64) []byte {
-	w := avro.NewWriter(nil, 10)
-	w.WriteLong(n)
-	return append(b, w.Buffer()...)
 }
 
 func (c *avroCodec) decode(body []byte) ([]byte, error) {
