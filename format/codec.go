@@ -23,18 +23,29 @@ const (
 // Formats lists every format's name, JSON first.
 func Formats() []string { return []string{JSON, Avro, Protobuf, JSONSchema} }
 
-// SchemaType is the registry's name for a format's schemas ("AVRO", ...);
-// "" for JSON.
+// schemaTypes are the registry's types of each format's schemas.
+func schemaTypes() map[string]sr.SchemaType {
+	return map[string]sr.SchemaType{Avro: sr.TypeAvro, Protobuf: sr.TypeProtobuf, JSONSchema: sr.TypeJSON}
+}
+
+// SchemaType is the registry's type of a format's schemas (AVRO, ...); -1
+// for JSON, which has none.
 func SchemaType(format string) sr.SchemaType {
-	switch format {
-	case Avro:
-		return sr.TypeAvro
-	case Protobuf:
-		return sr.TypeProtobuf
-	case JSONSchema:
-		return sr.TypeJSON
+	if t, ok := schemaTypes()[format]; ok {
+		return t
 	}
 	return -1
+}
+
+// Of is the format of the registry's schema type; "" for one outboxd does
+// not know.
+func Of(t sr.SchemaType) string {
+	for f, ft := range schemaTypes() {
+		if ft == t {
+			return f
+		}
+	}
+	return ""
 }
 
 // Schema is one registered schema as a Codec needs it.

@@ -115,8 +115,7 @@ func (d *Decoder) codec(ctx context.Context, id int) (*format.Codec, error) {
 	if err := references(ctx, d.cl, s.References, refs, 0); err != nil {
 		return nil, d.unavailable(fmt.Errorf("looking up the references of schema id %d: %w", id, err))
 	}
-	f := map[sr.SchemaType]string{sr.TypeAvro: format.Avro, sr.TypeProtobuf: format.Protobuf, sr.TypeJSON: format.JSONSchema}[s.Type]
-	if c, err = format.New(format.Schema{Format: f, Text: s.Schema, References: refs}); err != nil {
+	if c, err = format.New(format.Schema{Format: format.Of(s.Type), Text: s.Schema, References: refs}); err != nil {
 		return nil, fmt.Errorf("schema id %d: %w", id, err)
 	}
 	d.mu.Lock()
