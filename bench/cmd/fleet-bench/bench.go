@@ -60,7 +60,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	res := Results{Date: time.Now().UTC().Format(time.RFC3339), Args: o.args, Machine: host.Describe(), Settings: b.settings(ctx, limits), Errors: map[string]string{}}
 	res.Settings["setup_seconds"] = fmt.Sprintf("%.0f", time.Since(setUpStart).Seconds())
 	for rep := 1; rep <= o.reps; rep++ {
-		for _, step := range stepOrder(rep, o.debezium != "", o.slotReader != "") {
+		for _, step := range stepOrder(rep, o.debezium != "", o.slotReader != "", !o.noProcesses) {
 			if err := b.measure(ctx, step, rep, &res); err != nil {
 				if ctx.Err() != nil {
 					return fmt.Errorf("interrupted in step %s of repetition %d: %w", step, rep, ctx.Err())
@@ -76,15 +76,17 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 
 // stepOrder is a repetition's steps: A, then the single pipeline (the
 // load's reference, next to A's load), then (withFloor) F1 and F, the
-// floor under both, then B, then (withDebezium) C and D; every other
-// repetition the other way round, so that the machine's drift over the
-// run falls on A and B, and on C and D, alike.
-func stepOrder(rep int, withDebezium, withFloor bool) []string {
+// floor under both, then (withProcesses) B, then (withDebezium) C and D;
+// every other repetition the other way round, so that the machine's drift
+// over the run falls on A and B, and on C and D, alike.
+func stepOrder(rep int, withDebezium, withFloor, withProcesses bool) []string {
 	steps := []string{"A", "single"}
 	if withFloor {
 		steps = append(steps, "F1", "F")
 	}
-	steps = append(steps, "B")
+	if withProcesses {
+		steps = append(steps, "B")
+	}
 	if withDebezium {
 		steps = append(steps, "C", "D")
 	}
@@ -235,8 +237,8 @@ func (b *bench) settings(ctx context.Context, limits []string) map[string]string
 		"pipeline_settings": "brokers, log-level warn, and each pipeline's database-url and slot: the top level and entries of A's file, " +
 			"flags of each B process and of the single pipeline; everything else run's defaults",
 		"max_procs": "1 for every process: outboxd's by run's --max-procs default, with or without --config; slot-reader's (F, F1) by GOMAXPROCS=1",
-		"order": "each repetition: " + strings.Join(stepOrder(1, b.o.debezium != "", b.o.slotReader != ""), ", ") +
-			"; every other one: " + strings.Join(stepOrder(2, b.o.debezium != "", b.o.slotReader != ""), ", "),
+		"order": "each repetition: " + strings.Join(stepOrder(1, b.o.debezium != "", b.o.slotReader != "", !b.o.noProcesses), ", ") +
+			"; every other one: " + strings.Join(stepOrder(2, b.o.debezium != "", b.o.slotReader != "", !b.o.noProcesses), ", "),
 	}
 	if b.o.debezium != "" {
 		s["debezium_pipelines"], s["debezium_rate"] = strconv.Itoa(b.o.peers), strconv.Itoa(b.o.peerRate)

@@ -38,7 +38,10 @@ type options struct {
 	peers, peerRate int
 	// slotReader is bench/cmd/slot-reader's binary ("": no floor steps).
 	slotReader string
-	args       []string // the command line's flags, for the report
+	// noProcesses leaves step B (a process a pipeline) out: a trial that
+	// compares builds of the one process needs A and the single pipeline.
+	noProcesses bool
+	args        []string // the command line's flags, for the report
 }
 
 func main() {
@@ -56,6 +59,7 @@ func main() {
 	flag.IntVar(&o.peerRate, "debezium-rate", 1_000, "steady load, events/s, of the steps beside Debezium, spread evenly over their pipelines")
 	flag.StringVar(&o.slotReader, "slot-reader", "bin/slot-reader", "slot-reader binary, for the floor steps F and F1 (empty: skip them)")
 	flag.StringVar(&o.out, "out", "docs/bench/fleet", "output directory")
+	flag.BoolVar(&o.noProcesses, "no-processes", false, "leave out step B (a process a pipeline), e.g. for a trial comparing two builds of the one process")
 	render := flag.Bool("render", false, "only re-render README.md from the output directory's results.json")
 	flag.Parse()
 	o.args = os.Args[1:]

@@ -100,19 +100,21 @@ func TestFloorStepsAreSetAgainstTheTarget(t *testing.T) {
 // Each repetition runs every step once, every other one in reverse.
 func TestStepOrder(t *testing.T) {
 	for _, c := range []struct {
-		rep                     int
-		withDebezium, withFloor bool
-		want                    string
+		rep                                    int
+		withDebezium, withFloor, withProcesses bool
+		want                                   string
 	}{
-		{1, false, false, "A single B"},
-		{2, false, false, "B single A"},
-		{1, true, false, "A single B C D"},
-		{2, true, false, "D C B single A"},
-		{1, false, true, "A single F1 F B"},
-		{2, true, true, "D C B F F1 single A"},
+		{1, false, false, true, "A single B"},
+		{2, false, false, true, "B single A"},
+		{1, true, false, true, "A single B C D"},
+		{2, true, false, true, "D C B single A"},
+		{1, false, true, true, "A single F1 F B"},
+		{2, true, true, true, "D C B F F1 single A"},
+		{1, false, false, false, "A single"},
+		{2, false, false, false, "single A"},
 	} {
-		if got := strings.Join(stepOrder(c.rep, c.withDebezium, c.withFloor), " "); got != c.want {
-			t.Errorf("stepOrder(%d, %v, %v) = %s, want %s", c.rep, c.withDebezium, c.withFloor, got, c.want)
+		if got := strings.Join(stepOrder(c.rep, c.withDebezium, c.withFloor, c.withProcesses), " "); got != c.want {
+			t.Errorf("stepOrder(%d, %v, %v, %v) = %s, want %s", c.rep, c.withDebezium, c.withFloor, c.withProcesses, got, c.want)
 		}
 	}
 }
