@@ -415,6 +415,16 @@ func TestDecode(t *testing.T) {
 			in:    outboxInsert(text("42"), text(testKey), text("orders"), text(testPayload), text(`{"outboxd.source": "elsewhere"}`)),
 			errs:  []string{`column "headers": header "outboxd.source" is reserved for the record's source (outbox id 42)`},
 		},
+		// Regression (issue 49, item 5): a row of one exactly-once pipeline
+		// could carry the header that another's progress reader trusts,
+		// naming that pipeline's transactional id, and so forge its
+		// progress in a progress topic it can write to.
+		{
+			name:  "reserved header outboxd-transactional-id",
+			setup: inTx,
+			in:    outboxInsert(text("42"), text(testKey), text("orders"), text(testPayload), text(`{"outboxd-transactional-id": "outboxd-orders"}`)),
+			errs:  []string{`column "headers": header "outboxd-transactional-id" is reserved for outboxd's exactly-once progress records (outbox id 42)`},
+		},
 		{
 			name:  "reserved header id, escaped",
 			setup: inTx,

@@ -47,6 +47,8 @@ func (l *Layout) appendHeaders(hdrs []outbox.Header, buf []byte, raw []byte) ([]
 			return hdrs, buf, errors.New(`header "id" is reserved for the outbox id`)
 		case outbox.SourceHeader:
 			return hdrs, buf, errors.New(`header "` + outbox.SourceHeader + `" is reserved for the record's source`)
+		case outbox.TransactionalIDHeader:
+			return hdrs, buf, errors.New(`header "` + outbox.TransactionalIDHeader + `" is reserved for outboxd's exactly-once progress records`)
 		}
 		i = skipSpace(raw, end)
 		if i >= len(raw) || raw[i] != ':' {

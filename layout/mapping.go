@@ -73,6 +73,8 @@ func (c Columns) Validate() error {
 			errs = append(errs, errors.New(`header columns: "id" is reserved for the outbox id header`))
 		case h == outbox.SourceHeader:
 			errs = append(errs, errors.New(`header columns: "`+outbox.SourceHeader+`" is reserved for the record's source`))
+		case h == outbox.TransactionalIDHeader:
+			errs = append(errs, errors.New(`header columns: "`+outbox.TransactionalIDHeader+`" is reserved for outboxd's exactly-once progress records`))
 		case c.CloudEvents != nil && ceReserved(h):
 			errs = append(errs, fmt.Errorf("header columns: %q is set by CloudEvents", h))
 		case seen[h]:

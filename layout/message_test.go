@@ -135,6 +135,10 @@ func TestDecodeMessageRowErrors(t *testing.T) {
 			err: "envelope headers: headers are a JSON array", topic: "t", value: "2"},
 		{name: "the id header set", transactional: true, content: `{"topic": "t", "headers": {"id": "x"}}`,
 			err: `header "id" is reserved`, topic: "t"},
+		// Regression (issue 49, item 5): an envelope could carry the header
+		// an exactly-once progress reader trusts.
+		{name: "the transactional id header set", transactional: true, content: `{"topic": "t", "headers": {"outboxd-transactional-id": "x"}}`,
+			err: `header "outboxd-transactional-id" is reserved`, topic: "t"},
 		{name: "a CloudEvents attribute set", mapping: Columns{CloudEvents: &CloudEvents{Source: "/s", Type: "x"}}, transactional: true,
 			content: `{"topic": "t", "headers": {"ce_type": "x"}}`, err: `header "ce_type" is set by CloudEvents`, topic: "t"},
 		{name: "a type template placeholder a message lacks", mapping: Columns{CloudEvents: &CloudEvents{Source: "/s", Type: "x.{type}"}}, transactional: true,

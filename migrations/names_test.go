@@ -161,8 +161,8 @@ func TestConstraintsReachExistingInstalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	applied, err := migrations.Apply(ctx, conn, target, log)
-	if err != nil || !slices.Equal(applied, []int{4, 5, 6, 7, 8, 9}) {
-		t.Fatalf("Apply after removing the row = %v, %v; want versions 4 to 9 (those after the failed one) applied", applied, err)
+	if err != nil || !slices.Equal(applied, []int{4, 5, 6, 7, 8, 9, 10, 11, 12}) {
+		t.Fatalf("Apply after removing the row = %v, %v; want versions 4 to 12 (those after the failed one) applied", applied, err)
 	}
 }
 
@@ -208,5 +208,35 @@ func TestEmitRefusesReservedTopics(t *testing.T) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "23514" || !strings.Contains(pgErr.Message, "outboxd.source") {
 		t.Errorf("outboxd_emit with an outboxd.source header: %v, want a check violation naming it", err)
+	}
+	// Regression (issue 49, item 5): nor the header an exactly-once
+	// publisher's progress reader trusts.
+	_, err = conn.Exec(ctx, `SELECT outboxd_emit('orders', '{}', NULL, '{"outboxd-transactional-id": "outboxd-x"}')`)
+	if !errors.As(err, &pgErr) || pgErr.Code != "23514" || !strings.Contains(pgErr.Message, "outboxd-transactional-id") {
+		t.Errorf("outboxd_emit with an outboxd-transactional-id header: %v, want a check violation naming it", err)
+	}
+}
+
+// Regression (issue 49, item 5): a row of the default table could carry the
+// header an exactly-once publisher's progress reader trusts, naming another
+// pipeline's transactional id; it is refused at insert.
+func TestDefaultTableRefusesTheTransactionalIDHeader(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, testenv.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := migrations.Apply(ctx, conn, migrations.Target{Table: "public.outbox", Publication: "outboxd"}, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, `INSERT INTO outbox (aggregate_id, topic, payload, headers) VALUES (gen_random_uuid(), 'orders', '{}', '{"outboxd-transactional-id": "outboxd-x"}')`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23514" || pgErr.ConstraintName != "outboxd_headers_not_transactional_id" {
+		t.Errorf("inserting a row with an outboxd-transactional-id header: %v, want the check violation of outboxd_headers_not_transactional_id", err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO outbox (aggregate_id, topic, payload, headers) VALUES (gen_random_uuid(), 'orders', '{}', '{"type": "x"}')`); err != nil {
+		t.Errorf("inserting a row with other headers: %v", err)
 	}
 }

@@ -24,6 +24,12 @@ const (
 	// after the id header, before the row's own headers: a consumer reads
 	// the first one of that name.
 	SourceHeader = "outboxd.source"
+	// TransactionalIDHeader is on the progress records of an exactly-once
+	// publisher, naming the transactional id that wrote them: its progress
+	// reader trusts a record only with its own. No record of an outbox row
+	// or message may carry it, or one pipeline's row could forge another's
+	// progress.
+	TransactionalIDHeader = "outboxd-transactional-id"
 )
 
 // RowError is a problem with one outbox row: a column value that cannot be

@@ -27,7 +27,7 @@ func progressKey(slot, systemID string, timeline int32) []byte {
 // that wrote it. The progress reader trusts only records in committed
 // Kafka transactions that carry it with its own transactional id (see
 // readProgress).
-const progressHeader = "outboxd-transactional-id"
+const progressHeader = outbox.TransactionalIDHeader
 
 // errProgressTopic refuses an event addressed to the progress topic.
 var errProgressTopic = errors.New("the progress topic holds outboxd's exactly-once progress: no event may be published there")
