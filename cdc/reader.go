@@ -18,6 +18,7 @@ import (
 	"github.com/outboxd/outboxd/cdc/readpace"
 	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/layout"
+	"github.com/outboxd/outboxd/lib/contain"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -189,7 +190,16 @@ func (r *reader) renewWake(ctx context.Context, wait time.Duration, fresh bool) 
 	return true
 }
 
-func (r *reader) handle(ctx context.Context, data []byte) error {
+// handle takes one CopyData message. A panic in what it calls (decoding,
+// the layout, a later stage) is returned as a permanent error (package
+// contain): the session then ends as after any failure, confirming only
+// what Kafka acknowledged, and stops its pipeline, not the process.
+func (r *reader) handle(ctx context.Context, data []byte) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = permanent(contain.Recovered(fmt.Sprintf("handling a replication message (the last transaction read ended at %s) on slot %s", r.lastEnd, r.slot), v))
+		}
+	}()
 	if len(data) == 0 {
 		return errors.New("empty CopyData message on the replication connection")
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/layout"
+	"github.com/outboxd/outboxd/lib/contain"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/slot"
@@ -177,7 +178,7 @@ func New(cfg Config, p *pump.Pump, log *slog.Logger) (*Streamer, error) {
 // which whoever did it can undo or complete (a process that stopped
 // would have to be restarted by hand, and a standby would give up its
 // place), and the retry warnings say what to fix.
-func (s *Streamer) Run(ctx context.Context) error {
+func (s *Streamer) Run(ctx context.Context) (err error) {
 	defer s.counters.state.Store(int32(StateStopped))
 	// The pump outlives the sessions' drains (it sends dead letters while
 	// they wait); a permanent failure in it stops the sessions.
@@ -186,28 +187,30 @@ func (s *Streamer) Run(ctx context.Context) error {
 	pumpCtx, stopPump := context.WithCancel(context.WithoutCancel(ctx))
 	pumped := make(chan error, 1)
 	go func() {
-		err := s.pump.Run(pumpCtx)
+		err := contain.Call("running the pump", func() error { return s.pump.Run(pumpCtx) })
 		if err != nil {
 			stopSessions(err)
 		}
 		pumped <- err
 	}()
-	err := s.setUp(sessions)
+	// Deferred, so that the pump stops also when the sessions panic (the
+	// pipeline recovers the panic).
+	defer func() {
+		stopPump()
+		if perr := <-pumped; perr != nil {
+			s.counters.permanentErrors.Add(1)
+			err = permanent(perr)
+		}
+	}()
+	err = s.setUp(sessions)
 	switch {
 	case err == nil:
-		err = s.loop(sessions)
+		return s.loop(sessions)
 	case ctx.Err() != nil:
 		s.log.Warn("stopped before the slot was set up; the next start does it again (an unfinished backfill runs again whole)", "slot", s.cfg.Slot, "err", err)
-		err = nil
-	default:
-		err = permanent(err) // the next start runs the setup again
+		return nil
 	}
-	stopPump()
-	if perr := <-pumped; perr != nil {
-		s.counters.permanentErrors.Add(1)
-		return permanent(perr)
-	}
-	return err
+	return permanent(err) // the next start runs the setup again
 }
 
 // reconnectBackOff is the backoff between attempts to reach PostgreSQL:
@@ -413,10 +416,8 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	hard, cancelHard := afterGrace(ctx, s.cfg.ShutdownTimeout)
 	defer cancelHard()
 	err = r.run(hard, ctx)
-	if derr := s.pump.Drain(hard); derr != nil && ctx.Err() != nil {
-		st := s.pump.Stats()
-		s.log.Warn("stopping with records unconfirmed; they are sent again on the next start",
-			"slot", s.cfg.Slot, "records", st.InFlightRecords, "bytes", st.InFlightBytes, "confirmed_lsn", s.pump.Flushed(), "cause", context.Cause(hard))
+	if werr := s.drain(ctx, hard); werr != nil && !IsPermanent(err) {
+		err = werr
 	}
 	// The final status: the watermark after the drain, then a clean end
 	// of the stream. When the connection is gone, the watermark is still
@@ -429,6 +430,58 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	}
 	s.confirmed = max(s.confirmed, r.confirmed, s.pump.Flushed())
 	return true, err
+}
+
+// withdrawTimeout bounds the wait of a Withdraw for the answers to the
+// requests already sent: a broker that answers does so well within it;
+// past it the sink closes its Kafka client (see publish.Producer.Withdraw),
+// so that what it sent is never sent again while another replica may
+// hold the slot.
+const withdrawTimeout = 10 * time.Second
+
+// drain waits for the records of a session that ends, before its slot is
+// given up: until Kafka acknowledged them, or, on a graceful stop (ctx
+// ended), at most until hard ends (ShutdownTimeout later), or, when the
+// session ended on its own (a lost connection: another replica may take
+// the slot once the server notices), at most SlotRetryInterval. What is
+// still unacknowledged then is withdrawn from the sink (pump.Withdraw),
+// so that nothing of this session can be written after another holder's
+// records: the next session, here or elsewhere, sends it again. An error
+// means the withdrawal did not finish: the pipeline must stop, which
+// closes its Kafka client.
+//
+// A sink that needs no withdrawal (exactly-once: the next holder of its
+// transactional id fences it) is waited for as long as hard lasts.
+func (s *Streamer) drain(ctx, hard context.Context) error {
+	wait := hard
+	if ctx.Err() == nil && s.pump.Withdraws() {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(hard, s.cfg.SlotRetryInterval)
+		defer cancel()
+	}
+	derr := s.pump.Drain(wait)
+	st := s.pump.Stats()
+	switch {
+	case derr == nil:
+		return nil
+	case !s.pump.Withdraws():
+		s.log.Warn("stopping with records unconfirmed; they are sent again on the next start",
+			"slot", s.cfg.Slot, "records", st.InFlightRecords, "bytes", st.InFlightBytes, "confirmed_lsn", s.pump.Flushed(), "cause", context.Cause(hard))
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
+	defer cancel()
+	if err := s.pump.Withdraw(wctx); err != nil {
+		return permanent(fmt.Errorf("withdrawing %d records Kafka has not acknowledged before giving up slot %s: %w", st.InFlightRecords, s.cfg.Slot, err))
+	}
+	if ctx.Err() != nil {
+		s.log.Warn("stopping with records Kafka has not acknowledged: withdrawn, never to be written by this process; they are sent again on the next start",
+			"slot", s.cfg.Slot, "records", st.InFlightRecords, "bytes", st.InFlightBytes, "confirmed_lsn", s.pump.Flushed(), "cause", context.Cause(hard))
+	} else if st.InFlightRecords > 0 {
+		s.log.Warn("the replication session ended with records Kafka has not acknowledged: withdrawn, never to be written by this session; the next one sends them again",
+			"slot", s.cfg.Slot, "records", st.InFlightRecords, "bytes", st.InFlightBytes, "confirmed_lsn", s.pump.Flushed())
+	}
+	return nil
 }
 
 // prepare runs the checks of one session on a regular connection and

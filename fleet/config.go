@@ -25,6 +25,10 @@ type Config struct {
 	// failed pipeline starts again. Defaults DefaultRetryInitial and
 	// DefaultRetryMax.
 	RetryInitial, RetryMax time.Duration
+	// UnrunCheckInterval is how often the fleet looks for slots of its
+	// databases that outboxd's catalog records and no pipeline runs (see
+	// Fleet.Unrun). Default DefaultUnrunCheckInterval.
+	UnrunCheckInterval time.Duration
 }
 
 // Defaults.
@@ -32,6 +36,8 @@ const (
 	DefaultRankDelay    = 3 * time.Second
 	DefaultRetryInitial = 5 * time.Second
 	DefaultRetryMax     = 5 * time.Minute
+
+	DefaultUnrunCheckInterval = time.Minute
 )
 
 // FieldError is a problem with one field of a Config.
@@ -53,6 +59,9 @@ func (c Config) WithDefaults() Config {
 	if c.RetryMax == 0 {
 		c.RetryMax = DefaultRetryMax
 	}
+	if c.UnrunCheckInterval == 0 {
+		c.UnrunCheckInterval = DefaultUnrunCheckInterval
+	}
 	return c
 }
 
@@ -71,7 +80,7 @@ func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    time.Duration
-	}{{"RankDelay", c.RankDelay}, {"RetryInitial", c.RetryInitial}, {"RetryMax", c.RetryMax}} {
+	}{{"RankDelay", c.RankDelay}, {"RetryInitial", c.RetryInitial}, {"RetryMax", c.RetryMax}, {"UnrunCheckInterval", c.UnrunCheckInterval}} {
 		if f.v < 0 {
 			bad(f.name, "must not be negative")
 		}

@@ -35,6 +35,12 @@ type Fleet struct {
 	leaving map[string]*Member
 
 	hookMu sync.Mutex // the hooks are called one at a time
+
+	// urls are the database URLs of every pipeline the fleet ran since it
+	// started (under mu): where slots of removed pipelines may remain.
+	urls    map[string]bool
+	unrunMu sync.Mutex
+	unrun   Unrun
 }
 
 func (f *Fleet) hook(h func(*Member), m *Member) {
@@ -55,9 +61,10 @@ func New(cfg Config, specs []Spec, hooks Hooks, log *slog.Logger) (*Fleet, error
 		return nil, err
 	}
 	f := &Fleet{cfg: cfg.WithDefaults(), hooks: hooks, log: log, reloads: make(chan []Spec, 1), members: map[string]*Member{},
-		leaving: map[string]*Member{}}
+		leaving: map[string]*Member{}, urls: map[string]bool{}}
 	for _, s := range specs {
 		f.members[s.Name] = newMember(s, f.cfg, log)
+		f.urls[s.Config.Stream.DatabaseURL] = true
 	}
 	return f, nil
 }
@@ -123,6 +130,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 	for _, m := range f.Members() {
 		start(m, nil)
 	}
+	reloaded := make(chan struct{}, 1)
 	g.Go(func() error {
 		for {
 			select {
@@ -130,9 +138,14 @@ func (f *Fleet) Run(ctx context.Context) error {
 				return nil
 			case specs := <-f.reloads:
 				f.apply(specs, start)
+				select {
+				case reloaded <- struct{}{}:
+				default:
+				}
 			}
 		}
 	})
+	g.Go(func() error { f.checkUnrun(gctx, reloaded); return nil })
 	return g.Wait()
 }
 
@@ -144,8 +157,10 @@ func (f *Fleet) apply(specs []Spec, start func(m, after *Member)) {
 	defer f.mu.Unlock()
 	keep := map[string]bool{}
 	var added, changed, removed, unchanged []string
+	var gone []*Member
 	for _, s := range specs {
 		keep[s.Name] = true
+		f.urls[s.Config.Stream.DatabaseURL] = true
 		old, ok := f.members[s.Name]
 		switch {
 		case !ok:
@@ -162,6 +177,7 @@ func (f *Fleet) apply(specs []Spec, start func(m, after *Member)) {
 			old.stop()
 			start(m, old)
 			changed = append(changed, s.Name)
+			gone = append(gone, old)
 		}
 	}
 	for name, m := range f.members {
@@ -170,7 +186,9 @@ func (f *Fleet) apply(specs []Spec, start func(m, after *Member)) {
 			delete(f.members, name)
 			f.leaving[name] = m
 			removed = append(removed, name)
+			gone = append(gone, m)
 		}
 	}
 	f.log.Info("pipelines reloaded", "added", added, "changed", changed, "removed", removed, "unchanged", len(unchanged))
+	f.logRemoved(gone, specs)
 }

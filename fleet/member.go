@@ -2,15 +2,20 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/lib/contain"
+	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/pipeline"
 	"github.com/outboxd/outboxd/pump"
 )
@@ -32,10 +37,11 @@ type Status struct {
 	// pipeline failed with and when it starts again, what it waits for.
 	Detail string
 	Since  time.Time // when State was entered (for the states of this package)
-	// Failures counts the times the pipeline failed and was started again;
-	// LastError is the last failure's error, kept after the restart.
-	Failures  int
-	LastError string
+	// Failures counts the times the pipeline failed and was started again,
+	// Panics those of them that were a panic (a bug); LastError is the last
+	// failure's error, kept after the restart.
+	Failures, Panics int
+	LastError        string
 }
 
 // Member runs one pipeline of a fleet for as long as the fleet keeps it:
@@ -57,6 +63,7 @@ type Member struct {
 	detail   string
 	since    time.Time
 	failures int
+	panics   int
 	lastErr  string
 	stopped  bool               // stop was called
 	stopRun  context.CancelFunc // run's own, set while run runs
@@ -83,7 +90,7 @@ func (m *Member) Observe(o pump.Observer) {
 func (m *Member) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := Status{Name: m.spec.Name, Rank: m.rank, State: m.state, Detail: m.detail, Since: m.since, Failures: m.failures, LastError: m.lastErr}
+	st := Status{Name: m.spec.Name, Rank: m.rank, State: m.state, Detail: m.detail, Since: m.since, Failures: m.failures, Panics: m.panics, LastError: m.lastErr}
 	if st.State == "" && m.cur != nil {
 		st.State = m.cur.Stream().Stats().State.String()
 	}
@@ -168,6 +175,13 @@ func (m *Member) Counts() pipeline.Counts {
 	}
 }
 
+// Panics counts the times the pipeline panicked and was started again.
+func (m *Member) Panics() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return uint64(m.panics)
+}
+
 func (m *Member) setState(state, detail string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -226,11 +240,21 @@ func (m *Member) run(ctx context.Context) {
 			bo.Reset() // it ran a while: a new failure, not the same one again
 		}
 		wait = bo.NextBackOff()
+		var pe *contain.PanicError
+		panicked := errors.As(err, &pe)
 		m.mu.Lock()
 		m.failures++
+		if panicked {
+			m.panics++
+		}
 		m.lastErr = err.Error()
 		m.mu.Unlock()
-		m.setState(StateBackingOff, fmt.Sprintf("%v (starting again at %s)", err, time.Now().Add(wait).UTC().Format(time.RFC3339)))
+		m.setState(StateBackingOff, fmt.Sprintf("%s (starting again at %s)", summary(err), time.Now().Add(wait).UTC().Format(time.RFC3339)))
+		if panicked {
+			m.log.Error("pipeline panicked (a bug in outboxd: please report it with this stack); the other pipelines go on, and this one starts again after a backoff, "+
+				"nothing confirmed past what Kafka acknowledged", "err", err, "retry_in", wait, "stack", string(pe.Stack))
+			continue
+		}
 		m.log.Error("pipeline stopped; the other pipelines go on, and this one starts again after a backoff", "err", err, "retry_in", wait)
 	}
 }
@@ -238,6 +262,13 @@ func (m *Member) run(ctx context.Context) {
 // runOnce builds the pipeline and runs it until ctx ends (nil), it fails
 // (its error), or it was handed over (yielded).
 func (m *Member) runOnce(ctx context.Context) (yielded bool, err error) {
+	// The pipeline's goroutines return their panics as errors (package
+	// contain); this one's own code, building it, does here.
+	defer func() {
+		if v := recover(); v != nil {
+			err = contain.Recovered("running pipeline "+m.spec.Name, v)
+		}
+	}()
 	cfg := m.spec.Config
 	cfg.Stream.TakeoverDelay = m.delay()
 	p, err := pipeline.New(cfg, m.log)
@@ -259,21 +290,23 @@ func (m *Member) runOnce(ctx context.Context) (yielded bool, err error) {
 	defer stopHandover()
 	g.Go(func() error {
 		defer stopHandover()
-		return p.Run(pctx)
+		return contain.Call("running pipeline "+m.spec.Name, func() error { return p.Run(pctx) })
 	})
 	if m.cfg.Replicas > 1 {
 		h := handover{slot: streamSlot(cfg), url: cfg.Stream.DatabaseURL, every: m.cfg.RankDelay, log: m.log}
 		g.Go(func() error {
-			if m.rank == 0 {
-				h.claim(hctx, p)
+			return contain.Call("handing pipeline "+m.spec.Name+" over", func() error {
+				if m.rank == 0 {
+					h.claim(hctx, p)
+					return nil
+				}
+				if h.listen(hctx, p) {
+					m.log.Info("the replica ranked first for the pipeline stands by: handing it over (drain, confirm, release the slot)", "rank", m.rank)
+					yielded = true
+					stopPipeline()
+				}
 				return nil
-			}
-			if h.listen(hctx, p) {
-				m.log.Info("the replica ranked first for the pipeline stands by: handing it over (drain, confirm, release the slot)", "rank", m.rank)
-				yielded = true
-				stopPipeline()
-			}
-			return nil
+			})
 		})
 	}
 	err = g.Wait()
@@ -281,6 +314,35 @@ func (m *Member) runOnce(ctx context.Context) (yielded bool, err error) {
 }
 
 func streamSlot(c pipeline.Config) string { return c.Stream.WithDefaults().Slot }
+
+// maxDetail bounds a failure's text in a Status's Detail.
+const maxDetail = 300
+
+// summary is err as Status.Detail says it (on /pipelines, unauthenticated):
+// a row's error without its text, which can quote the row's values (the
+// Error log has it whole), and any other cut at maxDetail bytes.
+func summary(err error) string {
+	var re *outbox.RowError
+	if errors.As(err, &re) {
+		what := "a row of " + re.Table
+		if re.ID != "" {
+			what += " (outbox id " + re.ID + ")"
+		}
+		if re.Column != "" {
+			what += ", column " + strconv.Quote(re.Column)
+		}
+		return what + " cannot be published; the Error log says why"
+	}
+	msg := err.Error()
+	if len(msg) <= maxDetail {
+		return msg
+	}
+	cut := maxDetail
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "… (the Error log has it whole)"
+}
 
 // sleep waits d or until ctx ends; it reports whether d passed.
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -37,14 +37,6 @@ type Config struct {
 	// Heartbeat is how often to write a heartbeat message so that an idle
 	// slot advances; 0: off.
 	Heartbeat time.Duration
-	// Clients, when set, shares at-least-once Kafka clients among the
-	// pipelines of a process: this pipeline publishes through Clients'
-	// client for ClientKey, which must stand for every setting of Kafka
-	// (see publish.Pool). nil: the pipeline's own client. Exactly-once
-	// pipelines always own theirs (a transactional producer is one
-	// pipeline's).
-	Clients   *publish.Pool
-	ClientKey string
 }
 
 // FieldError is a problem with one field of a Config, named by its path:
@@ -93,9 +85,6 @@ func (c Config) Problems() []error {
 			continue
 		}
 		add("Monitor", e)
-	}
-	if c.Clients != nil && c.ClientKey == "" {
-		errs = append(errs, &FieldError{Field: "ClientKey", Problem: "required with Clients: it says which pipelines may share a client"})
 	}
 	if c.Heartbeat < 0 {
 		errs = append(errs, &FieldError{Field: "Heartbeat", Problem: "must not be negative"})

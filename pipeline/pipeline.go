@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/lib/contain"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/registry"
@@ -67,12 +68,6 @@ func New(cfg Config, log *slog.Logger) (*Pipeline, error) {
 		p.sink = p.txn
 		// Progress recorded for one server is no resume point on another.
 		stream.StopOnServerChange = true
-	} else if cfg.Clients != nil {
-		var shared *publish.Producer
-		if shared, p.reach, err = cfg.Clients.Producer(cfg.ClientKey, cfg.Kafka); err != nil {
-			return nil, err
-		}
-		p.sink = shared
 	} else if p.sink, err = publish.New(kafka, log); err != nil {
 		return nil, err
 	}
@@ -116,7 +111,16 @@ func streamSlot(c cdc.Config) string { return c.WithDefaults().Slot }
 // once the stream finished its open transaction, Kafka acknowledged and
 // the slot is confirmed) or a stage fails for good (its error). It closes
 // the Kafka client before it returns. Call it once.
-func (p *Pipeline) Run(ctx context.Context) error {
+//
+// A panic in any of its goroutines stops it with a *contain.PanicError,
+// as any failure does: one pipeline's bug never stops the process.
+func (p *Pipeline) Run(ctx context.Context) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = contain.Recovered("running the pipeline", v)
+		}
+	}()
+	defer p.pump.Close()
 	defer p.sink.Close()
 	if t := p.cfg.Pump.DeadLetterTopic; t != "" {
 		if err := checkDeadLetterTopic(ctx, p.sink, t, p.cfg.Kafka.AllowAutoTopicCreation, p.log); err != nil {
@@ -126,10 +130,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	// Kafka is checked beside the stream, not before it: while it does
 	// not answer, the stream goes on and its records wait.
-	g.Go(func() error { return p.reach.CheckAtStart(gctx, p.sink.Ping) })
-	g.Go(func() error { return p.wal.Run(gctx) })
+	safeGo(g, "checking that Kafka answers", func() error { return p.reach.CheckAtStart(gctx, p.sink.Ping) })
+	safeGo(g, "checking the WAL the slot retains", func() error { return p.wal.Run(gctx) })
 	if p.hb != nil {
-		g.Go(func() error { return p.hb.Run(gctx) })
+		safeGo(g, "writing heartbeats", func() error { return p.hb.Run(gctx) })
 	}
 	// The registry's fetcher outlives the stream, which finishes its open
 	// transaction at a stop and may need a schema for it.
@@ -138,12 +142,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		regCtx, stopReg := context.WithCancel(context.WithoutCancel(gctx))
 		defer stopReg()
 		streamDone = stopReg
-		g.Go(func() error { return p.reg.Run(regCtx) })
+		safeGo(g, "fetching schemas", func() error { return p.reg.Run(regCtx) })
 	}
 	// The stream's Run returns nil only once gctx ended: on a stop, or
 	// when a sibling failed (then g.Wait returns that sibling's error).
 	if p.txn == nil {
-		g.Go(func() error {
+		safeGo(g, "streaming", func() error {
 			defer streamDone()
 			return p.stream.Run(gctx)
 		})
@@ -154,8 +158,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	// a record refused): its records fail, and so does the pump.
 	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSink()
-	g.Go(func() error { return p.txn.Run(sinkCtx) })
-	g.Go(func() error {
+	safeGo(g, "producing Kafka transactions", func() error { return p.txn.Run(sinkCtx) })
+	safeGo(g, "streaming", func() error {
 		defer stopSink()
 		defer streamDone()
 		return p.stream.Run(gctx)
@@ -163,8 +167,18 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
+// safeGo runs f in g with its panic returned as an error (package
+// contain): a bug one pipeline hits stops that pipeline, as any failure
+// does, and not the process with every other pipeline in it.
+func safeGo(g *errgroup.Group, what string, f func() error) {
+	g.Go(func() error { return contain.Call(what, f) })
+}
+
 // Close releases the Kafka client of a Pipeline that is not run.
-func (p *Pipeline) Close() { p.sink.Close() }
+func (p *Pipeline) Close() {
+	p.sink.Close()
+	p.pump.Close()
+}
 
 // Stream is the pipeline's replication stream: its state and statistics.
 func (p *Pipeline) Stream() *cdc.Streamer { return p.stream }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -92,9 +93,7 @@ type Producer struct {
 	maxRecordBytes int
 	dataLoss       *dataLossCounter
 	explain        errgroup.Group // goroutines looking up a broker's limit for an error
-	// share is the shared client this Producer publishes through (see
-	// Pool), nil when it owns cl.
-	share *share
+	closeOnce      sync.Once
 }
 
 // New creates the producer. It does not contact Kafka until the first
@@ -222,9 +221,6 @@ func (p *Producer) Publish(ev *outbox.Event, done func(error)) {
 	}
 	rec := toRecord(ev)
 	id := ev.ID()
-	if p.share != nil {
-		done = p.share.track(done)
-	}
 	p.cl.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
 		if err == nil {
 			done(nil)
@@ -257,18 +253,34 @@ func (p *Producer) EndTxn(context.Context, outbox.Commit) error { return nil }
 
 // Abort fails every record not yet sent and waits for what is in flight:
 // after a record failed for good, nothing queued behind it is written.
-// A Producer on a shared client (Pool) cannot fail its own records alone
-// (franz-go aborts a whole client's, or a whole partition's), so it waits
-// for them instead: the records it had handed to the client before the
-// failure may still be written, not only those already sent.
 func (p *Producer) Abort(ctx context.Context) error {
-	if p.share != nil {
-		return p.share.wait(ctx)
-	}
 	if err := p.cl.AbortBufferedRecords(ctx); err != nil {
 		return fmt.Errorf("aborting buffered Kafka records: %w", err)
 	}
 	return nil
+}
+
+// Withdraw fails every record not yet acknowledged, as Abort does, before
+// the pipeline gives its slot up (pump.Withdrawer): an idempotent
+// producer retries a record without limit, and a copy written after
+// another replica took the slot over would land after that replica's
+// newer records. It waits for the answers to the requests already sent
+// (franz-go sends a request whose outcome it does not know again, to keep
+// idempotence), until ctx ends; then it closes the client, which sends
+// nothing more, and returns an error: the Producer fails every record
+// from then on. Otherwise the client stays usable.
+//
+// Each pipeline owns its Producer and client, so that it can withdraw its
+// own records: franz-go fails buffered records by client or by partition,
+// never by who produced them.
+func (p *Producer) Withdraw(ctx context.Context) error {
+	err := p.cl.AbortBufferedRecords(ctx)
+	if err == nil {
+		return nil
+	}
+	p.closeClient()
+	return fmt.Errorf("withdrawing the records Kafka has not acknowledged: requests already sent were not answered (%w); "+
+		"the Kafka client is closed, so that it never sends them again", err)
 }
 
 // Ping checks that a broker answers.
@@ -364,19 +376,13 @@ func (d *dataLossCounter) detected(topic string, partition int32) {
 }
 
 // Close closes the client; records still buffered fail with
-// kgo.ErrClientClosed. A Producer on a shared client lets go of it instead
-// (the last one closes it); its records still buffered stay in the client,
-// to be written, and are not reported.
+// kgo.ErrClientClosed.
 func (p *Producer) Close() {
-	if p.share != nil {
-		p.share.release()
-		_ = p.explain.Wait()
-		return
-	}
-	p.cl.Close()
+	p.closeClient()
 	_ = p.explain.Wait() // its goroutines return nil
-
 }
+
+func (p *Producer) closeClient() { p.closeOnce.Do(p.cl.Close) }
 
 // brokerTooLarge builds the error for a record the broker refused as too
 // large, with the topic's max.message.bytes when it can be read quickly.

@@ -27,6 +27,10 @@ type Config struct {
 	// confirmed. The topic must exist. New refuses it with a sink that
 	// needs records in position order (see PositionOrdered).
 	DeadLetterTopic string
+	// Budget, when set, is the process's in-flight budget, shared with its
+	// other pipelines (see Budget): a record also needs room there. nil:
+	// this pipeline's caps alone.
+	Budget *Budget
 }
 
 // Defaults of Config.

@@ -147,8 +147,13 @@ func (p *Pump) deadLetter(r *record) {
 	}
 	r.sent = time.Now()
 	p.sink.Publish(&r.ev, func(err error) {
+		defer p.recoverCallback(r)
 		if err == nil {
 			p.ack(r)
+			return
+		}
+		if p.withdrawing.Load() {
+			p.win.release(r) // withdrawn (see Withdraw): the record it stands for is read again
 			return
 		}
 		if errors.Is(err, outbox.ErrRecordTooLarge) && !r.reference {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/checkpoint"
+	"github.com/outboxd/outboxd/lib/contain"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -46,6 +47,9 @@ type Pump struct {
 
 	acked, ackedBytes, deadLettered, txns atomic.Uint64
 	newestCommit                          atomic.Int64 // unix nanoseconds of the newest acknowledged commit
+	// withdrawing: Withdraw runs, and a record failing now was withdrawn,
+	// not refused.
+	withdrawing atomic.Bool
 }
 
 // New returns a Pump publishing to sink. Call Start before the first Apply
@@ -61,7 +65,7 @@ func New(cfg Config, sink Sink, log *slog.Logger) (*Pump, error) {
 		return nil, errDeadLetterOutOfOrder
 	}
 	cfg = cfg.WithDefaults()
-	p := &Pump{cfg: cfg, sink: sink, log: log, win: newWindow(cfg.MaxInFlightRecords, cfg.MaxInFlightBytes),
+	p := &Pump{cfg: cfg, sink: sink, log: log, win: newWindow(cfg.MaxInFlightRecords, cfg.MaxInFlightBytes, cfg.Budget),
 		failed: make(chan struct{}), dlWake: make(chan struct{}, 1)}
 	p.tr.Store(checkpoint.New(0))
 	return p, nil
@@ -72,9 +76,23 @@ func (p *Pump) Observe(o Observer) { p.obs = o }
 
 // Start begins a stream (a replication session) whose watermark starts at
 // start. Nothing may be in flight (Drain returned) and no transaction open.
+//
+// The first Start makes the pump take part in its Config.Budget (a
+// standby that never streams takes no share of it); Close ends that.
 func (p *Pump) Start(start outbox.LSN) {
+	if b := p.cfg.Budget; b != nil {
+		b.join(p.win)
+	}
 	p.tr.Store(checkpoint.New(start))
 	p.txn, p.standalone = 0, false
+}
+
+// Close ends the pump's part in its Config.Budget, giving its reserved
+// share back to the other pipelines. Call it once the pump is done with.
+func (p *Pump) Close() {
+	if b := p.cfg.Budget; b != nil {
+		b.leave(p.win)
+	}
 }
 
 // Apply takes one change of the stream, in stream order. For an event it waits
@@ -202,9 +220,23 @@ func (p *Pump) flush() {
 		}
 		p.batch[i] = nil
 		r.sent = now
-		p.sink.Publish(&r.ev, r.done)
+		p.publishOne(r)
 	}
 	p.batch, p.batchBytes = p.batch[:0], 0
+}
+
+// publishOne hands r to the sink. A panic in the sink fails the pump (the
+// pipeline stops, package contain) and gives r's room back: a Drain must
+// not wait for a record the sink may never have taken, and unacknowledged
+// it holds the watermark.
+func (p *Pump) publishOne(r *record) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.fail(contain.Recovered("handing outbox id "+r.ev.ID()+" to the Kafka producer", v))
+			p.win.release(r)
+		}
+	}()
+	p.sink.Publish(&r.ev, r.done)
 }
 
 // dropBatch releases the batch's room without handing it over. Its records
@@ -237,6 +269,32 @@ func (p *Pump) Idle(walEnd outbox.LSN) { p.tr.Load().Idle(walEnd) }
 func (p *Pump) Drain(ctx context.Context) error {
 	p.dropBatch()
 	return p.win.drain(ctx)
+}
+
+// Withdraw takes back what the sink holds of this stream, when it may
+// write it later (see Withdrawer; others return nil at once): the
+// records it has not seen acknowledged fail, give their room back and
+// stay unacknowledged, neither dead-lettered nor latched as a failure, so
+// that the next stream, in this process or another, sends them again.
+// Call it between streams, after Drain, before the slot is given up.
+func (p *Pump) Withdraw(ctx context.Context) error {
+	w, ok := p.sink.(Withdrawer)
+	if !ok {
+		return nil
+	}
+	p.withdrawing.Store(true)
+	defer p.withdrawing.Store(false)
+	if err := w.Withdraw(ctx); err != nil {
+		return err
+	}
+	return p.win.drain(ctx)
+}
+
+// Withdraws reports whether the sink needs its records withdrawn before
+// the slot is given up (see Withdraw).
+func (p *Pump) Withdraws() bool {
+	_, ok := p.sink.(Withdrawer)
+	return ok
 }
 
 // Err returns the latched permanent failure, if any.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd/lib/contain"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -734,4 +735,89 @@ func TestDeadLettersNotPublishedGiveTheirRoomBack(t *testing.T) {
 			}
 		})
 	}
+}
+
+// panickySink panics in Publish for an event whose payload is "boom", and
+// otherwise keeps the record for the test to complete.
+type panickySink struct{ fakeSink }
+
+func (s *panickySink) Publish(ev *outbox.Event, done func(error)) {
+	if string(ev.Value) == "boom" {
+		panic("a bug in the sink")
+	}
+	s.fakeSink.Publish(ev, done)
+}
+
+// panickyObserver panics when told of an acknowledgment.
+type panickyObserver struct{ countingObserver }
+
+func (*panickyObserver) Acknowledged(string, int, time.Duration, time.Time) {
+	panic("a bug in the observer")
+}
+
+// TestPanicFailsThePumpNotTheProcess is issue 49, item 3: a panic in a
+// pipeline (here in the sink, called from the reader's goroutine, or in
+// the acknowledgment's callback, called from the sink's) killed the
+// process and every pipeline in it. The pump fails with a
+// *contain.PanicError instead, nothing after the record is handed over,
+// the watermark never passes it, and Drain does not wait for the record
+// the sink never took.
+func TestPanicFailsThePumpNotTheProcess(t *testing.T) {
+	t.Parallel()
+	t.Run("in the sink's Publish", func(t *testing.T) {
+		t.Parallel()
+		s := &panickySink{}
+		p := newPump(t, Config{}, s)
+		result := runPump(t, p)
+		apply(t, p, begin(0x100), event(1, "a"), commit(0x200))
+		s.complete(t, 1, nil)
+		apply(t, p, begin(0x300), event(2, "b"), event(3, "boom"), event(4, "c"))
+		err := p.Apply(t.Context(), commit(0x400))
+		var pe *contain.PanicError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "outbox id 3") || !strings.Contains(string(pe.Stack), "panickySink") {
+			t.Fatalf("Apply at the commit = %v, want a *contain.PanicError naming outbox id 3, with the stack", err)
+		}
+		select {
+		case err := <-result:
+			if !errors.As(err, &pe) {
+				t.Errorf("Run = %v, want the panic", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return after the panic")
+		}
+		if got := s.publishedIDs(); strings.Join(got, " ") != "t:1 t:2" {
+			t.Errorf("published %v, want 1 and 2: nothing after the record whose hand-over panicked", got)
+		}
+		if got := p.Flushed(); got != 0x200 {
+			t.Errorf("Flushed = %s, want 0/200", got)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		if err := p.Drain(ctx); err != nil {
+			t.Errorf("Drain: %v; it waits for a record the sink never took", err)
+		}
+	})
+	t.Run("in the acknowledgment's callback", func(t *testing.T) {
+		t.Parallel()
+		s := &fakeSink{}
+		p := newPump(t, Config{}, s)
+		p.Observe(&panickyObserver{})
+		result := runPump(t, p)
+		apply(t, p, begin(0x100), event(1, "a"), commit(0x200))
+		s.complete(t, 1, nil) // a panic on the sink's goroutine would end the test binary
+		select {
+		case err := <-result:
+			var pe *contain.PanicError
+			if !errors.As(err, &pe) || !strings.Contains(err.Error(), "outbox id 1") {
+				t.Errorf("Run = %v, want a *contain.PanicError naming outbox id 1", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return after the panic")
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		if err := p.Drain(ctx); err != nil {
+			t.Errorf("Drain: %v", err)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/checkpoint"
+	"github.com/outboxd/outboxd/lib/contain"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -25,15 +26,26 @@ type record struct {
 	// after (ev is, for a dead letter): the window reads it under its lock.
 	commitNS int64
 	// prev and next link the records holding room in the window, oldest
-	// first; only under its lock.
+	// first; released says the record gave its room back: only under the
+	// window's lock.
 	prev, next *record
+	released   bool
 }
 
-// done is the sink's callback.
+// done is the sink's callback. It runs on the sink's goroutines (franz-go's
+// for package publish): a panic in it (the tracker, the observer) fails the
+// pipeline instead of killing the process, the record unacknowledged unless
+// it already was.
 func (r *record) done(err error) {
 	p := r.p
+	defer p.recoverCallback(r)
 	if err == nil {
 		p.ack(r)
+		return
+	}
+	if p.withdrawing.Load() {
+		// Withdrawn: the next stream sends it again.
+		p.win.release(r)
 		return
 	}
 	// A record failed with its Kafka transaction did nothing wrong itself:
@@ -71,5 +83,15 @@ func (p *Pump) ack(r *record) {
 	}
 	if p.obs != nil {
 		p.obs.Acknowledged(r.ev.Topic, size, time.Since(r.sent), r.ev.CommitTime)
+	}
+}
+
+// recoverCallback, deferred by the sink's callbacks, turns a panic into
+// the pump's failure (package contain) and gives r's room back if it was
+// not yet given.
+func (p *Pump) recoverCallback(r *record) {
+	if v := recover(); v != nil {
+		p.fail(contain.Recovered(fmt.Sprintf("handling Kafka's answer for outbox id %s", r.ev.ID()), v))
+		p.win.release(r)
 	}
 }

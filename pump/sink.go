@@ -28,6 +28,19 @@ type Sink interface {
 	Abort(ctx context.Context) error
 }
 
+// Withdrawer is implemented by a Sink whose records could still be
+// written after their pipeline gave up its replication slot: nothing
+// fences an at-least-once producer, and a copy it writes after another
+// replica took the slot over lands after that replica's newer records
+// (on a compacted topic, a key's final value goes back). Withdraw fails
+// every record it holds and has not seen acknowledged, and returns once
+// none is left that Kafka may still accept, or with an error when ctx
+// ends first. A transactional sink needs none: the next holder of its
+// transactional id fences it.
+type Withdrawer interface {
+	Withdraw(ctx context.Context) error
+}
+
 // PositionOrdered is implemented by a Sink that needs every record in
 // position order: it takes a record at or before the last one it was
 // handed for one it already holds and reports it done without writing it

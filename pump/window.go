@@ -13,6 +13,10 @@ import (
 // list through record.prev and record.next (no allocation, O(1) under the
 // lock each already takes): the first is the oldest record not done,
 // whatever order the sink reports them done in (see state).
+//
+// With a Budget, room is also taken from the process's budget, shared with
+// the other pipelines' windows; a release there wakes this window's
+// waiter too.
 type window struct {
 	mu                   sync.Mutex
 	records, bytes       int
@@ -20,10 +24,23 @@ type window struct {
 	waiting              bool
 	wake                 chan struct{} // capacity 1: a release wakes the waiter
 	first, last          *record       // the records holding room, oldest first
+
+	budget *Budget // nil: none
+	// budgetWaiting: the budget refused room; its next release elsewhere
+	// wakes this window. Under the budget's lock.
+	budgetWaiting bool
 }
 
-func newWindow(maxRecords, maxBytes int) *window {
-	return &window{maxRecords: maxRecords, maxBytes: maxBytes, wake: make(chan struct{}, 1)}
+func newWindow(maxRecords, maxBytes int, budget *Budget) *window {
+	return &window{maxRecords: maxRecords, maxBytes: maxBytes, wake: make(chan struct{}, 1), budget: budget}
+}
+
+// signal wakes the window's waiter, if any.
+func (w *window) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
 }
 
 // acquire takes room for r (r.size bytes), waiting while the window is
@@ -46,8 +63,12 @@ func (w *window) take(r *record) bool {
 	if w.records > 0 && (w.records >= w.maxRecords || w.bytes+r.size > w.maxBytes) {
 		return false
 	}
+	if w.budget != nil && !w.budget.take(w, r.size) {
+		return false
+	}
 	w.records++
 	w.bytes += r.size
+	r.released = false
 	r.prev, r.next = w.last, nil
 	if w.last != nil {
 		w.last.next = r
@@ -85,11 +106,20 @@ func (w *window) await(ctx context.Context, ok func() bool) error {
 	}
 }
 
-// release returns the room r took; once for each record that took some.
+// release returns the room r took, once: a record released again (a
+// panic's recovery, see record.done) changes nothing.
 func (w *window) release(r *record) {
 	w.mu.Lock()
+	if r.released {
+		w.mu.Unlock()
+		return
+	}
+	r.released = true
 	w.records--
 	w.bytes -= r.size
+	if w.budget != nil {
+		w.budget.release(w, r.size) // under mu: a take here cannot slip in between
+	}
 	if r.prev != nil {
 		r.prev.next = r.next
 	} else {
@@ -104,10 +134,7 @@ func (w *window) release(r *record) {
 	wake := w.waiting
 	w.mu.Unlock()
 	if wake {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+		w.signal()
 	}
 }
 

@@ -29,9 +29,11 @@ type Config struct {
 	// Username and Password, when Username is set, are sent as HTTP basic
 	// auth.
 	Username, Password string
-	// TLS, when set, configures the connections to an https registry
-	// (its CA, a client certificate).
-	TLS *tls.Config
+	// TLS, when set, gives the TLS configuration of each new connection
+	// to an https registry (the CA and a client certificate): asked again
+	// for every connection, so that files renewed in place are read
+	// (package tlsfiles). nil: Go's defaults.
+	TLS func() (*tls.Config, error)
 
 	Value, Key Side // what the record's value and key become
 

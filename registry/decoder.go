@@ -61,7 +61,11 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
-	cl, err := newClient(cfg.URLs, cfg.Username, cfg.Password, cfg.TLS, cfg.RequestTimeout, "outboxd-idempotent")
+	var tc func() (*tls.Config, error)
+	if cfg.TLS != nil {
+		tc = func() (*tls.Config, error) { return cfg.TLS, nil }
+	}
+	cl, err := newClient(cfg.URLs, cfg.Username, cfg.Password, tc, cfg.RequestTimeout, "outboxd-idempotent")
 	if err != nil {
 		return nil, err
 	}

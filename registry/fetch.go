@@ -129,6 +129,8 @@ func describe(what string, err error) error {
 		return fmt.Errorf("asking the schema registry for %s: %w", what, err)
 	}
 	switch {
+	case re.StatusCode == http.StatusNotFound && re.ErrorCode == subjectNotFound:
+		return &SubjectMissingError{What: what, Message: re.Message}
 	case re.StatusCode == http.StatusNotFound:
 		return permanentf("the schema registry has no %s (%s): register the schema, or turn auto-registration on", what, re.Message)
 	case re.StatusCode == http.StatusUnauthorized || re.StatusCode == http.StatusForbidden:
@@ -138,3 +140,25 @@ func describe(what string, err error) error {
 	}
 	return permanentf("the schema registry refused %s (HTTP %d: %s)", what, re.StatusCode, re.Message)
 }
+
+// subjectNotFound is the registry's error code for a subject it does not
+// know (Confluent's API, which Apicurio's ccompat API follows).
+const subjectNotFound = 40401
+
+// SubjectMissingError is the registry's answer that it does not know a
+// subject. Where the subject follows from the record's topic (the topic
+// and topic-record strategies), it is the record's fault (a new or
+// mistyped topic): the record is refused as a row error, dead-lettered
+// where there is a dead-letter topic. Otherwise it is the configuration's,
+// and stops the pipeline.
+type SubjectMissingError struct {
+	What    string // `subject "orders-value"`
+	Message string // the registry's
+}
+
+func (e *SubjectMissingError) Error() string {
+	return fmt.Sprintf("the schema registry has no %s (%s): register the schema, or turn auto-registration on", e.What, e.Message)
+}
+
+// Unwrap marks it permanent: retrying does not make the subject exist.
+func (e *SubjectMissingError) Unwrap() error { return permanentError{errors.New(e.Error())} }

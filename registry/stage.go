@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -44,6 +46,10 @@ type Stage struct {
 	// stage look its subject's latest schema up again: a record offered
 	// again (the pump had no room) does not ask again.
 	refetched map[subjectKey]outbox.Position
+	// missing are the subjects the registry said it does not know, and
+	// when: asked again only a refresh interval later, not for every
+	// record of a topic that names one.
+	missing map[subjectKey]missingSubject
 
 	encoded, refused atomic.Uint64
 }
@@ -52,6 +58,12 @@ type Stage struct {
 type subjectKey struct {
 	subject string
 	key     bool // the record's key, else its value
+}
+
+// missingSubject is the registry's word that a subject does not exist.
+type missingSubject struct {
+	at  time.Time
+	err *SubjectMissingError
 }
 
 // entry is a schema in use.
@@ -82,17 +94,26 @@ func New(cfg Config, next Consumer, log *slog.Logger) (*Stage, error) {
 		return nil, err
 	}
 	return &Stage{cfg: cfg, next: next, log: log, cl: cl, reqs: make(chan *fetch, 16), clock: time.Now,
-		cache: map[subjectKey]*entry{}, pending: map[subjectKey]*fetch{}, refetched: map[subjectKey]outbox.Position{}}, nil
+		cache: map[subjectKey]*entry{}, pending: map[subjectKey]*fetch{}, refetched: map[subjectKey]outbox.Position{}, missing: map[subjectKey]missingSubject{}}, nil
 }
 
 // newClient is a registry client: the URLs tried in turn, basic auth
 // when user is set, TLS settings for https, a timeout per request.
-func newClient(urls []string, user, password string, tc *tls.Config, timeout time.Duration, agent string) (*sr.Client, error) {
+func newClient(urls []string, user, password string, tc func() (*tls.Config, error), timeout time.Duration, agent string) (*sr.Client, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	if tc != nil {
-		t.TLSClientConfig = tc.Clone()
+		// Each connection's handshake with the configuration of the
+		// moment (files renewed in place; package tlsfiles).
+		t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			cfg, err := tc()
+			if err != nil {
+				return nil, err
+			}
+			d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: cfg}
+			return d.DialContext(ctx, network, addr)
+		}
 	}
-	opts := []sr.ClientOpt{sr.URLs(slices.Clone(urls)...), sr.UserAgent(agent), sr.HTTPClient(&http.Client{Timeout: timeout, Transport: t})}
+	opts := []sr.ClientOpt{sr.URLs(slices.Clone(urls)...), sr.UserAgent(agent), sr.HTTPClient(&http.Client{Timeout: timeout, Transport: limitedBodies{t}})}
 	if user != "" {
 		opts = append(opts, sr.BasicAuth(user, password))
 	}
@@ -101,6 +122,41 @@ func newClient(urls []string, user, password string, tc *tls.Config, timeout tim
 		return nil, fmt.Errorf("configuring the schema registry client: %w", err)
 	}
 	return cl, nil
+}
+
+// maxResponseBytes bounds what is read of one answer of the registry: a
+// schema with its references is kilobytes, rarely megabytes; a misbehaving
+// server or proxy must not make the pipeline read without end.
+const maxResponseBytes = 16 << 20
+
+// limitedBodies is an http.RoundTripper whose answers' bodies fail past
+// maxResponseBytes.
+type limitedBodies struct{ next http.RoundTripper }
+
+func (l limitedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(r)
+	if err == nil {
+		resp.Body = &limitedBody{ReadCloser: resp.Body, left: maxResponseBytes}
+	}
+	return resp, err
+}
+
+// limitedBody reads at most left bytes, then fails.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("the schema registry's answer is larger than %d bytes: refused", maxResponseBytes)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // Stats are the stage's running totals.
@@ -156,7 +212,12 @@ func (s *Stage) Apply(ctx context.Context, c outbox.Change) error {
 func (s *Stage) encode(ctx context.Context, ev *outbox.Event, key bool, side Side, data []byte) ([]byte, *outbox.RowError, error) {
 	k := subjectKey{subject: s.subject(ev.Topic, key, side), key: key}
 	e, err := s.schema(ctx, k, side)
-	if err != nil {
+	var missing *SubjectMissingError
+	switch {
+	case errors.As(err, &missing) && s.cfg.SubjectStrategy != RecordName:
+		// The record's topic names a subject the registry does not know.
+		return nil, s.missingError(ev, key, missing), nil
+	case err != nil:
 		return nil, nil, err
 	}
 	out, encErr := e.codec.Append(nil, e.id, data)
@@ -179,12 +240,23 @@ func (s *Stage) latest(side Side) bool {
 	return !s.cfg.AutoRegister && side.Version == 0 && side.ID == 0
 }
 
-// rowError refuses ev: the raw record, and why.
+// rowError refuses ev, whose side k does not fit schema e: the raw
+// record, and why.
 func (s *Stage) rowError(ev *outbox.Event, k subjectKey, e *entry, err error) *outbox.RowError {
-	what := "value"
-	if k.key {
-		what = "key"
-	}
+	return refused(ev, fmt.Errorf("the record's %s does not fit the %s schema of subject %q (version %d, id %d): %w",
+		sideName(k.key), e.codec.Format(), k.subject, e.version, e.id, err))
+}
+
+// missingError refuses ev, whose topic names a subject the registry does
+// not know: the raw record, and why.
+func (s *Stage) missingError(ev *outbox.Event, key bool, err *SubjectMissingError) *outbox.RowError {
+	return refused(ev, fmt.Errorf("the record's %s has no schema: its topic %q names %s, which the schema registry does not know (%s); "+
+		"register the schema, or fix the row's topic", sideName(key), ev.Topic, err.What, err.Message))
+}
+
+// refused is ev refused for err, as a row error: the raw record, with its
+// place in the stream and its source.
+func refused(ev *outbox.Event, err error) *outbox.RowError {
 	var source string
 	for _, h := range ev.Headers {
 		if h.Key == outbox.SourceHeader {
@@ -192,9 +264,15 @@ func (s *Stage) rowError(ev *outbox.Event, k subjectKey, e *entry, err error) *o
 			break
 		}
 	}
-	return &outbox.RowError{Table: ev.Table, ID: ev.ID(), Source: source,
-		Err:   fmt.Errorf("the record's %s does not fit the %s schema of subject %q (version %d, id %d): %w", what, e.codec.Format(), k.subject, e.version, e.id, err),
+	return &outbox.RowError{Table: ev.Table, ID: ev.ID(), Source: source, Err: err,
 		Topic: ev.Topic, Key: ev.Key, Value: ev.Value, CommitTime: ev.CommitTime, CommitLSN: ev.CommitLSN, Index: ev.Index}
+}
+
+func sideName(key bool) string {
+	if key {
+		return "key"
+	}
+	return "value"
 }
 
 // subject is the subject of one side of a record on topic.
@@ -217,7 +295,11 @@ func (s *Stage) schema(ctx context.Context, k subjectKey, side Side) (*entry, er
 	s.mu.Lock()
 	e := s.cache[k]
 	f := s.pending[k]
+	m, known := s.missing[k]
 	s.mu.Unlock()
+	if known && e == nil && f == nil && s.clock().Sub(m.at) < s.cfg.RefreshInterval {
+		return nil, m.err
+	}
 	if f != nil {
 		if e == nil || f.retry {
 			return s.wait(ctx, f, e)
@@ -312,7 +394,12 @@ func (s *Stage) settle(f *fetch) {
 	if s.pending[f.k] == f {
 		delete(s.pending, f.k)
 	}
+	var missing *SubjectMissingError
+	if errors.As(f.err, &missing) {
+		s.missing[f.k] = missingSubject{at: s.clock(), err: missing}
+	}
 	if f.e != nil {
+		delete(s.missing, f.k)
 		s.cache[f.k] = f.e
 	} else if e := s.cache[f.k]; e != nil && !f.retry {
 		// A refresh that failed: try again an interval later, not on

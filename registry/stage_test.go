@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -337,8 +338,11 @@ func TestAnswersRetryingCannotChangeStopThePipeline(t *testing.T) {
 		seed  func(*srfake.Registry)
 		wants []string
 	}{
-		{"no subject", nil, registry.Config{Value: registry.Side{Format: format.Avro}}, nil,
-			[]string{`has no subject "orders-value"`, "register the schema"}},
+		// The record strategy's subject does not follow from the row: the
+		// configuration is wrong, not the row (the topic strategies:
+		// TestAnUnknownSubjectRefusesTheRecord).
+		{"no subject under the record strategy", nil, registry.Config{SubjectStrategy: registry.RecordName, Value: registry.Side{Format: format.Avro, Record: "shop.Order"}}, nil,
+			[]string{`has no subject "shop.Order"`, "register the schema"}},
 		{"wrong format", nil, registry.Config{Value: registry.Side{Format: format.Protobuf}},
 			func(r *srfake.Registry) { r.RegisterSchema("orders-value", sr.Schema{Schema: v1}) },
 			[]string{"holds a AVRO schema, not protobuf"}},
@@ -433,4 +437,120 @@ func TestAMisfitAsksOnceWhileTheRegistryIsSlow(t *testing.T) {
 	if n := asked.Load(); n != 1 {
 		t.Errorf("the registry was asked %d times for one record, want 1", n)
 	}
+}
+
+// TestAnUnknownSubjectRefusesTheRecord is issue 49, item 6: a row whose
+// topic names no subject the registry knows (a new or mistyped type in
+// the topic template) stopped its pipeline, at every restart, even with a
+// dead-letter topic. Under the topic strategies that subject follows from
+// the row: the record is refused as a row error, raw, naming the topic and
+// the subject (the pump dead-letters it, or stops without a dead-letter
+// topic, as for any row). The registry is asked again only a refresh
+// interval later, and a subject registered meanwhile is then taken up.
+func TestAnUnknownSubjectRefusesTheRecord(t *testing.T) {
+	for _, strategy := range []string{registry.TopicName, registry.TopicRecordName} {
+		t.Run(strategy, func(t *testing.T) {
+			reg := srfake.New()
+			defer reg.Close()
+			var asked atomic.Int32
+			reg.Intercept(func(_ http.ResponseWriter, r *http.Request) bool {
+				if strings.Contains(r.URL.Path, "/subjects/") {
+					asked.Add(1)
+				}
+				return false
+			})
+			cfg := registry.Config{SubjectStrategy: strategy, RefreshInterval: 300 * time.Millisecond, Value: registry.Side{Format: format.Avro, Record: "shop.Order"}}
+			st, next := start(t, reg, cfg)
+			subject := "orders-value"
+			if strategy == registry.TopicRecordName {
+				subject = "orders-shop.Order"
+			}
+			for i := range 3 {
+				if err := st.Apply(t.Context(), event(i, `{"id":1}`, "")); err != nil {
+					t.Fatalf("Apply of record %d = %v, want it refused as a row error", i, err)
+				}
+			}
+			if len(next.rejected) != 3 || len(next.applied) != 0 {
+				t.Fatalf("handed on %d records and refused %d, want 3 refused", len(next.applied), len(next.rejected))
+			}
+			re := next.rejected[0]
+			if msg := re.Error(); !strings.Contains(msg, `topic "orders"`) || !strings.Contains(msg, subject) || !strings.Contains(msg, "(outbox id 42)") {
+				t.Errorf("row error %q, want it to name the topic, the subject %s and the outbox id", msg, subject)
+			}
+			if string(re.Value) != `{"id":1}` || re.Topic != "orders" || re.Source == "" {
+				t.Errorf("row error carries value %q, topic %q, source %q: want the raw record", re.Value, re.Topic, re.Source)
+			}
+			if n := asked.Load(); n != 1 {
+				t.Errorf("the registry was asked %d times for 3 records of the unknown subject, want once", n)
+			}
+			if _, _, err := reg.RegisterSchema(subject, sr.Schema{Schema: v1}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(400 * time.Millisecond)
+			if err := st.Apply(t.Context(), event(3, `{"id":1}`, "")); err != nil {
+				t.Fatal(err)
+			}
+			if len(next.applied) != 1 {
+				t.Errorf("after the subject was registered and the refresh interval passed, %d records handed on, want 1", len(next.applied))
+			}
+		})
+	}
+}
+
+// Regression (issue 49, item 11): the registry's answers were read without
+// a bound, so a misbehaving server (or a proxy in front of it) could make
+// a pipeline read without end. An answer past 16 MiB fails, as a registry
+// that does not answer properly, naming the bound.
+func TestAnOversizeAnswerIsRefused(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	var big atomic.Bool
+	big.Store(true)
+	reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if !big.Load() {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/vnd.schemaregistry.v1+json")
+		_, _ = io.WriteString(w, `{"subject":"orders-value","version":1,"id":1,"schema":"`)
+		chunk := strings.Repeat("x", 1<<20)
+		for range 17 {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return true
+			}
+		}
+		_, _ = io.WriteString(w, `"}`)
+		return true
+	})
+	logs := &strings.Builder{}
+	var mu sync.Mutex
+	st, err := registry.New(registry.Config{URLs: []string{reg.URL()}, Value: registry.Side{Format: format.Avro}}, &sink{},
+		slog.New(slog.NewTextHandler(lockedWriter{&mu, logs}, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go st.Run(ctx) //nolint:errcheck // it returns nil when ctx ends
+	actx, acancel := contextWithTimeout(t, 3)
+	defer acancel()
+	if err := st.Apply(actx, event(0, `{"id":1}`, "")); err == nil {
+		t.Fatal("Apply = nil with an answer of 17 MiB")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "larger than 16777216 bytes") {
+		t.Errorf("the log does not say the answer was too large:\n%s", logs.String())
+	}
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

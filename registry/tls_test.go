@@ -24,10 +24,10 @@ func TestHTTPSRegistryWithItsCA(t *testing.T) {
 	pool.AddCert(srv.Certificate())
 	for _, tc := range []struct {
 		name string
-		tls  *tls.Config
+		tls  func() (*tls.Config, error)
 		ok   bool
 	}{
-		{"trusted", &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, true},
+		{"trusted", func() (*tls.Config, error) { return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil }, true},
 		{"system CAs only", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -202,3 +202,51 @@ func ValidName(name string) error {
 	}
 	return nil
 }
+
+// CatalogSlots are the slots outboxd's catalog records in one database
+// that exist on its server, and the WAL each retains.
+type CatalogSlots struct {
+	// Database names the database: "<system identifier>/<name>", the same
+	// for every URL that reaches it.
+	Database string
+	Retained map[string]int64 // by slot name; -1 when the slot has no restart position
+}
+
+// ReadCatalogSlots reads the slots of the database conn is on that
+// outboxd's catalog records and the server has. A database without the
+// catalog (never migrated) has none.
+func ReadCatalogSlots(ctx context.Context, conn *pgx.Conn) (CatalogSlots, error) {
+	var out CatalogSlots
+	if err := conn.QueryRow(ctx, `SELECT system_identifier::text || '/' || current_database() FROM pg_catalog.pg_control_system()`).Scan(&out.Database); err != nil {
+		return out, fmt.Errorf("identifying the database: %w", err)
+	}
+	out.Retained = map[string]int64{}
+	rows, err := conn.Query(ctx, `SELECT c.slot_name,
+		coalesce((CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn() ELSE pg_catalog.pg_current_wal_lsn() END
+			- s.restart_lsn)::bigint, -1)
+		FROM outboxd_slots c JOIN pg_catalog.pg_replication_slots s ON s.slot_name = c.slot_name
+		WHERE s.database = current_database()`)
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42P01" { // undefined_table: no catalog here
+			return out, nil
+		}
+		return out, fmt.Errorf("reading outboxd_slots: %w", err)
+	}
+	for rows.Next() {
+		var name string
+		var retained int64
+		if err := rows.Scan(&name, &retained); err != nil {
+			return out, fmt.Errorf("reading outboxd_slots: %w", err)
+		}
+		out.Retained[name] = retained
+	}
+	if err := rows.Err(); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42P01" {
+			return out, nil
+		}
+		return out, fmt.Errorf("reading outboxd_slots: %w", err)
+	}
+	return out, nil
+}

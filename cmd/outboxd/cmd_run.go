@@ -15,6 +15,7 @@ import (
 
 	"github.com/outboxd/outboxd/internal/config"
 	"github.com/outboxd/outboxd/internal/ops"
+	"github.com/outboxd/outboxd/lib/contain"
 	"github.com/outboxd/outboxd/pipeline"
 	"github.com/outboxd/outboxd/slot"
 )
@@ -62,6 +63,12 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	log := cfg.Logger(os.Stderr)
 	log.Info("starting", "version", buildVersion(version, readBuildInfo()), "config", config.Dump(fs))
 	if err := runPublisher(ctx, cfg, log); err != nil {
+		var pe *contain.PanicError
+		if errors.As(err, &pe) {
+			log.Error("outboxd run stopped: it panicked (a bug in outboxd: please report it with this stack); nothing was confirmed past what Kafka acknowledged",
+				"err", err, "stack", string(pe.Stack))
+			return exitError
+		}
 		log.Error("outboxd run stopped", "err", err)
 		printRecovery(stderr, err)
 		var auth *slot.AuthError
@@ -78,15 +85,20 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 // runPublisher runs the pipeline the options describe and, beside it, the
 // operations side (metrics, health) until ctx ends or a permanent error.
 func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	pc, err := cfg.Pipeline()
+	pc, err := cfg.Pipeline(log)
 	if err != nil {
 		return err
 	}
+	pc.Pump.Budget = inFlightBudget(&cfg, log)
 	p, err := pipeline.New(pc, log)
 	if err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
+	// The metrics server outlives the pipeline's drain, so that probes and
+	// scrapes see it: /readyz says "stopping" meanwhile.
+	srvCtx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServer()
 	if cfg.MetricsAddr != "" {
 		pcs := p.Counts()
 		counts := ops.Counts{DataLoss: pcs.DataLoss, Heartbeats: pcs.Heartbeats, KafkaTransactions: pcs.KafkaTransactions,
@@ -95,21 +107,29 @@ func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 		// pipeline="<slot>".
 		name := cfg.Stream.WithDefaults().Slot
 		reg := ops.NewRegistry()
+		if err := errors.Join(ops.RegisterBudget(reg, pc.Pump.Budget), registerBuildInfo(reg)); err != nil {
+			p.Close()
+			return err
+		}
 		m, err := ops.NewMetrics(reg, name, p.Stream(), p.Monitor(), counts)
 		if err != nil {
 			p.Close()
 			return err
 		}
 		p.Observe(m)
-		health := []ops.PipelineHealth{{Name: name, Stats: p.Stream(), Kafka: p, Reach: p.Reach()}}
-		srv := &ops.Server{Addr: cfg.MetricsAddr, Registry: reg, Pipelines: func() []ops.PipelineHealth { return health }, Log: log, Pprof: cfg.Pprof}
+		health := []ops.PipelineHealth{{Name: name, Stats: p.Stream(), Reach: p.Reach()}}
+		srv := &ops.Server{Addr: cfg.MetricsAddr, Registry: reg, Pipelines: func() []ops.PipelineHealth { return health }, Log: log, Pprof: cfg.Pprof,
+			Stopping: gctx.Done()}
 		if _, err := srv.Listen(); err != nil {
 			p.Close()
 			return err
 		}
-		g.Go(func() error { return srv.Run(gctx) })
+		g.Go(func() error { return srv.Run(srvCtx) })
 	}
-	g.Go(func() error { return p.Run(gctx) })
+	g.Go(func() error {
+		defer stopServer()
+		return p.Run(gctx)
+	})
 	return g.Wait()
 }
 

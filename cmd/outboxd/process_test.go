@@ -67,7 +67,19 @@ func (w *world) start(t *testing.T, extra ...string) *proc {
 // test failed.
 func startProcess(t *testing.T, args []string, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(builtBinary, args...)
+	return startWrapped(t, nil, args, env...)
+}
+
+// startWrapped is startProcess with outboxd's command line passed through
+// wrap (nil: none), which returns the command line to run instead (one
+// that execs outboxd, such as testenv.MemoryCgroup.Wrap).
+func startWrapped(t *testing.T, wrap func(argv ...string) []string, args []string, env ...string) *proc {
+	t.Helper()
+	argv := append([]string{builtBinary}, args...)
+	if wrap != nil {
+		argv = wrap(argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	pipe, err := cmd.StderrPipe()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -23,8 +25,7 @@ import (
 	"github.com/outboxd/outboxd/fleet"
 	"github.com/outboxd/outboxd/internal/config"
 	"github.com/outboxd/outboxd/internal/ops"
-	"github.com/outboxd/outboxd/pipeline"
-	"github.com/outboxd/outboxd/publish"
+	"github.com/outboxd/outboxd/pump"
 )
 
 // runFile is `run --config FILE`: every pipeline of the file in this
@@ -46,13 +47,11 @@ func runFile(ctx context.Context, path string, cfg *config.Config, fs *flag.Flag
 		return exitUsage
 	}
 	log := cfg.Logger(os.Stderr)
-	// At-least-once pipelines with the same Kafka settings publish
-	// through one client (publish.Pool), for the life of the process.
-	clients := publish.NewPool(log)
 	// The pipelines' read lingers engage from their commits together,
-	// and end together (readpace.Shared).
-	linger := readpace.NewShared()
-	specs, err := fleetSpecs(file, clients, linger)
+	// and end together (readpace.Shared); their records in flight share
+	// one budget.
+	shared := processShared{linger: readpace.NewShared(), budget: inFlightBudget(cfg, log), log: log}
+	specs, err := fleetSpecs(file, shared)
 	if err != nil {
 		return invalidFile(stderr, "run", path, err)
 	}
@@ -69,13 +68,29 @@ func runFile(ctx context.Context, path string, cfg *config.Config, fs *flag.Flag
 	for _, p := range file.Pipelines {
 		log.Info("pipeline", "pipeline", p.Name, "config", config.Dump(p.Flags))
 	}
-	if err := runFleet(ctx, fc, specs, cfg, func() ([]fleet.Spec, error) {
-		f, err := loadPipelinesFile(path, nil, getenv)
-		if err != nil {
-			return nil, err
-		}
-		return fleetSpecs(f, clients, linger)
-	}, log); err != nil {
+	var mu sync.Mutex
+	files := file.SettingFiles()
+	run := fileRun{fleet: fc, specs: specs, budget: shared.budget,
+		reload: func() ([]fleet.Spec, error) {
+			f, err := loadPipelinesFile(path, nil, getenv)
+			if err != nil {
+				return nil, err
+			}
+			specs, err := fleetSpecs(f, shared)
+			if err == nil {
+				mu.Lock()
+				files = f.SettingFiles()
+				mu.Unlock()
+			}
+			return specs, err
+		},
+		settingFiles: func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return files
+		},
+	}
+	if err := runFleet(ctx, run, cfg, log); err != nil {
 		log.Error("outboxd run stopped", "err", err)
 		return exitError
 	}
@@ -136,22 +151,29 @@ func ordinal(host string) (int, bool) {
 	return n, err == nil && n >= 0
 }
 
-// fleetSpecs are the file's pipelines as the fleet runs them, the
-// at-least-once ones sharing clients, all of them lingering together. A pipeline's fingerprint hashes
-// every setting its flags hold (secrets too: a rotated password restarts
-// it; the hash never leaves the process).
-func fleetSpecs(file config.File, clients *publish.Pool, linger *readpace.Shared) ([]fleet.Spec, error) {
+// processShared is what the pipelines of a process share.
+type processShared struct {
+	linger *readpace.Shared
+	budget *pump.Budget
+	log    *slog.Logger
+}
+
+// fleetSpecs are the file's pipelines as the fleet runs them, all of
+// them lingering together and taking their records in flight from one
+// budget. Each owns its Kafka client, so that a pipeline giving up its
+// slot can withdraw its records (publish.Producer.Withdraw). A
+// pipeline's fingerprint hashes every setting its flags hold (secrets
+// too: a rotated password restarts it; the hash never leaves the process).
+func fleetSpecs(file config.File, shared processShared) ([]fleet.Spec, error) {
 	specs := make([]fleet.Spec, 0, len(file.Pipelines))
 	process := config.ProcessFlags()
 	for _, p := range file.Pipelines {
-		pc, err := p.Config.Pipeline()
+		pc, err := p.Config.Pipeline(shared.log)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %q: %w", p.Name, err)
 		}
-		pc.Stream.SharedLinger = linger
-		if pc.Delivery != pipeline.ExactlyOnce {
-			pc.Clients, pc.ClientKey = clients, config.KafkaClientKey(p.Flags)
-		}
+		pc.Stream.SharedLinger = shared.linger
+		pc.Pump.Budget = shared.budget
 		h := sha256.New()
 		p.Flags.VisitAll(func(f *flag.Flag) {
 			// The process's settings are not the pipeline's: a reload
@@ -163,21 +185,67 @@ func fleetSpecs(file config.File, clients *publish.Pool, linger *readpace.Shared
 		})
 		specs = append(specs, fleet.Spec{Name: p.Name, Config: pc, Fingerprint: hex.EncodeToString(h.Sum(nil))})
 	}
+	reserveOwnTopics(specs)
 	return specs, nil
 }
 
-// runFleet runs the fleet and the metrics server until ctx ends; SIGHUP
-// calls reload and applies what it returns (or logs why not, changing
-// nothing).
-func runFleet(ctx context.Context, fc fleet.Config, specs []fleet.Spec, cfg *config.Config, reload func() ([]fleet.Spec, error), log *slog.Logger) error {
+// reserveOwnTopics makes every pipeline's progress and dead-letter topics
+// reserved for all of them: a row or message of one pipeline naming
+// another's progress topic (with its key) could forge that pipeline's
+// exactly-once progress, and one naming another's dead-letter topic could
+// pass for a dead letter. Each pipeline reserves its own already.
+func reserveOwnTopics(specs []fleet.Spec) {
+	var own []string
+	for _, s := range specs {
+		own = append(own, s.Config.Txn.WithDefaults().ProgressTopic)
+		if t := s.Config.Pump.DeadLetterTopic; t != "" {
+			own = append(own, t)
+		}
+	}
+	for i := range specs {
+		cols := &specs[i].Config.Stream.Columns
+		for _, t := range own {
+			if !slices.Contains(cols.ReservedTopics, t) {
+				cols.ReservedTopics = append(cols.ReservedTopics, t)
+			}
+		}
+	}
+}
+
+// runFleet runs the fleet and the metrics server until ctx ends; SIGHUP,
+// or a change in a file the settings come from (a secret rotated in
+// place, read every settingFilesPoll), calls reload and applies what it
+// returns (or logs why not, changing nothing); the outcome is exported
+// (outboxd_config_last_reload_successful).
+// fileRun is what runFleet runs: this replica's part, the pipelines the
+// file describes, their in-flight budget, how to read the file again
+// (SIGHUP, a setting file that changed) and which files the settings now
+// come from.
+type fileRun struct {
+	fleet        fleet.Config
+	specs        []fleet.Spec
+	budget       *pump.Budget
+	reload       func() ([]fleet.Spec, error)
+	settingFiles func() []string
+}
+
+func runFleet(ctx context.Context, run fileRun, cfg *config.Config, log *slog.Logger) error {
+	fc, specs, reload, settingFiles := run.fleet, run.specs, run.reload, run.settingFiles
 	reg := ops.NewRegistry()
+	if err := errors.Join(ops.RegisterBudget(reg, run.budget), registerBuildInfo(reg)); err != nil {
+		return err
+	}
+	reloaded := ops.NewReloads(time.Now())
+	if err := reg.Register(reloaded); err != nil {
+		return err
+	}
 	var mu sync.Mutex
 	metrics := map[*fleet.Member]*ops.Metrics{}
 	hooks := fleet.Hooks{
 		Added: func(m *fleet.Member) {
 			c := m.Counts()
 			om, err := ops.NewMetrics(reg, m.Name(), m, m, ops.Counts{DataLoss: c.DataLoss, Heartbeats: c.Heartbeats,
-				KafkaTransactions: c.KafkaTransactions, SkippedRecords: c.SkippedRecords, Kafka: m, Supervision: m})
+				KafkaTransactions: c.KafkaTransactions, SkippedRecords: c.SkippedRecords, Panics: m.Panics, Kafka: m, Supervision: m})
 			if err != nil { // names are unique, and a removed one unregistered first
 				log.Error("registering the pipeline's metrics; it runs without them", "pipeline", m.Name(), "err", err)
 				return
@@ -201,41 +269,57 @@ func runFleet(ctx context.Context, fc fleet.Config, specs []fleet.Spec, cfg *con
 	if err != nil {
 		return err
 	}
+	if err := ops.RegisterUnrun(reg, func() (int, int64) { u := f.Unrun(); return len(u.Slots), u.Retained }); err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
+	// The metrics server outlives the pipelines' drain, so that probes
+	// and scrapes see it: /readyz says "stopping" meanwhile.
+	srvCtx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServer()
 	if cfg.MetricsAddr != "" {
 		health := func() []ops.PipelineHealth {
 			var out []ops.PipelineHealth
 			for _, m := range f.Members() {
-				out = append(out, ops.PipelineHealth{Name: m.Name(), Stats: m, Kafka: m, Reach: m, Supervision: m, Replicated: fc.Replicas > 1})
+				out = append(out, ops.PipelineHealth{Name: m.Name(), Stats: m, Reach: m, Supervision: m})
 			}
 			return out
 		}
-		srv := &ops.Server{Addr: cfg.MetricsAddr, Registry: reg, Pipelines: health, Log: log, Pprof: cfg.Pprof}
+		srv := &ops.Server{Addr: cfg.MetricsAddr, Registry: reg, Pipelines: health, Log: log, Pprof: cfg.Pprof, Stopping: gctx.Done()}
 		if _, err := srv.Listen(); err != nil {
 			return err
 		}
-		g.Go(func() error { return srv.Run(gctx) })
+		g.Go(func() error { return srv.Run(srvCtx) })
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Ignore(syscall.SIGHUP) // as before run: SIGHUP is no reason to die
+	changed := make(chan []string, 1)
+	g.Go(func() error { watchFiles(gctx, settingFiles, settingFilesPoll, changed); return nil })
 	g.Go(func() error {
 		for {
+			why := "on SIGHUP"
 			select {
 			case <-gctx.Done():
 				return nil
 			case <-hup:
-				specs, err := reload()
-				if err != nil {
-					log.Error("reloading the pipelines file on SIGHUP: it has problems; nothing changed", "err", err)
-					continue
-				}
-				if err := f.Reload(specs); err != nil {
-					log.Error("reloading the pipelines file on SIGHUP: nothing changed", "err", err)
-				}
+			case files := <-changed:
+				why = "as a file a pipeline's settings come from changed"
+				log.Info("a file a pipeline's settings come from changed (a secret rotated?): reloading the pipelines file, which restarts the pipelines whose settings changed", "files", files)
+			}
+			specs, err := reload()
+			if err == nil {
+				err = f.Reload(specs)
+			}
+			reloaded.Set(err == nil, time.Now())
+			if err != nil {
+				log.Error("reloading the pipelines file "+why+": nothing changed (outboxd_config_last_reload_successful is 0; the next start would refuse the file)", "err", err)
 			}
 		}
 	})
-	g.Go(func() error { return f.Run(gctx) })
+	g.Go(func() error {
+		defer stopServer()
+		return f.Run(gctx)
+	})
 	return g.Wait()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -16,7 +17,7 @@ import (
 	"github.com/outboxd/outboxd/cdc/readpace"
 	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/internal/config"
-	"github.com/outboxd/outboxd/publish"
+	"github.com/outboxd/outboxd/internal/ops"
 )
 
 // startFile starts `outboxd run --config path`.
@@ -51,10 +52,10 @@ func TestRunConfigRunsEveryPipelineAndReloadsOnSIGHUP(t *testing.T) {
 	writeFile(t, file, head+entry("a", a)+entryB)
 
 	p := startFile(t, file)
-	readyz := func(want string) func() bool {
-		return func() bool { code, body := get(addr, "/readyz"); return code == 200 && strings.TrimSpace(body) == want }
+	streaming := func(want string) func() bool {
+		return func() bool { return pipelineStates(addr) == want }
 	}
-	testenv.Eventually(t, time.Minute, "both pipelines ready", readyz("a: ready\nb: ready"))
+	testenv.Eventually(t, time.Minute, "both pipelines streaming", streaming("a: streaming, b: streaming"))
 	for _, w := range []*world{a, b} {
 		ids := w.write(t, 4, 0)
 		if count, _ := w.consumeAll(t, ids, 30*time.Second); len(count) != len(ids) {
@@ -76,7 +77,7 @@ func TestRunConfigRunsEveryPipelineAndReloadsOnSIGHUP(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, time.Minute, "c ready after SIGHUP added it", readyz("a: ready\nb: ready\nc: ready"))
+	testenv.Eventually(t, time.Minute, "c streaming after SIGHUP added it", streaming("a: streaming, b: streaming, c: streaming"))
 
 	// A file with a problem: nothing changes.
 	writeFile(t, file, head+entry("a", a)+"    slto: x\n")
@@ -84,8 +85,11 @@ func TestRunConfigRunsEveryPipelineAndReloadsOnSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "the refused reload logged", func() bool { return strings.Contains(p.log(), "nothing changed") })
-	if code, body := get(addr, "/readyz"); code != 200 || strings.TrimSpace(body) != "a: ready\nb: ready\nc: ready" {
-		t.Errorf("after a refused reload, /readyz = %d %q, want all three ready", code, body)
+	if got := pipelineStates(addr); got != "a: streaming, b: streaming, c: streaming" {
+		t.Errorf("after a refused reload, /pipelines says %s, want all three streaming", got)
+	}
+	if code, body := get(addr, "/readyz"); code != 200 || body != "ready: 3 pipelines (3 streaming)\n" {
+		t.Errorf("after a refused reload, /readyz = %d %q, want 200 ready: 3 pipelines (3 streaming)", code, body)
 	}
 	if !strings.Contains(p.log(), "slto") {
 		t.Errorf("the refused reload's log does not name the unknown key:\n%s", tail(p.log(), 10))
@@ -96,7 +100,7 @@ func TestRunConfigRunsEveryPipelineAndReloadsOnSIGHUP(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, time.Minute, "b gone after SIGHUP removed it", readyz("a: ready\nc: ready"))
+	testenv.Eventually(t, time.Minute, "b gone after SIGHUP removed it", streaming("a: streaming, c: streaming"))
 	testenv.Eventually(t, 30*time.Second, "b's slot released", func() bool {
 		var active bool
 		err := b.pool.QueryRow(t.Context(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, b.slot).Scan(&active)
@@ -198,7 +202,7 @@ func TestFingerprintCountsOnlyThePipelinesOwnSettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		specs, err := fleetSpecs(f, publish.NewPool(slog.New(slog.DiscardHandler)), readpace.NewShared())
+		specs, err := fleetSpecs(f, processShared{linger: readpace.NewShared(), log: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,4 +216,19 @@ func TestFingerprintCountsOnlyThePipelinesOwnSettings(t *testing.T) {
 	if fingerprint(nil) == reload {
 		t.Error("a pipeline whose slot changed kept its fingerprint: a SIGHUP would not restart it")
 	}
+}
+
+// pipelineStates is what GET /pipelines says of each pipeline: "a:
+// streaming, b: standby", sorted by name ("" when it does not answer).
+func pipelineStates(addr string) string {
+	code, body := get(addr, "/pipelines")
+	var st ops.Status
+	if code != 200 || json.Unmarshal([]byte(body), &st) != nil {
+		return ""
+	}
+	var out []string
+	for _, p := range st.Pipelines {
+		out = append(out, p.Name+": "+p.State)
+	}
+	return strings.Join(out, ", ")
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -136,5 +138,50 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRenewedClientCertificateIsUsedWithoutARestart is issue 49, item 7:
+// the Kafka TLS files were read once, at start, so a client certificate
+// renewed in place (cert-manager, Vault) was never picked up: once the
+// old one expired, every new connection failed until a restart, while
+// /healthz said ok. outboxd starts here with an expired client
+// certificate (the broker refuses the handshake, and outboxd retries);
+// the files are then renewed in place, as cert-manager does (written
+// anew, renamed over), and the row arrives, the process never restarted.
+func TestRenewedClientCertificateIsUsedWithoutARestart(t *testing.T) {
+	t.Parallel()
+	k, allowed, _ := secureKafka(t)
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	renew := func(certFrom, keyFrom string) {
+		t.Helper()
+		for _, f := range []struct{ from, to string }{{keyFrom, key}, {certFrom, cert}} {
+			b, err := os.ReadFile(f.from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, f.to+".new", string(b))
+			if err := os.Rename(f.to+".new", f.to); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	renew(k.ExpiredClientCert, k.ExpiredClientKey)
+	w := newWorld(t)
+	w.topic = testenv.CreateTopic(t, []string{k.Plain}, allowed+testenv.Name(t, "t"), 3)
+	p := w.start(t, "--brokers", k.MTLS, "--kafka-tls-ca-file", k.CA, "--kafka-tls-cert-file", cert, "--kafka-tls-key-file", key)
+	ids := w.write(t, 1, 0)
+	waitLogged(t, p, "certificate", time.Minute) // the broker refuses the expired one; outboxd retries
+	if got := topicRecords(t, &world{brokers: k.Plain, topic: w.topic}); got != 0 {
+		t.Fatalf("%d records in %s with an expired client certificate, want none", got, w.topic)
+	}
+	renew(k.ClientCert, k.ClientKey)
+	w.brokers = k.Plain // read back as the super user
+	w.consumeAll(t, ids, time.Minute)
+	select {
+	case <-p.done:
+		t.Fatalf("outboxd exited:\n%s", p.log())
+	default:
 	}
 }

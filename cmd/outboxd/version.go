@@ -5,6 +5,10 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outboxd/outboxd/internal/ops"
 )
 
 // version is what the build stamps with -ldflags "-X main.version=v1.2.3"
@@ -34,35 +38,50 @@ func buildVersion(stamped string, bi *debug.BuildInfo) string {
 func describeBuild(stamped string, bi *debug.BuildInfo) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "outboxd %s\n", buildVersion(stamped, bi))
-	goVersion := runtime.Version()
-	if bi != nil {
-		var revision, vcsTime string
-		var modified bool
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				revision = s.Value
-			case "vcs.time":
-				vcsTime = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-		if revision != "" {
-			if modified {
-				revision += "-dirty"
-			}
-			fmt.Fprintf(&b, "revision: %s\n", revision)
-		}
-		if vcsTime != "" {
-			fmt.Fprintf(&b, "time:     %s\n", vcsTime)
-		}
-		if bi.GoVersion != "" {
-			goVersion = bi.GoVersion
-		}
+	revision, vcsTime, goVersion := buildDetails(bi)
+	if revision != "" {
+		fmt.Fprintf(&b, "revision: %s\n", revision)
+	}
+	if vcsTime != "" {
+		fmt.Fprintf(&b, "time:     %s\n", vcsTime)
 	}
 	fmt.Fprintf(&b, "go:       %s\n", goVersion)
 	return b.String()
+}
+
+// buildDetails are the VCS revision ("-dirty" when the checkout had
+// changes) and its commit time that the build recorded ("" when it did
+// not), and the Go version that built the binary.
+func buildDetails(bi *debug.BuildInfo) (revision, vcsTime, goVersion string) {
+	goVersion = runtime.Version()
+	if bi == nil {
+		return "", "", goVersion
+	}
+	var modified bool
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.time":
+			vcsTime = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if revision != "" && modified {
+		revision += "-dirty"
+	}
+	if bi.GoVersion != "" {
+		goVersion = bi.GoVersion
+	}
+	return revision, vcsTime, goVersion
+}
+
+// registerBuildInfo exports outboxd_build_info on reg.
+func registerBuildInfo(reg prometheus.Registerer) error {
+	bi := readBuildInfo()
+	revision, _, goVersion := buildDetails(bi)
+	return ops.RegisterBuildInfo(reg, buildVersion(version, bi), revision, goVersion)
 }
 
 // readBuildInfo is the binary's build information, nil when it has none.

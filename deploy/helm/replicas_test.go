@@ -479,3 +479,148 @@ func count(fs kgo.Fetches, seen map[string]int) {
 		}
 	})
 }
+
+// TestRenderedReplicasStayReady is issue 49, items 1 and 17: /readyz
+// answered 503 on a replica whenever one of its pipelines was not
+// streaming with Kafka reachable: a standby's slot retries (each passing
+// through "starting") made it flap, 36-49 % of polls over 20 pipelines;
+// one pipeline backing off after a poison row, or one database refusing
+// its credentials, made every replica not ready in turn. A StatefulSet's
+// rolling update waits for each pod to be ready, so helm upgrade stalled.
+// The chart's two replicas here run 50 pipelines, one of which meets a
+// poison row and one of which names a role the database does not know;
+// both replicas' readiness probes, polled every 100 ms for a minute,
+// never fail.
+func TestRenderedReplicasStayReady(t *testing.T) {
+	ctx := t.Context()
+	bin, remove, err := testbed.BuildOutboxd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remove)
+	const n = 50
+	// A server of the test's own: 2 replicas of 50 pipelines need more
+	// slots, senders and connections than the shared one keeps free.
+	pg := testenv.StartPostgres(t)
+	admin, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`ALTER SYSTEM SET max_replication_slots = 128`, `ALTER SYSTEM SET max_wal_senders = 128`, `ALTER SYSTEM SET max_connections = 600`} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin.Close(ctx)
+	if err := pg.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	brokers := strings.Join(testenv.Brokers(t), ",")
+	topic := testenv.Topic(t, 3)
+	secrets := map[string]map[string]string{}
+	var pipelines, mounts []any
+	var migrate strings.Builder
+	fmt.Fprintf(&migrate, "brokers: %s\npipelines:\n", brokers)
+	dbs := map[string]string{}
+	for i := range n {
+		name := fmt.Sprintf("p%02d", i)
+		url := testenv.DatabaseOn(t, pg.URL)
+		dbs[name] = url
+		if name == "p49" {
+			// A database that refuses the pipeline's credentials.
+			url = strings.Replace(url, "postgres://postgres@", "postgres://nosuchrole@", 1)
+		}
+		secrets["db-"+name] = map[string]string{"url": url}
+		p := map[string]any{"name": name, "database-url-file": "/var/run/secrets/outboxd/" + name + "/url", "slot": "s_" + name}
+		if name == "p00" {
+			p["max-record-bytes"] = 4096 // its poison row is larger
+		}
+		pipelines = append(pipelines, p)
+		mounts = append(mounts, map[string]any{"name": "db-" + name, "secretName": "db-" + name, "mountPath": "/var/run/secrets/outboxd/" + name})
+		if name != "p49" {
+			fmt.Fprintf(&migrate, "  - name: %s\n    database-url: %s\n    slot: s_%s\n", name, url, name)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "migrate.yaml")
+	if err := os.WriteFile(file, []byte(migrate.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(ctx, bin, "migrate", "--config", file).CombinedOutput(); err != nil {
+		t.Fatalf("outboxd migrate --config: %v\n%s", err, out)
+	}
+	m := mapChart(t, map[string]any{
+		"settings":     map[string]any{"brokers": brokers},
+		"pipelines":    pipelines,
+		"secretMounts": mounts,
+	}, secrets)
+	pods := []*pod{m.start(t, bin, m.container, "outboxd-0"), m.start(t, bin, m.container, "outboxd-1")}
+	testenv.Eventually(t, 2*time.Minute, "every pipeline but the refused one streaming on one of the replicas", func() bool {
+		streaming := map[string]bool{}
+		for _, p := range pods {
+			for _, name := range p.streaming(ctx) {
+				streaming[name] = true
+			}
+		}
+		return len(streaming) == n-1
+	})
+	conn, err := pgx.Connect(ctx, dbs["p00"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `INSERT INTO outbox (aggregate_id, topic, payload) VALUES (gen_random_uuid(), $1, jsonb_build_object('pad', repeat('x', 8000)))`, topic); err != nil {
+		t.Fatal(err)
+	}
+
+	path := m.container.ReadinessProbe.HTTPGet.Path
+	polls, failures := map[string]int{}, map[string]int{}
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		for _, p := range pods {
+			polls[p.name]++
+			if code := p.get(ctx, path); code != http.StatusOK {
+				failures[p.name]++
+			}
+		}
+	}
+	states := map[string]string{}
+	for _, p := range pods {
+		for _, st := range p.states(ctx) {
+			if st.State != "standby" {
+				states[st.Name] = st.State
+			}
+		}
+	}
+	for _, p := range pods {
+		if failures[p.name] > 0 {
+			t.Errorf("%s: GET %s failed %d of %d times over a minute, want none", p.name, path, failures[p.name], polls[p.name])
+		}
+	}
+	if states["p00"] != "backing off" || states["p49"] != "backing off" {
+		t.Errorf("p00 (poison row) %q, p49 (refused credentials) %q: want both backing off (the test tested what it says)", states["p00"], states["p49"])
+	}
+	fmt.Fprintf(os.Stderr, "measured: 2 rendered replicas over %d pipelines, one poisoned and one refused by its database: GET %s polled every 100 ms for a minute, %d and %d polls, %d and %d failures\n",
+		n, path, polls["outboxd-0"], polls["outboxd-1"], failures["outboxd-0"], failures["outboxd-1"])
+}
+
+// states is what GET /pipelines says of each pipeline on p.
+func (p *pod) states(ctx context.Context) []struct{ Name, State string } {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metrics+"/pipelines", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Pipelines []struct{ Name, State string } `json:"pipelines"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return nil
+	}
+	return st.Pipelines
+}

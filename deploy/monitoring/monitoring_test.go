@@ -22,7 +22,9 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/util/teststorage"
 
 	"github.com/outboxd/outboxd/harness/testbed"
 	"github.com/outboxd/outboxd/harness/testenv"
@@ -65,7 +67,7 @@ func ruleQueries(t *testing.T) []query {
 
 // grafanaVariables are what the dashboard's variables stand for when its
 // queries are parsed: Grafana substitutes them before Prometheus sees them.
-var grafanaVariables = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$pipeline", ".*", "$job", ".*")
+var grafanaVariables = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$pipeline", ".*", "$job", ".*", "$namespace", ".*")
 
 // dashboardQueries are dashboard.json's panel targets.
 func dashboardQueries(t *testing.T) []query {
@@ -149,7 +151,7 @@ func selectors(q query) ([]selector, error) {
 
 // scrapeLabels are the labels Prometheus adds to every scraped series, and
 // the histogram's own.
-var scrapeLabels = []string{"job", "instance", "le"}
+var scrapeLabels = []string{"namespace", "job", "instance", "le"}
 
 // check reports each selector that names a metric families lacks, a label
 // the metric does not carry, or a label value none of its series has.
@@ -238,7 +240,9 @@ func ptr(s string) *string { return &s }
 // Every metric, label and label value the alerts and the dashboard select
 // is exported by a running `outboxd run --config` whose pipeline has
 // published a row and dead-lettered one (outboxd_dead_lettered_total and
-// the per-topic series appear only then).
+// the per-topic series appear only then). Beside it, a pipeline stopped
+// by a poison row (issue 49, item 1): the process stays ready, and the
+// alerts see that pipeline, and it alone.
 func TestEveryQueriedMetricIsExported(t *testing.T) {
 	bin, remove, err := testbed.BuildOutboxd()
 	if err != nil {
@@ -260,7 +264,12 @@ func TestEveryQueriedMetricIsExported(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	file := filepath.Join(t.TempDir(), "pipelines.yaml")
-	config := fmt.Sprintf("brokers: %s\nmetrics-addr: %s\nmax-record-bytes: 4096\ndead-letter-topic: %s\npipelines:\n  - name: orders\n    database-url: %s\n    slot: %s\n", brokers, addr, dlt, db, slot)
+	poisonedDB, poisonedSlot := testenv.Database(t), testenv.Name(t, "poisoned")
+	if out, err := exec.CommandContext(ctx, bin, "migrate", "--database-url", poisonedDB, "--slot", poisonedSlot).CombinedOutput(); err != nil {
+		t.Fatalf("outboxd migrate: %v\n%s", err, out)
+	}
+	config := fmt.Sprintf("brokers: %s\nmetrics-addr: %s\nmax-record-bytes: 4096\npipelines:\n  - name: orders\n    database-url: %s\n    slot: %s\n    dead-letter-topic: %s\n"+
+		"  - name: poisoned\n    database-url: %s\n    slot: %s\n", brokers, addr, db, slot, dlt, poisonedDB, poisonedSlot)
 	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -286,11 +295,32 @@ func TestEveryQueriedMetricIsExported(t *testing.T) {
 	if _, err := conn.Exec(ctx, `INSERT INTO outbox (aggregate_id, topic, payload) VALUES (gen_random_uuid(), $1, '{"n": 1}'), (gen_random_uuid(), $1, jsonb_build_object('pad', repeat('x', 8000)))`, topic); err != nil {
 		t.Fatal(err)
 	}
+	poisoned, err := pgx.Connect(ctx, poisonedDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer poisoned.Close(context.WithoutCancel(ctx))
+	if _, err := poisoned.Exec(ctx, `INSERT INTO outbox (aggregate_id, topic, payload) VALUES (gen_random_uuid(), $1, jsonb_build_object('pad', repeat('x', 8000)))`, topic); err != nil {
+		t.Fatal(err)
+	}
 	var families map[string]*dto.MetricFamily
-	testenv.Eventually(t, 2*time.Minute, "outboxd to publish one row and dead-letter the other", func() bool {
+	testenv.Eventually(t, 2*time.Minute, "outboxd to publish one row and dead-letter the other, and the poisoned pipeline backing off", func() bool {
 		families = scrape(ctx, addr)
-		return sampled(families, "outboxd_records_published_total") && sampled(families, "outboxd_dead_lettered_total")
+		return sampled(families, "outboxd_records_published_total") && sampled(families, "outboxd_dead_lettered_total") &&
+			stateOf(families, "poisoned") == "backing off"
 	})
+	if code := get(ctx, addr, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz = %d with one pipeline backing off, want 200: readiness is the process's", code)
+	}
+	firing := evaluate(t, ctx, addr)
+	if got := firing["OutboxdPipelineStopped"]; !slices.Equal(got, []string{"poisoned"}) {
+		t.Errorf("OutboxdPipelineStopped's query sees pipelines %v, want [poisoned]; every alert's: %v", got, firing)
+	}
+	for alert, pipelines := range firing {
+		if slices.Contains(pipelines, "orders") {
+			t.Errorf("%s's query sees the healthy pipeline orders", alert)
+		}
+	}
 
 	var sels []selector
 	for _, q := range append(ruleQueries(t), dashboardQueries(t)...) {
@@ -337,4 +367,120 @@ func sampled(families map[string]*dto.MetricFamily, name string) bool {
 		}
 	}
 	return false
+}
+
+// stateOf is pipeline's state in families (outboxd_state at 1).
+func stateOf(families map[string]*dto.MetricFamily, pipeline string) string {
+	for _, m := range families["outboxd_state"].GetMetric() {
+		var p, state string
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "pipeline":
+				p = l.GetValue()
+			case "state":
+				state = l.GetValue()
+			}
+		}
+		if p == pipeline && m.GetGauge().GetValue() == 1 {
+			return state
+		}
+	}
+	return ""
+}
+
+// get is the status code of GET path at addr (0: no answer).
+func get(ctx context.Context, addr, path string) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// evaluate scrapes addr three times, a second apart, as Prometheus would
+// (adding namespace, job and instance), and evaluates every alert's
+// expression at the last scrape: for each alert, the pipelines its query
+// returns ("" for a series without one).
+func evaluate(t *testing.T, ctx context.Context, addr string) map[string][]string {
+	t.Helper()
+	st := teststorage.New(t)
+	start := time.Now()
+	var last time.Time
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(time.Second)
+		}
+		last = start.Add(time.Duration(i) * time.Second)
+		app := st.Appender(ctx)
+		for name, f := range scrape(ctx, addr) {
+			for _, m := range f.GetMetric() {
+				for _, sm := range samplesOf(name, f.GetType(), m) {
+					b := labels.NewBuilder(labels.FromStrings("__name__", sm.name, "namespace", "test", "job", "outboxd", "instance", addr))
+					for _, l := range m.GetLabel() {
+						b.Set(l.GetName(), l.GetValue())
+					}
+					for k, v := range sm.labels {
+						b.Set(k, v)
+					}
+					if _, err := app.Append(0, b.Labels(), last.UnixMilli(), sm.value); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1 << 20, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	firing := map[string][]string{}
+	for _, q := range ruleQueries(t) {
+		alert := strings.TrimPrefix(q.from, "alert ")
+		qry, err := engine.NewInstantQuery(ctx, st, nil, q.expr, last)
+		if err != nil {
+			t.Fatalf("%s: %v", q.from, err)
+		}
+		res := qry.Exec(ctx)
+		if res.Err != nil {
+			t.Fatalf("%s: %v", q.from, res.Err)
+		}
+		vec, _ := res.Vector()
+		for _, s := range vec {
+			firing[alert] = append(firing[alert], s.Metric.Get("pipeline"))
+		}
+		slices.Sort(firing[alert])
+	}
+	return firing
+}
+
+// sample is one series' value of a scraped metric.
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// samplesOf are the series of a scraped metric as Prometheus stores them.
+func samplesOf(name string, typ dto.MetricType, m *dto.Metric) []sample {
+	switch typ {
+	case dto.MetricType_COUNTER:
+		return []sample{{name: name, value: m.GetCounter().GetValue()}}
+	case dto.MetricType_GAUGE:
+		return []sample{{name: name, value: m.GetGauge().GetValue()}}
+	case dto.MetricType_UNTYPED:
+		return []sample{{name: name, value: m.GetUntyped().GetValue()}}
+	case dto.MetricType_HISTOGRAM:
+		h := m.GetHistogram()
+		out := []sample{{name: name + "_count", value: float64(h.GetSampleCount())}, {name: name + "_sum", value: h.GetSampleSum()}}
+		for _, b := range h.GetBucket() {
+			out = append(out, sample{name: name + "_bucket", labels: map[string]string{"le": fmt.Sprint(b.GetUpperBound())}, value: float64(b.GetCumulativeCount())})
+		}
+		return append(out, sample{name: name + "_bucket", labels: map[string]string{"le": "+Inf"}, value: float64(h.GetSampleCount())})
+	}
+	return nil
 }

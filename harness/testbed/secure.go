@@ -32,8 +32,9 @@ type SecureKafka struct {
 	*Kafka
 	Plain, SASLSSL, MTLS, Expired string
 	// PEM files: the CA certificate, and a client certificate and key for
-	// MTLS with common name "outboxd".
-	CA, ClientCert, ClientKey string
+	// MTLS with common name "outboxd"; and one that expired yesterday.
+	CA, ClientCert, ClientKey           string
+	ExpiredClientCert, ExpiredClientKey string
 }
 
 // StartKafkaSecure writes the configuration and certificates into dir and
@@ -42,7 +43,8 @@ func StartKafkaSecure(ctx context.Context, script, dir string) (*SecureKafka, er
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	k := &SecureKafka{CA: filepath.Join(dir, "ca.pem"), ClientCert: filepath.Join(dir, "client.pem"), ClientKey: filepath.Join(dir, "client-key.pem")}
+	k := &SecureKafka{CA: filepath.Join(dir, "ca.pem"), ClientCert: filepath.Join(dir, "client.pem"), ClientKey: filepath.Join(dir, "client-key.pem"),
+		ExpiredClientCert: filepath.Join(dir, "client-expired.pem"), ExpiredClientKey: filepath.Join(dir, "client-expired-key.pem")}
 	ports := make([]string, 5)
 	for i := range ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -104,7 +106,8 @@ group.initial.rebalance.delay.ms=0
 }
 
 // writeCerts writes ca.pem, server.pem (key and chain, for 127.0.0.1),
-// expired.pem (the same, expired), client.pem and client-key.pem.
+// expired.pem (the same, expired), client.pem and client-key.pem, and
+// client-expired.pem and client-expired-key.pem.
 func writeCerts(dir string) error {
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -153,12 +156,18 @@ func writeCerts(dir string) error {
 	if err != nil {
 		return err
 	}
+	clientExpired, clientExpiredKey, err := leaf(5, "outboxd", now.Add(-48*time.Hour), now.Add(-24*time.Hour), x509.ExtKeyUsageClientAuth)
+	if err != nil {
+		return err
+	}
 	files := map[string][]byte{
-		"ca.pem":         caPEM,
-		"server.pem":     append(append(serverKey, server...), caPEM...),
-		"expired.pem":    append(append(expiredKey, expired...), caPEM...),
-		"client.pem":     client,
-		"client-key.pem": clientKey,
+		"ca.pem":                 caPEM,
+		"server.pem":             append(append(serverKey, server...), caPEM...),
+		"expired.pem":            append(append(expiredKey, expired...), caPEM...),
+		"client.pem":             client,
+		"client-key.pem":         clientKey,
+		"client-expired.pem":     clientExpired,
+		"client-expired-key.pem": clientExpiredKey,
 	}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {

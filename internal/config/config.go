@@ -70,6 +70,10 @@ type Config struct {
 	Pprof       bool
 	MaxProcs    int // GOMAXPROCS for run; 0: Go's default
 
+	// The process's in-flight budget (run): 0 takes it from the memory
+	// limit (InFlightBudget).
+	InFlightBudgetBytes, InFlightBudgetRecords int
+
 	KafkaTLS                   bool
 	KafkaTLSCAFile             string
 	KafkaTLSCertFile           string
@@ -393,17 +397,18 @@ func (c *Config) pipeline() pipeline.Config {
 	return pipeline.Config{Stream: s, Pump: c.Pump, Kafka: c.Kafka, Delivery: c.Delivery, Txn: c.Txn, Registry: c.Registry, Monitor: c.Monitor, Heartbeat: c.Heartbeat}
 }
 
-// Pipeline is the pipeline run's options describe: each stage's Config
+// Pipeline is the pipeline run's options describe (log takes what reading
+// the TLS files at each connection has to say): each stage's Config
 // as the flags set it, the column mapping (Mapping), and the Kafka
 // client's TLS and SASL options.
-func (c *Config) Pipeline() (pipeline.Config, error) {
-	kopts, err := c.KafkaOpts()
+func (c *Config) Pipeline(log *slog.Logger) (pipeline.Config, error) {
+	kopts, err := c.KafkaOpts(log)
 	if err != nil {
 		return pipeline.Config{}, err
 	}
 	pc := c.pipeline()
 	pc.Kafka.Opts = append(slices.Clone(pc.Kafka.Opts), kopts...)
-	if pc.Registry.TLS, err = c.registryTLS(); err != nil {
+	if pc.Registry.TLS, err = c.registryTLS(log); err != nil {
 		return pipeline.Config{}, err
 	}
 	return pc, nil

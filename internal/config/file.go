@@ -177,3 +177,26 @@ func (r *fileReader) build(p *Pipeline, sec section, base settings, process *fla
 	}
 	return envUsed, problems
 }
+
+// SettingFiles are the files the pipelines' settings were read from (a
+// -file variant's: the database URL, passwords, schemas), each once, in
+// the file's order: what a process watches to take up a secret rotated in
+// place.
+func (f File) SettingFiles() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range f.Pipelines {
+		for _, spec := range flags() {
+			if spec.fileOf == "" {
+				continue
+			}
+			fl := p.Flags.Lookup(spec.name)
+			if fl == nil || fl.Value.String() == "" || seen[fl.Value.String()] {
+				continue
+			}
+			seen[fl.Value.String()] = true
+			out = append(out, fl.Value.String())
+		}
+	}
+	return out
+}

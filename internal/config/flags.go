@@ -299,6 +299,13 @@ func flags() []flagSpec {
 		{name: "max-in-flight-bytes", group: GroupPump, usage: "key, value and header bytes of those records, at most: with large payloads this bounds memory (a single larger record is still sent, alone)",
 			field: "Pump.MaxInFlightBytes",
 			bind:  integer(func(c *Config) *int { return &c.Pump.MaxInFlightBytes }), check: positiveInt(func(c *Config) int { return c.Pump.MaxInFlightBytes })},
+		{name: "in-flight-budget-bytes", process: true, group: GroupPump,
+			usage: "the process's records in flight, every pipeline's together: their key, value and header bytes at most, shared fairly (each pipeline keeps a share no other can take; --max-in-flight-bytes still bounds each). " +
+				"0: a quarter of the memory limit (GOMEMLIMIT, or else 90 % of the container's memory limit, which outboxd then sets as GOMEMLIMIT), or 256 MiB without one",
+			bind: integer(func(c *Config) *int { return &c.InFlightBudgetBytes }), check: notNegative(func(c *Config) int { return c.InFlightBudgetBytes })},
+		{name: "in-flight-budget-records", process: true, group: GroupPump,
+			usage: "the process's records in flight, every pipeline's together, at most (shared as --in-flight-budget-bytes is); 0: one for each KiB of that budget",
+			bind:  integer(func(c *Config) *int { return &c.InFlightBudgetRecords }), check: notNegative(func(c *Config) int { return c.InFlightBudgetRecords })},
 		{name: "dead-letter-topic", group: GroupPump,
 			usage: "send a record Kafka refuses for good (too large, invalid or deleted topic, denied) or a row that cannot become a record to this topic, with headers saying why and an Error log naming it, and move on (empty: stop at it, the default: nothing is ever skipped; not with --delivery exactly-once). " +
 				"Checked at start without creating it: a missing one stops the run, or with --allow-auto-topic-creation is created then with the broker's default partitions and replication factor",
@@ -607,6 +614,15 @@ func positiveInt(v func(*Config) int) func(*Config) string {
 	return func(c *Config) string {
 		if v(c) <= 0 {
 			return "must be positive"
+		}
+		return ""
+	}
+}
+
+func notNegative(v func(*Config) int) func(*Config) string {
+	return func(c *Config) string {
+		if v(c) < 0 {
+			return "must not be negative"
 		}
 		return ""
 	}

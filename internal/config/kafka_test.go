@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -84,7 +85,7 @@ func TestKafkaTLS(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			opts, err := tt.cfg.KafkaOpts()
+			opts, err := tt.cfg.KafkaOpts(slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +121,7 @@ func TestKafkaOptsErrors(t *testing.T) {
 		{"unknown SASL mechanism", Config{KafkaSASLMechanism: "GSSAPI"}, "not supported"},
 	}
 	for _, tt := range tests {
-		if _, err := tt.cfg.KafkaOpts(); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := tt.cfg.KafkaOpts(slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: KafkaOpts error = %v, want one containing %q", tt.name, err, tt.want)
 		}
 	}

@@ -78,7 +78,7 @@ func TestRegistryFilesAreReadAndSecretsNotShown(t *testing.T) {
 	if err := c.Validate(fs); err != nil {
 		t.Fatal(err)
 	}
-	pc, err := c.Pipeline()
+	pc, err := c.Pipeline(slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,9 @@ type Counts struct {
 	// (--delivery exactly-once).
 	KafkaTransactions func() uint64
 	SkippedRecords    func() uint64
+	// Panics counts the pipeline's panics (a supervisor's restarts after
+	// a bug; nil: none kept).
+	Panics func() uint64
 	// Kafka reports the producer's failed dials and requests (nil: none
 	// known).
 	Kafka KafkaReach
@@ -68,21 +71,48 @@ type Metrics struct {
 	commitToRecv   prometheus.Histogram
 	commitToSend   prometheus.Histogram
 
-	dlMu     sync.Mutex
-	dlTopics map[string]bool // the topic label values of deadLettered, at most maxDeadLetterTopics
+	published, deadLetters topicLabels
 }
 
-// The topic label of outboxd_dead_lettered_total: a topic template can
-// name any number of topics, and a label value per topic would grow the
-// series without bound. The first maxDeadLetterTopics distinct topics get
-// their own; the dead letters of any other count under otherTopics, and
-// those of rows whose topic could not be read under unknownTopic
-// (parentheses are never in a Kafka topic name).
+// The topic label of the per-topic series: a topic template can name any
+// number of topics, and a label value per topic would grow the series
+// without bound. The first maxTopics distinct topics of each series get
+// their own; any other counts under otherTopics, and a topic that could
+// not be read (a dead letter's) under unknownTopic (parentheses are never
+// in a Kafka topic name).
 const (
-	maxDeadLetterTopics = 100
-	unknownTopic        = "(unknown)"
-	otherTopics         = "(other)"
+	maxTopics    = 100
+	unknownTopic = "(unknown)"
+	otherTopics  = "(other)"
 )
+
+// topicLabels hands out a series' topic label values, at most maxTopics.
+type topicLabels struct {
+	mu     sync.Mutex
+	topics map[string]bool
+}
+
+// label is topic's label value.
+func (l *topicLabels) label(topic string) string {
+	// A label value must be valid UTF-8 (the client panics otherwise): a
+	// topic column of a SQL_ASCII database can hold any bytes, and Kafka
+	// refuses such a topic, so its record is dead-lettered.
+	if topic == "" || !utf8.ValidString(topic) {
+		return unknownTopic
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.topics[topic] {
+		if len(l.topics) >= maxTopics {
+			return otherTopics
+		}
+		if l.topics == nil {
+			l.topics = map[string]bool{}
+		}
+		l.topics[topic] = true
+	}
+	return topic
+}
 
 // NewMetrics registers the metrics of the pipeline called name on reg
 // (the process's, from NewRegistry), every series with the label
@@ -96,16 +126,15 @@ func NewMetrics(reg prometheus.Registerer, name string, src StatsSource, wal Ret
 	m := &Metrics{
 		reg: prometheus.WrapRegistererWith(prometheus.Labels{"pipeline": name}, reg),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "outboxd_records_published_total", Help: "Records Kafka acknowledged, by topic.",
+			Name: "outboxd_records_published_total", Help: "Records Kafka acknowledged, by topic: the first " + strconv.Itoa(maxTopics) + " distinct topics each, any other under (other) (bounded cardinality).",
 		}, []string{"topic"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "outboxd_bytes_published_total", Help: "Key, value and header bytes of the records Kafka acknowledged, by topic.",
+			Name: "outboxd_bytes_published_total", Help: "Key, value and header bytes of the records Kafka acknowledged, by topic, as outboxd_records_published_total.",
 		}, []string{"topic"}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outboxd_dead_lettered_total", Help: "Records and rows sent to the dead-letter topic instead of their own, by the topic they were meant for: " +
-				"(unknown) for a row whose topic could not be read; (other) for any topic after the first " + strconv.Itoa(maxDeadLetterTopics) + " distinct ones, which keep their own label (bounded cardinality).",
+				"(unknown) for a row whose topic could not be read; (other) for any topic after the first " + strconv.Itoa(maxTopics) + " distinct ones, which keep their own label (bounded cardinality).",
 		}, []string{"topic"}),
-		dlTopics: make(map[string]bool),
 		produceLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "outboxd_produce_latency_seconds", Help: "From handing a record to the producer to Kafka's acknowledgment.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
@@ -146,6 +175,8 @@ func NewMetrics(reg prometheus.Registerer, name string, src StatsSource, wal Ret
 		optional("outboxd_kafka_data_loss_total", "Times Kafka reported losing records it had acknowledged (see the Error log).", counts.DataLoss),
 		optional("outboxd_heartbeats_total", "Heartbeat messages written (--heartbeat-interval).", counts.Heartbeats),
 		optional("outboxd_kafka_transactions_total", "Kafka transactions committed (--delivery exactly-once).", counts.KafkaTransactions),
+		optional("outboxd_panics_total", "Times the pipeline panicked (a bug in outboxd: the Error log has the stack); it stopped and started again after a backoff, "+
+			"the other pipelines untouched.", counts.Panics),
 		optional("outboxd_skipped_records_total", "Records not sent again because a committed Kafka transaction holds them (--delivery exactly-once, after a restart or takeover).", counts.SkippedRecords),
 		gauge("outboxd_backfill_rows", "Rows of the backfill (--backfill-where) this process handed to Kafka so far; 0 when none ran.", func(s cdc.Stats) float64 { return float64(s.BackfillRows) }),
 		gauge("outboxd_backfill_rows_total", "Rows the backfill's predicate matched in the snapshot; 0 when none ran.", func(s cdc.Stats) float64 { return float64(s.BackfillTotal) }),
@@ -194,30 +225,12 @@ func (m *Metrics) Received(commitTime, sentTime time.Time) {
 
 // DeadLettered implements pump.Observer.
 func (m *Metrics) DeadLettered(topic string) {
-	m.deadLettered.WithLabelValues(m.deadLetterLabel(topic)).Inc()
-}
-
-// deadLetterLabel is the topic label value for a dead letter meant for topic.
-func (m *Metrics) deadLetterLabel(topic string) string {
-	// A label value must be valid UTF-8 (the client panics otherwise): a
-	// topic column of a SQL_ASCII database can hold any bytes, and Kafka
-	// refuses such a topic, so its record comes here.
-	if topic == "" || !utf8.ValidString(topic) {
-		return unknownTopic
-	}
-	m.dlMu.Lock()
-	defer m.dlMu.Unlock()
-	if !m.dlTopics[topic] {
-		if len(m.dlTopics) >= maxDeadLetterTopics {
-			return otherTopics
-		}
-		m.dlTopics[topic] = true
-	}
-	return topic
+	m.deadLettered.WithLabelValues(m.deadLetters.label(topic)).Inc()
 }
 
 // Acknowledged implements pump.Observer.
 func (m *Metrics) Acknowledged(topic string, bytes int, produceLatency time.Duration, commitTime time.Time) {
+	topic = m.published.label(topic)
 	m.records.WithLabelValues(topic).Inc()
 	m.bytes.WithLabelValues(topic).Add(float64(bytes))
 	m.produceLatency.Observe(produceLatency.Seconds())

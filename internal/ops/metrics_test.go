@@ -5,6 +5,7 @@ import (
 	"maps"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -31,13 +32,19 @@ func newMetrics(t *testing.T, name string, src StatsSource, counts Counts) (*Met
 // deadLettered returns outboxd_dead_lettered_total by topic label.
 func deadLettered(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
 	t.Helper()
+	return byTopic(t, reg, "outboxd_dead_lettered_total")
+}
+
+// byTopic returns the counter name by topic label.
+func byTopic(t *testing.T, reg prometheus.Gatherer, name string) map[string]float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]float64{}
 	for _, mf := range mfs {
-		if mf.GetName() != "outboxd_dead_lettered_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, s := range mf.GetMetric() {
@@ -54,10 +61,13 @@ func deadLettered(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
 // Issue 37 items 12 and 18: outboxd_dead_lettered_total had an empty topic
 // label for a row whose topic could not be read, and a label value per
 // topic, unbounded under a topic template. The label is never empty, and
-// has at most maxDeadLetterTopics values besides (unknown) and (other).
-func TestDeadLetteredTopicLabel(t *testing.T) {
+// has at most maxTopics values besides (unknown) and (other). Issue 49,
+// item 11: outboxd_records_published_total and
+// outboxd_bytes_published_total were still unbounded; they are bounded
+// alike.
+func TestTopicLabelsAreBounded(t *testing.T) {
 	t.Parallel()
-	many := make([]string, 10*maxDeadLetterTopics)
+	many := make([]string, 10*maxTopics)
 	for i := range many {
 		many[i] = fmt.Sprintf("orders.%d", i)
 	}
@@ -73,37 +83,47 @@ func TestDeadLetteredTopicLabel(t *testing.T) {
 		{name: "a topic of invalid UTF-8", topics: []string{"\xff\xfeorders"}, want: map[string]float64{unknownTopic: 1}},
 		{name: "a topic template naming many topics", topics: append(many, "")},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			m, reg := newMetrics(t, "orders", noStats{}, Counts{})
-			var wg sync.WaitGroup
-			for _, topic := range tt.topics {
-				wg.Go(func() { m.DeadLettered(topic) })
-			}
-			wg.Wait()
-			got := deadLettered(t, reg)
-			if _, ok := got[""]; ok {
-				t.Errorf("an empty topic label, on %v dead letters", got[""])
-			}
-			if tt.want != nil {
-				if !maps.Equal(got, tt.want) {
-					t.Errorf("outboxd_dead_lettered_total = %v, want %v", got, tt.want)
+	series := []struct {
+		name   string
+		report func(m *Metrics, topic string)
+	}{
+		{"outboxd_dead_lettered_total", func(m *Metrics, topic string) { m.DeadLettered(topic) }},
+		{"outboxd_records_published_total", func(m *Metrics, topic string) { m.Acknowledged(topic, 1, 0, time.Now()) }},
+		{"outboxd_bytes_published_total", func(m *Metrics, topic string) { m.Acknowledged(topic, 1, 0, time.Now()) }},
+	}
+	for _, ser := range series {
+		for _, tt := range tests {
+			t.Run(ser.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				m, reg := newMetrics(t, "orders", noStats{}, Counts{})
+				var wg sync.WaitGroup
+				for _, topic := range tt.topics {
+					wg.Go(func() { ser.report(m, topic) })
 				}
-				return
-			}
-			var own, total float64
-			for label, n := range got {
-				total += n
-				if label != unknownTopic && label != otherTopics {
-					own++
+				wg.Wait()
+				got := byTopic(t, reg, ser.name)
+				if _, ok := got[""]; ok {
+					t.Errorf("an empty topic label, on %v", got[""])
 				}
-			}
-			if own != maxDeadLetterTopics || got[otherTopics] != float64(len(many)-maxDeadLetterTopics) ||
-				got[unknownTopic] != 1 || total != float64(len(tt.topics)) {
-				t.Errorf("%v topics with a label of their own, (other) %v, (unknown) %v, total %v; want %d, %d, 1, %d",
-					own, got[otherTopics], got[unknownTopic], total, maxDeadLetterTopics, len(many)-maxDeadLetterTopics, len(tt.topics))
-			}
-		})
+				if tt.want != nil {
+					if !maps.Equal(got, tt.want) {
+						t.Errorf("%s = %v, want %v", ser.name, got, tt.want)
+					}
+					return
+				}
+				var own, total float64
+				for label, n := range got {
+					total += n
+					if label != unknownTopic && label != otherTopics {
+						own++
+					}
+				}
+				if own != maxTopics || got[otherTopics] != float64(len(many)-maxTopics) ||
+					got[unknownTopic] != 1 || total != float64(len(tt.topics)) {
+					t.Errorf("%v topics with a label of their own, (other) %v, (unknown) %v, total %v; want %d, %d, 1, %d",
+						own, got[otherTopics], got[unknownTopic], total, maxTopics, len(many)-maxTopics, len(tt.topics))
+				}
+			})
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"net/http/pprof"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,12 +26,14 @@ type Server struct {
 	// are at the call: pipelines come and go. Their names are distinct.
 	Pipelines func() []PipelineHealth
 	Log       *slog.Logger
+	// Stopping, when set, is closed once the process stops: /readyz
+	// answers 503 from then on, while Run still serves the pipelines'
+	// drain (run Run on a context that outlives them).
+	Stopping <-chan struct{}
 	// Pprof also serves net/http/pprof under /debug/pprof/.
 	Pprof bool
 
-	mu     sync.Mutex
-	checks map[string]*kafkaCheck // by pipeline name, of the pipelines last listed
-	ln     net.Listener
+	ln net.Listener
 }
 
 // Listen binds Addr and returns the bound address (useful with port 0).
