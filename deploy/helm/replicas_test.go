@@ -555,6 +555,7 @@ func TestRenderedReplicasStayReady(t *testing.T) {
 		"settings":     map[string]any{"brokers": brokers},
 		"pipelines":    pipelines,
 		"secretMounts": mounts,
+		"migrate":      map[string]any{"enabled": true}, // rendered, not run: migrate above leaves the refused database out
 	}, secrets)
 	pods := []*pod{m.start(t, bin, m.container, "outboxd-0"), m.start(t, bin, m.container, "outboxd-1")}
 	testenv.Eventually(t, 2*time.Minute, "every pipeline but the refused one streaming on one of the replicas", func() bool {
