@@ -94,6 +94,23 @@ func TestRunConfigRunsEveryPipelineAndReloadsOnSIGHUP(t *testing.T) {
 	if !strings.Contains(p.log(), "slto") {
 		t.Errorf("the refused reload's log does not name the unknown key:\n%s", tail(p.log(), 10))
 	}
+	// Issue 49, item 26: a failed reload showed only in the log.
+	if _, body := get(addr, "/metrics"); processMetric(body, "outboxd_config_last_reload_successful") != 0 {
+		t.Error("outboxd_config_last_reload_successful is not 0 after the refused reload")
+	}
+
+	// Issue 49, item 23: a secret rotated in place (b's database URL file
+	// rewritten) is taken up without SIGHUP: the file is read again, and
+	// the pipeline whose setting changed starts again with it.
+	writeFile(t, file, head+entry("a", a)+entryB+entry("c", c)) // the good file back
+	writeFile(t, urlFile, b.url+"&application_name=rotated\n")
+	testenv.Eventually(t, time.Minute, "the rotated secret taken up", func() bool {
+		return strings.Contains(p.log(), "a file a pipeline's settings come from changed") && strings.Contains(p.log(), `changed=[b]`)
+	})
+	testenv.Eventually(t, time.Minute, "b streaming again", streaming("a: streaming, b: streaming, c: streaming"))
+	if _, body := get(addr, "/metrics"); processMetric(body, "outboxd_config_last_reload_successful") != 1 {
+		t.Error("outboxd_config_last_reload_successful is not 1 after the reload that took the rotated secret up")
+	}
 
 	// Removed: b stops and releases its slot; a and c stream on.
 	writeFile(t, file, head+entry("a", a)+entry("c", c))
@@ -109,6 +126,15 @@ func TestRunConfigRunsEveryPipelineAndReloadsOnSIGHUP(t *testing.T) {
 	if _, body := get(addr, "/metrics"); metric(body, "b", `outboxd_state{state="streaming"}`) != -1 {
 		t.Error("b's series still exported after it was removed")
 	}
+	// Issue 49, item 9: the removed pipeline's slot stays and retains WAL;
+	// the log says so with the SQL that drops it, and a gauge counts it.
+	if log := p.log(); !strings.Contains(log, "pipeline no longer in the file") || !strings.Contains(log, "pg_drop_replication_slot('"+b.slot+"')") {
+		t.Errorf("the log does not say that b's slot %s stays, with the SQL that drops it:\n%s", b.slot, tail(log, 20))
+	}
+	testenv.Eventually(t, time.Minute, "outboxd_unrun_slots counting b's slot", func() bool {
+		_, body := get(addr, "/metrics")
+		return processMetric(body, "outboxd_unrun_slots") == 1 && processMetric(body, "outboxd_unrun_slots_retained_wal_bytes") > 0
+	})
 	ids := c.write(t, 2, 0)
 	if count, _ := c.consumeAll(t, ids, 30*time.Second); len(count) != len(ids) {
 		t.Fatalf("%d of %d rows of c in Kafka", len(count), len(ids))
