@@ -148,6 +148,11 @@ func testRegistryFormat(t *testing.T, regURL, python string, tc registryCase) {
 	v2 := register(w.topic+"-value", tc.v2, tc.typ)
 	insert(w.topic, n(6, 8, `, "note": "v2"`)...)
 	insert(w.topic, n(9, 10, "")...)
+	// Issue 49, item 6: a row whose topic names no subject the registry
+	// knows (a new or mistyped type) is the row's fault: dead-lettered raw,
+	// and the pipeline goes on.
+	unknown := testenv.Name(t, "unknown")
+	insert(unknown, `{"n": 50}`)
 	var before string
 	if err := w.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&before); err != nil {
 		t.Fatal(err)
@@ -192,7 +197,7 @@ func testRegistryFormat(t *testing.T, regURL, python string, tc registryCase) {
 	proxy.Heal()
 
 	recs := consumeTopics(t, brokers, 13, w.topic, other)
-	dead := consumeTopics(t, brokers, 1, dlq)
+	dead := consumeTopics(t, brokers, 2, dlq)
 	schemas := map[int]string{}
 	var reqs []decodeRequest
 	for _, r := range recs {
@@ -260,9 +265,14 @@ func testRegistryFormat(t *testing.T, regURL, python string, tc registryCase) {
 	if want := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}; !reflect.DeepEqual(ns, want) {
 		t.Errorf("published n %v, want %v", ns, want)
 	}
-	if len(dead) != 1 || string(dead[0].Value) != tc.bad || recordHeader(dead[0], "outboxd.dlq.topic") != w.topic ||
+	if len(dead) != 2 || string(dead[0].Value) != tc.bad || recordHeader(dead[0], "outboxd.dlq.topic") != w.topic ||
 		!strings.Contains(recordHeader(dead[0], "outboxd.dlq.error"), `subject "`+w.topic+`-value"`) {
-		t.Fatalf("dead letters %d, want the bad row raw naming its subject: %v", len(dead), dead)
+		t.Fatalf("dead letters %d, want the bad row raw naming its subject, then the row of a topic without one: %v", len(dead), dead)
+	}
+	if string(dead[1].Value) != `{"n": 50}` || recordHeader(dead[1], "outboxd.dlq.topic") != unknown ||
+		!strings.Contains(recordHeader(dead[1], "outboxd.dlq.error"), `subject "`+unknown+`-value"`) {
+		t.Errorf("the row of a topic without a subject: dead letter %q on %q, error %q; want it raw, naming the subject %s-value",
+			dead[1].Value, recordHeader(dead[1], "outboxd.dlq.topic"), recordHeader(dead[1], "outboxd.dlq.error"), unknown)
 	}
 }
 
