@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxd/outboxd/lib/sqlquote"
 )
 
 // Connect opens a regular connection to the database for outboxd's catalog
@@ -65,9 +67,46 @@ func connectReplication(ctx context.Context, url string) (*pgconn.PgConn, error)
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("opening the replication connection: %w", AuthFailure(err))
+		return nil, fmt.Errorf("opening the replication connection: %w", replicationRefused(AuthFailure(err)))
 	}
 	return conn, nil
+}
+
+// ReplicationPrivilegeError is a replication connection PostgreSQL refused
+// because the role may not open one: it lacks REPLICATION (SQLSTATE 42501).
+// It names the user and the host, never the password.
+type ReplicationPrivilegeError struct {
+	User, Host string
+	Err        *pgconn.PgError
+}
+
+func (e *ReplicationPrivilegeError) Error() string {
+	return fmt.Sprintf("role %q may not open a replication connection at %s: %s (SQLSTATE %s); grant it REPLICATION (ALTER ROLE %s REPLICATION)",
+		e.User, e.Host, e.Err.Message, e.Err.Code, sqlquote.Identifier(e.User))
+}
+
+func (e *ReplicationPrivilegeError) Unwrap() error { return e.Err }
+
+// replicationRefused returns a failed replication connection's error as a
+// *ReplicationPrivilegeError when the role lacks the privilege (the
+// attempts are searched as AuthFailure does: with sslmode=prefer a TLS
+// line comes first), and err itself otherwise.
+func replicationRefused(err error) error {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	attempts := []error{err}
+	if joined, ok := ce.Unwrap().(interface{ Unwrap() []error }); ok {
+		attempts = joined.Unwrap()
+	}
+	for _, a := range attempts {
+		var pgErr *pgconn.PgError
+		if errors.As(a, &pgErr) && pgErr.Code == "42501" {
+			return &ReplicationPrivilegeError{User: ce.Config.User, Host: net.JoinHostPort(ce.Config.Host, strconv.Itoa(int(ce.Config.Port))), Err: pgErr}
+		}
+	}
+	return err
 }
 
 // AuthError is a connection PostgreSQL refused for who was connecting: a

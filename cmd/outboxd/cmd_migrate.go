@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -72,6 +73,24 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	// Nothing is applied before what would make migrate fail half-way is
+	// checked: the privilege creating the slot needs, and the table's
+	// shape.
+	if cfg.Stream.CreateSlot {
+		if _, err := slot.Identify(ctx, cfg.Stream.DatabaseURL); err != nil {
+			var pe *slot.ReplicationPrivilegeError
+			if errors.As(err, &pe) {
+				return fmt.Errorf("checking that migrate can create the slot, over a replication connection: %w; "+
+					"or run migrate with --create-slot=false (create-slot: false in a pipelines file) and let run --create-slot create the slot; nothing was changed", pe)
+			}
+			return fmt.Errorf("checking that migrate can create the slot, over a replication connection: %w; nothing was changed", err)
+		}
+	}
+	if !cfg.OwnTable {
+		if err := checkDefaultShape(ctx, conn, cfg); err != nil {
+			return err
+		}
+	}
 	if cfg.OwnTable {
 		// Nothing is applied, nor recorded as applied, for a table that
 		// is not there (the default table is created by migration 0001).
@@ -120,6 +139,37 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return migrateSlot(ctx, conn, cfg, log)
 }
 
+// checkDefaultShape refuses, before anything is applied, an existing
+// table that is not outboxd's default table: migrate would create the
+// publication and record the first migrations, then fail at the
+// constraints naming the default table's columns. An application's own
+// table needs --own-table.
+func checkDefaultShape(ctx context.Context, conn *pgx.Conn, cfg config.Config) error {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.to_regclass($1) IS NOT NULL`, cfg.Table).Scan(&exists); err != nil {
+		return fmt.Errorf("looking for table %s: %w", cfg.Table, err)
+	}
+	if !exists {
+		return nil // migration 0001 creates it
+	}
+	deflt := config.Default()
+	err := slot.CheckTable(ctx, conn, cfg.Table, deflt.Mapping())
+	if err == nil {
+		var hasHeaders bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = $1::regclass AND attname = 'headers' AND attnum > 0 AND NOT attisdropped)`,
+			cfg.Table).Scan(&hasHeaders); err != nil {
+			return fmt.Errorf("reading the columns of %s: %w", cfg.Table, err)
+		}
+		if hasHeaders {
+			return nil
+		}
+		err = errors.New(`no column "headers"`)
+	}
+	return fmt.Errorf("table %s exists and is not outboxd's default outbox table (%w): if it is the application's own outbox table, "+
+		"migrate it with --own-table (own-table: true in a pipelines file) and the column flags that fit it (--id-column, --key-column, --topic-column or --topic-template, --payload-column, ...); nothing was changed",
+		cfg.Table, err)
+}
+
 func migrationTarget(cfg config.Config) migrations.Target {
 	return migrations.Target{Table: cfg.Table, Publication: cfg.Stream.Publication, OwnTable: cfg.OwnTable, Partitioned: cfg.Partitioned}
 }
@@ -162,6 +212,7 @@ func printMigrationSQL(w io.Writer, cfg config.Config) error {
 	fmt.Fprintf(w, "-- outboxd %s: schema for table %s, publication %s, slot %s.\n", buildVersion(version, readBuildInfo()), cfg.Table, cfg.Stream.Publication, cfg.Stream.Slot)
 	fmt.Fprintln(w, "-- Each statement is safe to run again. outboxd run needs a role with REPLICATION")
 	fmt.Fprintln(w, "-- and CONNECT on the database; it never reads the outbox table itself (see docs/operating.md, Least privilege).")
+	fmt.Fprintln(w, "-- outboxd migrate itself also needs REPLICATION when it creates the slot (the default; --create-slot=false leaves it to run).")
 	for _, m := range ms {
 		fmt.Fprintf(w, "\n-- migration %s\n%s\n", m.Name, strings.TrimSpace(m.SQL))
 	}

@@ -23,8 +23,8 @@ var migrateBesideConfig = []string{"print-sql", "create-slot", "own-table", "par
 // args.
 func migrateFile(ctx context.Context, path string, args []string, fs *flag.FlagSet, own *config.Config, printSQL bool, stdout, stderr io.Writer, getenv func(string) string) int {
 	fresh := func() *flag.FlagSet { c := config.Default(); f, _ := migrateFlags(&c, io.Discard); return f }
-	f, cfgs, code := fileConfigs("migrate", path, args, fs, fresh, migrateBesideConfig, stderr, getenv, func(p config.Config) config.Config {
-		return migrateConfig(p, *own)
+	f, cfgs, code := fileConfigs("migrate", path, args, fs, fresh, migrateBesideConfig, stderr, getenv, func(p config.Pipeline) config.Config {
+		return migrateConfig(p, *own, set(fs, "create-slot"))
 	})
 	if code != exitOK {
 		return code
@@ -61,18 +61,24 @@ func migrateFile(ctx context.Context, path string, args []string, fs *flag.FlagS
 
 // migrateConfig is what migrate does for one pipeline of a file: the
 // pipeline's settings; as the table, run's --table when the pipeline
-// gives one, else migrate's; and from migrate's own flags (own) whether
-// to create the slot and the table's shape. The Debezium layout's table
-// is the application's own, as without a file.
-func migrateConfig(p, own config.Config) config.Config {
-	c := p
+// gives one, else migrate's; whether to create the slot from migrate's
+// --create-slot when given on its command line (ownCreateSlot), else the
+// pipeline's create-slot when the file gives one, else migrate's default
+// (yes); and the table's shape from migrate's flags or the pipeline's
+// keys (own-table, partitioned). The Debezium layout's table is the
+// application's own, as without a file.
+func migrateConfig(p config.Pipeline, own config.Config, ownCreateSlot bool) config.Config {
+	c := p.Config
 	c.Table = own.Table
-	if p.Stream.Table != "" {
-		c.Table = p.Stream.Table
+	if p.Config.Stream.Table != "" {
+		c.Table = p.Config.Stream.Table
 	}
 	c.Stream.CreateSlot = own.Stream.CreateSlot
-	c.OwnTable = own.OwnTable || p.Layout == config.LayoutDebezium
-	c.Partitioned = own.Partitioned
+	if !ownCreateSlot && set(p.Flags, "create-slot") {
+		c.Stream.CreateSlot = p.Config.Stream.CreateSlot
+	}
+	c.OwnTable = own.OwnTable || p.Config.OwnTable || p.Config.Layout == config.LayoutDebezium
+	c.Partitioned = own.Partitioned || p.Config.Partitioned
 	return c
 }
 

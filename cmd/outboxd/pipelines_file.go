@@ -12,11 +12,17 @@ import (
 )
 
 // loadPipelinesFile loads the pipelines file at path as run reads it: each
-// pipeline's keys are run's flags (runFlags). process is the command's
-// parsed FlagSet holding its process settings (--metrics-addr,
-// --log-level, ...), if any: see config.LoadFile.
+// pipeline's keys are run's flags (runFlags), and the table's shape that
+// migrate reads (own-table, partitioned: run ignores them), so that one
+// file serves every command. process is the command's parsed FlagSet
+// holding its process settings (--metrics-addr, --log-level, ...), if
+// any: see config.LoadFile.
 func loadPipelinesFile(path string, process *flag.FlagSet, getenv func(string) string) (config.File, error) {
-	return config.LoadFile(path, process, func(c *config.Config) *flag.FlagSet { return runFlags(c, io.Discard) }, getenv)
+	return config.LoadFile(path, process, func(c *config.Config) *flag.FlagSet {
+		fs := runFlags(c, io.Discard)
+		c.Register(fs, config.GroupShape)
+		return fs
+	}, getenv)
 }
 
 // configFlag defines --config on fs: a pipelines file, for what.

@@ -360,3 +360,63 @@ func connect(t *testing.T, url string) *pgx.Conn {
 	t.Cleanup(func() { conn.Close(context.Background()) }) // t.Context is done by then
 	return conn
 }
+
+// TestMigrateConfigTakesEachPipelinesShape is issue 49, item 18: a
+// pipelines file could not say own-table (nor partitioned), so migrate
+// --config, the chart's Job, treated an application's own table as the
+// default one and failed (column "topic" does not exist), failing helm
+// install. Each pipeline now carries its table's shape and whether migrate
+// creates its slot.
+func TestMigrateConfigTakesEachPipelinesShape(t *testing.T) {
+	t.Parallel()
+	own, deflt, noSlot := testenv.Database(t), testenv.Database(t), testenv.Database(t)
+	if _, err := connect(t, own).Exec(t.Context(), `CREATE TABLE svc_events (event_id uuid PRIMARY KEY, aggregate text, kind text, body jsonb, created_at timestamptz DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	slots := []string{testenv.Name(t, "own"), testenv.Name(t, "default"), testenv.Name(t, "noslot")}
+	path := pipelinesFile(t, fmt.Sprintf(`
+brokers: 127.0.0.1:1
+pipelines:
+  - name: svc
+    database-url: %s
+    slot: %s
+    table: svc_events
+    own-table: true
+    id-column: event_id
+    key-column: aggregate
+    topic-template: svc.{kind}
+    header-columns: [kind]
+    payload-column: body
+  - name: orders
+    database-url: %s
+    slot: %s
+    partitioned: true
+  - name: later
+    database-url: %s
+    slot: %s
+    create-slot: false
+`, own, slots[0], deflt, slots[1], noSlot, slots[2]))
+	if code, stdout, stderr := runOutboxd(t, nil, "migrate", "--config", path); code != exitOK {
+		t.Fatalf("migrate --config: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, c := range []struct {
+		url, slot, table string
+		partitioned      bool
+		slotWanted       bool
+	}{
+		{own, slots[0], "svc_events", false, true},
+		{deflt, slots[1], "outbox", true, true},
+		{noSlot, slots[2], "outbox", false, false},
+	} {
+		var published, partitioned, hasSlot bool
+		if err := connect(t, c.url).QueryRow(t.Context(), `SELECT
+				EXISTS (SELECT FROM pg_publication_tables WHERE pubname = 'outboxd' AND tablename = $1),
+				EXISTS (SELECT FROM pg_partitioned_table WHERE partrelid = to_regclass($1)),
+				EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = $2)`, c.table, c.slot).Scan(&published, &partitioned, &hasSlot); err != nil {
+			t.Fatal(err)
+		}
+		if !published || partitioned != c.partitioned || hasSlot != c.slotWanted {
+			t.Errorf("%s: published %v, partitioned %v, slot %v; want true, %v, %v", c.table, published, partitioned, hasSlot, c.partitioned, c.slotWanted)
+		}
+	}
+}

@@ -22,7 +22,8 @@ var pruneBesideConfig = []string{"older-than", "created-column", "recovery-margi
 // from args: what to remove.
 func pruneFile(ctx context.Context, path string, args []string, fs *flag.FlagSet, own *config.Config, stdout, stderr io.Writer, getenv func(string) string) int {
 	fresh := func() *flag.FlagSet { c := config.Default(); return pruneFlags(&c, io.Discard) }
-	f, cfgs, code := fileConfigs("prune", path, args, fs, fresh, pruneBesideConfig, stderr, getenv, func(p config.Config) config.Config {
+	f, cfgs, code := fileConfigs("prune", path, args, fs, fresh, pruneBesideConfig, stderr, getenv, func(pl config.Pipeline) config.Config {
+		p := pl.Config
 		c := p
 		c.Prune = own.Prune
 		c.Table = "public.outbox"
@@ -59,7 +60,7 @@ func pruneFile(ctx context.Context, path string, args []string, fs *flag.FlagSet
 // problem by pipeline. code is exitOK when all went well, else the exit
 // code, the problems written to stderr.
 func fileConfigs(cmd, path string, args []string, fs *flag.FlagSet, fresh func() *flag.FlagSet, besides []string, stderr io.Writer,
-	getenv func(string) string, adapt func(config.Config) config.Config) (config.File, []config.Config, int) {
+	getenv func(string) string, adapt func(config.Pipeline) config.Config) (config.File, []config.Config, int) {
 	if err := flagsBesideConfig(fresh, args, besides...); err != nil {
 		fmt.Fprintf(stderr, "outboxd %s: %v\n", cmd, err)
 		return config.File{}, nil, exitUsage
@@ -71,7 +72,7 @@ func fileConfigs(cmd, path string, args []string, fs *flag.FlagSet, fresh func()
 	cfgs := make([]config.Config, len(f.Pipelines))
 	var problems []error
 	for i, p := range f.Pipelines {
-		cfgs[i] = adapt(p.Config)
+		cfgs[i] = adapt(p)
 		// The command's own checks on the flags it registers; the rest
 		// passed as run's when the file loaded.
 		if err := cfgs[i].Validate(fresh()); err != nil {
