@@ -16,6 +16,8 @@ const validateSynopsis = "Checks a pipelines file (several pipelines, docs/pipel
 func validateFlags(cfg *config.Config, stderr io.Writer) *flag.FlagSet {
 	fs := newFlagSet("validate", validateSynopsis, stderr)
 	configFlag(fs, "the file to check (required)")
+	fs.BoolVar(&cfg.SkipFiles, "skip-files", false, "do not read the files the file's settings name (the *-file keys' secrets and schemas, TLS files): "+
+		"check a file rendered where they are not, as a chart's in CI; what depends on their content is not checked")
 	cfg.RegisterProcess(fs)
 	return fs
 }
@@ -35,14 +37,18 @@ func cmdValidate(args []string, stdout, stderr io.Writer, getenv func(string) st
 		fmt.Fprintln(stderr, "outboxd validate: --config FILE is required")
 		return exitUsage
 	}
-	f, err := loadPipelinesFile(path, fs, getenv)
+	f, err := loadFile(path, fs, getenv, cfg.SkipFiles)
 	if err != nil {
 		return invalidFile(stderr, "validate", path, err)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "pipeline\tdatabase\tslot\tdelivery")
 	for _, p := range f.Pipelines {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, config.DescribeDatabase(p.Config.Stream.DatabaseURL), p.Config.Stream.Slot, p.Config.Delivery)
+		db := config.DescribeDatabase(p.Config.Stream.DatabaseURL)
+		if p.Config.Stream.DatabaseURL == "" && p.Config.DatabaseURLFile != "" {
+			db = "(in " + p.Config.DatabaseURLFile + ", not read)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, db, p.Config.Stream.Slot, p.Config.Delivery)
 	}
 	_ = tw.Flush()
 	return exitOK

@@ -18,7 +18,14 @@ import (
 // holding its process settings (--metrics-addr, --log-level, ...), if
 // any: see config.LoadFile.
 func loadPipelinesFile(path string, process *flag.FlagSet, getenv func(string) string) (config.File, error) {
+	return loadFile(path, process, getenv, false)
+}
+
+// loadFile is loadPipelinesFile, leaving the files the settings name
+// unread with skipFiles (config.Config.SkipFiles).
+func loadFile(path string, process *flag.FlagSet, getenv func(string) string, skipFiles bool) (config.File, error) {
 	return config.LoadFile(path, process, func(c *config.Config) *flag.FlagSet {
+		c.SkipFiles = skipFiles
 		fs := runFlags(c, io.Discard)
 		c.Register(fs, config.GroupShape)
 		return fs

@@ -420,3 +420,41 @@ pipelines:
 		}
 	}
 }
+
+// TestValidateSkipsFilesWhenAsked is issue 49, item 22: outboxd validate
+// read the files a pipelines file names (database URLs, passwords, TLS
+// files), so a file rendered by the chart could not be checked in CI,
+// which has none of them. --skip-files checks the rest without reading
+// them, and still finds a misspelt key.
+func TestValidateSkipsFilesWhenAsked(t *testing.T) {
+	t.Parallel()
+	good := pipelinesFile(t, `
+brokers: kafka:9092
+kafka-tls-ca-file: /etc/outboxd/tls/ca.crt
+pipelines:
+  - name: orders
+    database-url-file: /var/run/secrets/outboxd/orders/url
+    slot: outboxd_orders
+    kafka-sasl-mechanism: SCRAM-SHA-512
+    kafka-sasl-username: outboxd
+    kafka-sasl-password-file: /var/run/secrets/outboxd/kafka/password
+`)
+	code, stdout, stderr := runOutboxd(t, nil, "validate", "--config", good)
+	if code != exitUsage || !strings.Contains(stderr, "/var/run/secrets/outboxd/orders/url") {
+		t.Errorf("validate without --skip-files: exit %d, want 2 naming the missing file:\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runOutboxd(t, nil, "validate", "--skip-files", "--config", good)
+	if code != exitOK || !strings.Contains(stdout, "(in /var/run/secrets/outboxd/orders/url, not read)") {
+		t.Errorf("validate --skip-files: exit %d, want 0 and the database's file shown unread:\n%s%s", code, stdout, stderr)
+	}
+	typo := pipelinesFile(t, `
+brokers: kafka:9092
+pipelines:
+  - name: orders
+    database-url-file: /var/run/secrets/outboxd/orders/url
+    slto: outboxd_orders
+`)
+	if code, stdout, stderr := runOutboxd(t, nil, "validate", "--skip-files", "--config", typo); code != exitUsage || !strings.Contains(stderr, "slto") {
+		t.Errorf("validate --skip-files with a misspelt key: exit %d, want 2 naming it:\n%s%s", code, stdout, stderr)
+	}
+}

@@ -95,6 +95,13 @@ type Config struct {
 	RegistryTLSCAFile   string
 	RegistryTLSCertFile string
 	RegistryTLSKeyFile  string
+
+	// SkipFiles leaves the files settings name unread (outboxd validate
+	// --skip-files, for a file rendered where its secrets are not): a
+	// -file variant keeps its path, and what would be checked of the
+	// content is not; TLS files are not looked for. Set it before parsing.
+	SkipFiles bool
+	unread    map[string]bool // flags whose -file variant was not read
 }
 
 // DefaultMaxProcs is run's GOMAXPROCS. One slot is sent by one walsender
@@ -310,6 +317,9 @@ func (c *Config) validate(fs *flag.FlagSet, label func(flag string) string) []er
 	set := setFlags(fs)
 	files := fileFlags()
 	name := func(flag string) string {
+		if c.unread[flag] {
+			return "" // its value is in a file not read (SkipFiles)
+		}
 		if file := files[flag]; set[file] && !set[flag] {
 			return label(file)
 		}

@@ -363,7 +363,7 @@ func flags() []flagSpec {
 				switch strings.ToUpper(c.KafkaSASLMechanism) {
 				case "":
 				case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
-					if c.KafkaSASLUsername == "" || c.KafkaSASLPassword == "" {
+					if c.KafkaSASLUsername == "" || c.KafkaSASLPassword == "" && !c.unread["kafka-sasl-password"] {
 						return "needs --kafka-sasl-username and --kafka-sasl-password (or --kafka-sasl-password-file)"
 					}
 				default:
@@ -645,7 +645,7 @@ func nonEmpty(s string) string {
 
 func readable(path func(*Config) string) func(*Config) string {
 	return func(c *Config) string {
-		if p := path(c); p != "" {
+		if p := path(c); p != "" && !c.SkipFiles {
 			if _, err := os.Stat(p); err != nil {
 				return err.Error()
 			}

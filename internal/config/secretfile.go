@@ -14,7 +14,13 @@ import (
 // it reads the file at once into the setting it stands for, so that what
 // follows (checks, the startup dump, the command) sees one value wherever
 // it came from. The flag itself holds the path, which is no secret.
-type secretFile struct{ path, secret *string }
+type secretFile struct {
+	path, secret *string
+	// c and base, for Config.SkipFiles: the path is kept, the file not
+	// read, and base (the setting's own flag) marked unread.
+	c    *Config
+	base string
+}
 
 func (s secretFile) String() string {
 	if s.path == nil { // the flag package's zero value, for --help
@@ -24,6 +30,17 @@ func (s secretFile) String() string {
 }
 
 func (s secretFile) Set(path string) error {
+	if s.c != nil && s.c.SkipFiles {
+		if path == "" {
+			return errors.New("the path is empty")
+		}
+		*s.path = path
+		if s.c.unread == nil {
+			s.c.unread = map[string]bool{}
+		}
+		s.c.unread[s.base] = true
+		return nil
+	}
 	v, err := readSecret(path)
 	if err != nil {
 		return err
@@ -58,7 +75,7 @@ func readSecret(path string) (string, error) {
 // file's name, secret the setting its content goes to.
 func secretFileFlag(path, secret func(*Config) *string) func(*flag.FlagSet, *Config, string, string) {
 	return func(fs *flag.FlagSet, c *Config, name, usage string) {
-		fs.Var(secretFile{path: path(c), secret: secret(c)}, name, usage)
+		fs.Var(secretFile{path: path(c), secret: secret(c), c: c, base: partner(name)}, name, usage)
 	}
 }
 
