@@ -105,6 +105,9 @@ func objects(t *testing.T, set string) []runtime.Object {
 	dec := decoder(t)
 	var objs []runtime.Object
 	for _, name := range slices.Sorted(maps.Keys(manifests)) {
+		if strings.HasSuffix(name, "NOTES.txt") { // the release notes, not a manifest
+			continue
+		}
 		for _, doc := range strings.Split(manifests[name], "\n---") {
 			if strings.TrimSpace(stripComments(doc)) == "" {
 				continue

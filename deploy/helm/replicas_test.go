@@ -62,7 +62,10 @@ func mapChart(t *testing.T, vals map[string]any, secrets map[string]map[string]s
 	}
 	dec := decoder(t)
 	var objs []runtime.Object
-	for _, m := range manifests {
+	for name, m := range manifests {
+		if strings.HasSuffix(name, "NOTES.txt") {
+			continue
+		}
 		for _, doc := range strings.Split(m, "\n---") {
 			if strings.TrimSpace(stripComments(doc)) == "" {
 				continue
