@@ -12,7 +12,10 @@ import (
 // restarted.
 type Config struct {
 	// Replica is this replica's number, 0 to Replicas-1; Replicas is how
-	// many run the same pipelines (default 1: this one alone).
+	// many run the same pipelines (default 1: this one alone). A replica
+	// numbered Replicas or above (a StatefulSet scaled past --replicas
+	// with kubectl scale or an autoscaler) runs too, as a standby of last
+	// resort: ranked after every other for every pipeline.
 	Replica, Replicas int
 	// RankDelay is how long a replica waits per rank before it first tries
 	// a pipeline, and before it takes a slot another replica released
@@ -74,8 +77,8 @@ func (c Config) Validate() error {
 	if d.Replicas < 1 {
 		bad("Replicas", "must be at least 1")
 	}
-	if d.Replica < 0 || d.Replica >= max(d.Replicas, 1) {
-		bad("Replica", fmt.Sprintf("%d is not between 0 and %d (replicas - 1)", c.Replica, max(d.Replicas, 1)-1))
+	if d.Replica < 0 {
+		bad("Replica", fmt.Sprintf("%d: must not be negative", c.Replica))
 	}
 	for _, f := range []struct {
 		name string

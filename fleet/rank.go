@@ -11,7 +11,12 @@ import (
 // is gone, and so on. Every replica computes the same order with no
 // communication; removing a replica moves only its own pipelines, each to
 // the replica ranked next for it, which spreads them over the survivors.
+//
+// A replica numbered replicas or above ranks replica: after all of them.
 func Rank(name string, replica, replicas int) int {
+	if replica >= replicas {
+		return replica
+	}
 	if replicas <= 1 {
 		return 0
 	}

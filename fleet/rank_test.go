@@ -80,7 +80,10 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"defaults", Config{}, nil},
 		{"second of three", Config{Replica: 1, Replicas: 3}, nil},
-		{"replica out of range", Config{Replica: 3, Replicas: 3}, []string{"Replica"}},
+		// Issue 49, item 15: a StatefulSet scaled past --replicas (kubectl
+		// scale, an autoscaler) had its extra pods exit, crash-looping; they
+		// run as standbys of last resort (TestRankOfAReplicaBeyondTheReplicas).
+		{"a replica beyond the replicas", Config{Replica: 3, Replicas: 3}, nil},
 		{"negative replica", Config{Replica: -1}, []string{"Replica"}},
 		{"no replicas", Config{Replicas: -2}, []string{"Replicas"}},
 		{"negative delays", Config{RankDelay: -1, RetryInitial: -1, RetryMax: -1}, []string{"RankDelay", "RetryInitial", "RetryMax"}},
@@ -99,5 +102,19 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("Validate() = %v; want problems with %v", err, tt.want)
 			}
 		})
+	}
+}
+
+// Issue 49, item 15: a replica numbered beyond --replicas (a pod of a
+// StatefulSet scaled past it) ranks after every other replica for every
+// pipeline: it takes a pipeline only when none of them holds it.
+func TestRankOfAReplicaBeyondTheReplicas(t *testing.T) {
+	for _, name := range []string{"orders", "billing", "users"} {
+		if got := Rank(name, 2, 2); got != 2 {
+			t.Errorf("Rank(%s, 2, 2) = %d, want 2 (after replicas 0 and 1)", name, got)
+		}
+		if got := Rank(name, 5, 2); got != 5 {
+			t.Errorf("Rank(%s, 5, 2) = %d, want 5", name, got)
+		}
 	}
 }

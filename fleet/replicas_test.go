@@ -121,3 +121,42 @@ func TestReplicasHandPipelinesOverWithoutDuplicates(t *testing.T) {
 	}
 	stop1()
 }
+
+// Issue 49, item 15: every replica of a pipeline ran its heartbeat, so N
+// replicas wrote N heartbeats an interval (WAL, and a keepalive to every
+// slot of the server, for each). Only the replica streaming the slot
+// writes them.
+func TestOnlyTheReplicaStreamingWritesHeartbeats(t *testing.T) {
+	t.Parallel()
+	brokers := testenv.Brokers(t)
+	url, conn := outboxDB(t)
+	slotName := testenv.Name(t, "hb")
+	createSlot(t, conn, slotName)
+	s := spec("hb", url, slotName, brokers)
+	s.Config.Heartbeat = 100 * time.Millisecond
+	replica := func(r int) *fleet.Fleet {
+		f, err := fleet.New(fleet.Config{Replica: r, Replicas: 2, RankDelay: 300 * time.Millisecond}, []fleet.Spec{s}, fleet.Hooks{}, discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		runFleet(t, f)
+		return f
+	}
+	r0, r1 := replica(0), replica(1)
+	var holder, standby *fleet.Fleet
+	testenv.Eventually(t, time.Minute, "one replica streaming, the other standing by", func() bool {
+		s0, s1 := status(r0, "hb").State, status(r1, "hb").State
+		switch {
+		case s0 == cdc.StateStreaming.String() && s1 == cdc.StateStandby.String():
+			holder, standby = r0, r1
+		case s1 == cdc.StateStreaming.String() && s0 == cdc.StateStandby.String():
+			holder, standby = r1, r0
+		}
+		return holder != nil
+	})
+	heartbeats := func(f *fleet.Fleet) uint64 { return f.Members()[0].Counts().Heartbeats() }
+	testenv.Eventually(t, time.Minute, "the holder writing heartbeats", func() bool { return heartbeats(holder) >= 5 })
+	if n := heartbeats(standby); n != 0 {
+		t.Errorf("the standby wrote %d heartbeats, want none", n)
+	}
+}

@@ -96,7 +96,9 @@ func New(cfg Config, log *slog.Logger) (*Pipeline, error) {
 		return nil, err
 	}
 	if cfg.Heartbeat > 0 {
-		if p.hb, err = slot.NewHeartbeat(slot.HeartbeatConfig{DatabaseURL: cfg.Stream.DatabaseURL, Interval: cfg.Heartbeat}, log); err != nil {
+		// Only the replica streaming the slot writes heartbeats.
+		active := func() bool { return p.stream.Stats().State == cdc.StateStreaming }
+		if p.hb, err = slot.NewHeartbeat(slot.HeartbeatConfig{DatabaseURL: cfg.Stream.DatabaseURL, Interval: cfg.Heartbeat, Active: active}, log); err != nil {
 			p.sink.Close()
 			return nil, err
 		}

@@ -14,6 +14,11 @@ import (
 type HeartbeatConfig struct {
 	DatabaseURL string        // required
 	Interval    time.Duration // required: there is no default, the heartbeat is opt-in
+	// Active, when set, says whether this process streams the slot now: a
+	// heartbeat is written only then. Every replica of a pipeline runs its
+	// Heartbeat; only the one holding the slot needs to, and the others'
+	// would each add WAL (and a keepalive to every slot of the server).
+	Active func() bool
 }
 
 // Heartbeat writes a small non-transactional logical message every
@@ -55,6 +60,13 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+		if h.cfg.Active != nil && !h.cfg.Active() {
+			if conn != nil { // a standby holds no connection for it
+				conn.Close(context.WithoutCancel(ctx))
+				conn = nil
+			}
+			continue
 		}
 		if conn == nil || conn.IsClosed() {
 			c, err := pgx.Connect(ctx, h.cfg.DatabaseURL)

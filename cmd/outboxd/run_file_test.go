@@ -160,7 +160,7 @@ func TestRunConfigRefusesFlagsThatWouldBeIgnored(t *testing.T) {
 	}{
 		{[]string{"run", "--config", file, "--slot", "x"}, "--slot beside --config"},
 		{[]string{"run", "--database-url", "postgres://h/db", "--brokers", "k:9092", "--replicas", "2"}, "--replicas only with --config"},
-		{[]string{"run", "--config", file, "--replicas", "2", "--replica", "2"}, "Replica: 2 is not between 0 and 1"},
+		{[]string{"run", "--config", file, "--replicas", "2", "--replica", "-2"}, "--replica (OUTBOXD_REPLICA): must not be negative"},
 	}
 	for _, tt := range tests {
 		var stderr bytes.Buffer
@@ -184,7 +184,7 @@ func TestReplicaFromTheHostName(t *testing.T) {
 		{"my-app-outboxd-1", 2, 1, false},
 		{"outboxd", 3, 0, true},
 		{"outboxd-x", 3, 0, true},
-		{"outboxd-5", 3, 0, true}, // not below --replicas
+		{"outboxd-5", 3, 5, false}, // beyond --replicas (kubectl scale): a standby of last resort (issue 49, item 15)
 		{"whatever", 1, 0, false}, // one replica: no ordinal needed
 	}
 	for _, tt := range tests {

@@ -545,13 +545,13 @@ func flags() []flagSpec {
 			field: "Heartbeat"},
 
 		{name: "replica", process: true, group: GroupFleet,
-			usage: "with --config: this replica's number, 0 to --replicas minus 1 (default: the number after the last - of the host name, a StatefulSet pod's ordinal, when --replicas is above 1)",
+			usage: "with --config: this replica's number, 0 to --replicas minus 1 (default: the number after the last - of the host name, a StatefulSet pod's ordinal, when --replicas is above 1); one beyond (a StatefulSet scaled past --replicas) stands by for every pipeline, ranked last",
 			bind:  integer(func(c *Config) *int { return &c.Fleet.Replica }),
 			check: func(c *Config) string {
 				if c.Fleet.Replica < -1 {
 					return "must not be negative"
 				}
-				return "" // below --replicas: checked with it, by run
+				return "" // one beyond --replicas ranks last (fleet.Rank)
 			}},
 		{name: "replicas", process: true, group: GroupFleet,
 			usage: "with --config: how many replicas run the same pipelines file; each pipeline runs on one of them, the slot being the lease (docs/fleet.md)",
