@@ -185,7 +185,7 @@ func TestReplicaFromTheHostName(t *testing.T) {
 		{"outboxd", 3, 0, true},
 		{"outboxd-x", 3, 0, true},
 		{"outboxd-5", 3, 5, false}, // beyond --replicas (kubectl scale): a standby of last resort (issue 49, item 15)
-		{"whatever", 1, 0, false}, // one replica: no ordinal needed
+		{"whatever", 1, 0, false},  // one replica: no ordinal needed
 	}
 	for _, tt := range tests {
 		cfg := configWithReplicas(tt.replicas)
