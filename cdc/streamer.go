@@ -60,6 +60,19 @@ type Streamer struct {
 	// delayed: since then, a session found it released and the loop waited
 	// TakeoverDelay before taking it.
 	standby, delayed bool
+	// takeNow ends a standby's wait, without the takeover delay (TakeNow).
+	takeNow chan struct{}
+}
+
+// TakeNow makes a standby try the slot at once, without its takeover
+// delay: the process that held it let it go gracefully for this one
+// (package fleet's hand-over). Safe from any goroutine; a streamer that
+// is not waiting takes it at its next wait.
+func (s *Streamer) TakeNow() {
+	select {
+	case s.takeNow <- struct{}{}:
+	default:
+	}
 }
 
 // errTakeoverDelay is a session's answer when, standing by, it found the
@@ -155,7 +168,7 @@ func New(cfg Config, p *pump.Pump, log *slog.Logger) (*Streamer, error) {
 	if p == nil {
 		return nil, errors.New("cdc: no pump")
 	}
-	s := &Streamer{cfg: cfg, pump: p, out: p, log: log}
+	s := &Streamer{cfg: cfg, pump: p, out: p, log: log, takeNow: make(chan struct{}, 1)}
 	prov, err := s.provisioner(cfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("cdc: %w", err)
@@ -295,6 +308,11 @@ func (s *Streamer) loop(ctx context.Context) error {
 			s.log.Info("stopped", "slot", s.cfg.Slot, "confirmed_lsn", s.confirmed)
 			return nil
 		case <-t.C:
+		case <-s.takeNow:
+			t.Stop()
+			if s.standby {
+				s.delayed = true // its holder let it go for this one: no delay
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -222,7 +223,7 @@ func (m *Member) run(ctx context.Context) {
 		m.log.Info("waiting before trying the pipeline: a replica ranked before this one takes it first", "rank", m.rank, "wait", wait)
 	}
 	for {
-		if wait > 0 && !sleep(ctx, wait) {
+		if wait > 0 && !m.waitRanked(ctx, wait) {
 			return
 		}
 		started := time.Now()
@@ -259,6 +260,21 @@ func (m *Member) run(ctx context.Context) {
 	}
 }
 
+// waitRanked waits d before this replica tries the pipeline, or less when
+// the replica holding its slot let it go for this one; false when ctx
+// ended first.
+func (m *Member) waitRanked(ctx context.Context, d time.Duration) bool {
+	if m.cfg.Replicas <= 1 {
+		return sleep(ctx, d)
+	}
+	return m.handover().awaitRelease(ctx, d)
+}
+
+func (m *Member) handover() handover {
+	cfg := m.spec.Config
+	return handover{slot: streamSlot(cfg), url: cfg.Stream.DatabaseURL, replica: m.cfg.Replica, every: m.cfg.RankDelay, log: m.log}
+}
+
 // runOnce builds the pipeline and runs it until ctx ends (nil), it fails
 // (its error), or it was handed over (yielded).
 func (m *Member) runOnce(ctx context.Context) (yielded bool, err error) {
@@ -288,18 +304,24 @@ func (m *Member) runOnce(ctx context.Context) (yielded bool, err error) {
 	// The hand-over side lasts as long as the pipeline runs.
 	hctx, stopHandover := context.WithCancel(gctx)
 	defer stopHandover()
+	// Whether this replica held the slot when its pipeline was told to
+	// stop: a graceful stop then lets it go for the replica ranked next.
+	var held atomic.Bool
+	defer context.AfterFunc(pctx, func() { held.Store(p.Stream().Stats().State == cdc.StateStreaming) })()
 	g.Go(func() error {
 		defer stopHandover()
 		return contain.Call("running pipeline "+m.spec.Name, func() error { return p.Run(pctx) })
 	})
+	var h handover
 	if m.cfg.Replicas > 1 {
-		h := handover{slot: streamSlot(cfg), url: cfg.Stream.DatabaseURL, every: m.cfg.RankDelay, log: m.log}
+		h = m.handover()
+		if m.rank == 0 {
+			g.Go(func() error {
+				return contain.Call("claiming pipeline "+m.spec.Name, func() error { h.claim(hctx, p); return nil })
+			})
+		}
 		g.Go(func() error {
 			return contain.Call("handing pipeline "+m.spec.Name+" over", func() error {
-				if m.rank == 0 {
-					h.claim(hctx, p)
-					return nil
-				}
 				if h.listen(hctx, p) {
 					m.log.Info("the replica ranked first for the pipeline stands by: handing it over (drain, confirm, release the slot)", "rank", m.rank)
 					yielded = true
@@ -310,7 +332,27 @@ func (m *Member) runOnce(ctx context.Context) (yielded bool, err error) {
 		})
 	}
 	err = g.Wait()
+	if m.cfg.Replicas > 1 && err == nil && held.Load() {
+		if to := m.nextRanked(); to >= 0 {
+			h.release(ctx, to)
+		}
+	}
 	return yielded, err
+}
+
+// nextRanked is the replica ranked first for the pipeline among the others
+// (-1 with none).
+func (m *Member) nextRanked() int {
+	best, bestRank := -1, 0
+	for r := range m.cfg.Replicas {
+		if r == m.cfg.Replica {
+			continue
+		}
+		if rank := Rank(m.spec.Name, r, m.cfg.Replicas); best < 0 || rank < bestRank {
+			best, bestRank = r, rank
+		}
+	}
+	return best
 }
 
 func streamSlot(c pipeline.Config) string { return c.Stream.WithDefaults().Slot }

@@ -2,6 +2,8 @@ package fleet_test
 
 import (
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -158,5 +160,91 @@ func TestOnlyTheReplicaStreamingWritesHeartbeats(t *testing.T) {
 	testenv.Eventually(t, time.Minute, "the holder writing heartbeats", func() bool { return heartbeats(holder) >= 5 })
 	if n := heartbeats(standby); n != 0 {
 		t.Errorf("the standby wrote %d heartbeats, want none", n)
+	}
+}
+
+// Issue 49, item 10: any role of the database could NOTIFY
+// outboxd_handover and make a replica hand its pipelines over. A request
+// is acted on only when outboxd_slots, which only outboxd's role writes,
+// records a replica's claim.
+func TestANotificationAloneHandsNothingOver(t *testing.T) {
+	t.Parallel()
+	brokers := testenv.Brokers(t)
+	url, conn := outboxDB(t)
+	slotName := testenv.Name(t, "h")
+	createSlot(t, conn, slotName)
+	var log syncBuffer
+	// The replica ranked after the other: it hands over to a claim.
+	r := replicaRanked("p", 1)
+	f, err := fleet.New(fleet.Config{Replica: r, Replicas: 2, RankDelay: 200 * time.Millisecond}, []fleet.Spec{spec("p", url, slotName, brokers)}, fleet.Hooks{},
+		slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runFleet(t, f)
+	testenv.Eventually(t, time.Minute, "streaming", func() bool { return status(f, "p").State == cdc.StateStreaming.String() })
+	time.Sleep(500 * time.Millisecond) // its listener is up
+	if _, err := conn.Exec(t.Context(), `SELECT pg_notify('outboxd_handover', $1)`, slotName); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "the bare notification refused", func() bool { return strings.Contains(log.String(), "without a replica's record of it") })
+	if st := status(f, "p"); st.State != cdc.StateStreaming.String() {
+		t.Errorf("after a bare notification the pipeline is %+v, want still streaming", st)
+	}
+	// A claim recorded as a replica records it is honoured.
+	if _, err := conn.Exec(t.Context(), `UPDATE outboxd_slots SET handover_at = now(), handover_by = $2 WHERE slot_name = $1`, slotName, 1-r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), `SELECT pg_notify('outboxd_handover', $1)`, slotName); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "the recorded claim honoured", func() bool { return status(f, "p").State != cdc.StateStreaming.String() })
+}
+
+// Issue 49, item 16: after a SIGTERM, the replica ranked next took the
+// pipeline only after its slot retry and its rank's delay. The replica
+// letting the slot go gracefully names it (outboxd_slots) and tells it,
+// and it takes the slot at once, standing by or still waiting by its
+// rank before its first try: here within three quarters of its rank's
+// delay.
+func TestAGracefulReleaseIsTakenOverAtOnce(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// rankDelay is the next ranked replica's wait before it takes
+		// the slot, which the release makes it skip.
+		rankDelay time.Duration
+		// when is its state when the first ranked stops.
+		when string
+	}{
+		// The rank's delay is also its wait before it stands by.
+		{name: "standing by", rankDelay: 20 * time.Second, when: cdc.StateStandby.String()},
+		// A rollout that stops the replica right after its peer started.
+		{name: "waiting before its first try", rankDelay: 10 * time.Minute, when: fleet.StateWaiting},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			brokers := testenv.Brokers(t)
+			url, conn := outboxDB(t)
+			slotName := testenv.Name(t, "g")
+			createSlot(t, conn, slotName)
+			s := spec("p", url, slotName, brokers)
+			replica := func(rank int) (*fleet.Fleet, func()) {
+				f, err := fleet.New(fleet.Config{Replica: replicaRanked("p", rank), Replicas: 2, RankDelay: tt.rankDelay}, []fleet.Spec{s}, fleet.Hooks{}, discard())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return f, runFleet(t, f)
+			}
+			first, stopFirst := replica(0)
+			testenv.Eventually(t, time.Minute, "the first ranked streaming", func() bool { return status(first, "p").State == cdc.StateStreaming.String() })
+			next, _ := replica(1)
+			testenv.Eventually(t, tt.rankDelay+time.Minute, "the next ranked "+tt.name, func() bool { return status(next, "p").State == tt.when })
+			stopFirst() // SIGTERM
+			testenv.Eventually(t, 3*tt.rankDelay/4, fmt.Sprintf("the next ranked streaming before its rank's delay of %s", tt.rankDelay), func() bool {
+				return status(next, "p").State == cdc.StateStreaming.String()
+			})
+		})
 	}
 }
