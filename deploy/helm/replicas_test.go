@@ -283,7 +283,7 @@ func TestRenderedReplicasTakeOverAndHandOver(t *testing.T) {
 	}
 	topic := testenv.Topic(t, 1)
 	vals := map[string]any{
-		"settings":     map[string]any{"brokers": brokers, "slot-retry-interval": "500ms"},
+		"settings": map[string]any{"brokers": brokers, "slot-retry-interval": "500ms"},
 		// rankDelay: the chart's default (3s), so that the SIGTERM
 		// hand-over's gap is what a user gets.
 		"pipelines":    pipelines,
