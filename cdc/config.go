@@ -116,6 +116,12 @@ type Config struct {
 	// delay after the active process dies is about this plus the server
 	// noticing the death.
 	SlotRetryInterval time.Duration
+	// ApplicationName names the stream's connections to PostgreSQL
+	// (application_name; slot.AppName's String), unless DatabaseURL sets
+	// one. A standby reads the name of the process holding the slot and
+	// warns when its settings fingerprint differs from this one's: it
+	// would take over with other settings. Default "outboxd".
+	ApplicationName string
 	// TakeoverDelay is how long a standby that finds the slot released
 	// waits before taking it: a standby better placed to take it (package
 	// fleet ranks the replicas of a pipeline) waits less, and so goes

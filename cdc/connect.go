@@ -17,17 +17,17 @@ import (
 // connectReplication opens the replication connection derived from the
 // URL; act, when not nil, learns when bytes arrive on it.
 func (s *Streamer) connectReplication(ctx context.Context, act *activity) (*pgconn.PgConn, error) {
-	return connectReplicationWatched(ctx, s.cfg.DatabaseURL, act)
+	return connectReplicationWatched(ctx, s.cfg.DatabaseURL, s.cfg.ApplicationName, act)
 }
 
 // connectReplication is a stream connection nobody watches for activity
 // (the tests' own sessions).
 func connectReplication(ctx context.Context, url string) (*pgconn.PgConn, error) {
-	return connectReplicationWatched(ctx, url, nil)
+	return connectReplicationWatched(ctx, url, "", nil)
 }
 
-func connectReplicationWatched(ctx context.Context, url string, act *activity) (*pgconn.PgConn, error) {
-	cfg, err := slot.ReplicationConfig(url)
+func connectReplicationWatched(ctx context.Context, url, name string, act *activity) (*pgconn.PgConn, error) {
+	cfg, err := slot.ReplicationConfig(url, name)
 	if err != nil {
 		return nil, permanent(err)
 	}

@@ -52,7 +52,7 @@ func (s *Streamer) provisioner(cfg Config, log *slog.Logger) (*slot.Provisioner,
 // happens under slot.Lock, so a second outboxd (a standby) waits instead
 // of creating or backfilling too.
 func (s *Streamer) setUpSlot(ctx context.Context) error {
-	conn, err := slot.Connect(ctx, s.cfg.DatabaseURL)
+	conn, err := slot.Connect(ctx, s.cfg.DatabaseURL, s.cfg.ApplicationName)
 	if err != nil {
 		return err
 	}

@@ -62,6 +62,9 @@ type Streamer struct {
 	standby, delayed bool
 	// takeNow ends a standby's wait, without the takeover delay (TakeNow).
 	takeNow chan struct{}
+	// warnedHolder is the slot holder's application_name this standby
+	// warned runs other settings ("": none since it last streamed).
+	warnedHolder string
 }
 
 // TakeNow makes a standby try the slot at once, without its takeover
@@ -275,7 +278,13 @@ func (s *Streamer) loop(ctx context.Context) error {
 		case errors.As(err, &inUse):
 			if !s.standby {
 				s.log.Info("replication slot is in use by another process; standing by to take over",
-					"slot", s.cfg.Slot, "active_pid", inUse.PID, "retry_interval", s.cfg.SlotRetryInterval)
+					"slot", s.cfg.Slot, "active_pid", inUse.PID, "holder", inUse.Holder, "retry_interval", s.cfg.SlotRetryInterval)
+			}
+			if !slot.SameSettings(s.cfg.ApplicationName, inUse.Holder) && inUse.Holder != s.warnedHolder {
+				s.log.Warn("the process holding the replication slot runs other settings than this one: taking over, this one publishes with its own "+
+					"(their startup logs say which differ; expected while a rollout changes them)",
+					"slot", s.cfg.Slot, "active_pid", inUse.PID, "holder", inUse.Holder, "this_process", s.cfg.ApplicationName)
+				s.warnedHolder = inUse.Holder
 			}
 			s.standby, s.delayed = true, false
 			wait = s.cfg.SlotRetryInterval
@@ -299,7 +308,7 @@ func (s *Streamer) loop(ctx context.Context) error {
 			}
 		}
 		if streamed {
-			s.standby, s.delayed = false, false
+			s.standby, s.delayed, s.warnedHolder = false, false, ""
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -389,7 +398,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	// held, without opening a replication connection for START_REPLICATION
 	// to refuse.
 	if info.Active {
-		return false, &slot.InUseError{Slot: s.cfg.Slot, PID: info.ActivePID, Err: errSlotActive}
+		return false, &slot.InUseError{Slot: s.cfg.Slot, PID: info.ActivePID, Holder: info.ActiveApplication, Err: errSlotActive}
 	}
 	if s.standby && !s.delayed && s.cfg.TakeoverDelay > 0 {
 		return false, errTakeoverDelay
@@ -417,7 +426,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 		err = slot.ClassifyStart(s.cfg.Slot, setupError(setup, err))
 		var inUse *slot.InUseError
 		if errors.As(err, &inUse) {
-			inUse.PID = slotHolder(setup, s.cfg)
+			inUse.PID, inUse.Holder = slotHolder(setup, s.cfg)
 		}
 		return false, err
 	}
@@ -507,7 +516,7 @@ func (s *Streamer) drain(ctx, hard context.Context) error {
 // (Provisioner.Ready: a missing slot is refused as lost, one another
 // process is backfilling is waited for as one in use).
 func prepare(ctx context.Context, cfg Config, prov *slot.Provisioner, log *slog.Logger) (slot.Status, error) {
-	conn, err := slot.Connect(ctx, cfg.DatabaseURL)
+	conn, err := slot.Connect(ctx, cfg.DatabaseURL, cfg.ApplicationName)
 	if err != nil {
 		return slot.Status{}, err
 	}
@@ -533,18 +542,19 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *slog
 	return nil
 }
 
-// slotHolder reads who holds the slot (0 when nobody does any more).
-func slotHolder(ctx context.Context, cfg Config) int {
-	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+// slotHolder reads who holds the slot, its pid and application_name (0
+// when nobody does any more).
+func slotHolder(ctx context.Context, cfg Config) (int, string) {
+	conn, err := slot.Connect(ctx, cfg.DatabaseURL, cfg.ApplicationName)
 	if err != nil {
-		return 0
+		return 0, ""
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	st, err := slot.Read(ctx, conn, cfg.Slot)
 	if err != nil {
-		return 0
+		return 0, ""
 	}
-	return st.ActivePID
+	return st.ActivePID, st.ActiveApplication
 }
 
 // afterGrace returns a context that ends d after parent ends (with cause

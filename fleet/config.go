@@ -104,6 +104,11 @@ type Spec struct {
 	// restarts a pipeline whose Fingerprint changed and leaves the others
 	// running. (A Config holds functions, which do not compare.)
 	Fingerprint string
+	// Settings is the fingerprint of the pipeline's settings, secrets
+	// left out: it goes in the name of the pipeline's connections
+	// (slot.AppName), so that a replica standing by can tell the one
+	// holding the slot runs other settings. "": none.
+	Settings string
 }
 
 // checkSpecs refuses specs without a name or with a name twice.

@@ -34,6 +34,7 @@ const releasedPrefix = "released:"
 // release is made up for by the next claim, or the standby's next retry.
 type handover struct {
 	slot, url string
+	name      string // the connections' application_name (slot.AppName)
 	replica   int
 	every     time.Duration
 	log       *slog.Logger
@@ -89,7 +90,7 @@ func (h handover) release(ctx context.Context, to int) {
 func (h handover) send(ctx context.Context, payload string, write func(*pgx.Conn) error) error {
 	cctx, cancel := context.WithTimeout(ctx, max(h.every, 5*time.Second))
 	defer cancel()
-	conn, err := slot.Connect(cctx, h.url)
+	conn, err := slot.Connect(cctx, h.url, h.name)
 	if err != nil {
 		return err
 	}
@@ -144,7 +145,7 @@ func (h handover) awaitRelease(ctx context.Context, d time.Duration) bool {
 }
 
 func (h handover) awaitReleaseOnce(ctx context.Context) (bool, error) {
-	conn, err := slot.Connect(ctx, h.url)
+	conn, err := slot.Connect(ctx, h.url, h.name)
 	if err != nil {
 		return false, err
 	}
@@ -170,7 +171,7 @@ func (h handover) awaitReleaseOnce(ctx context.Context) (bool, error) {
 }
 
 func (h handover) listenOnce(ctx context.Context, p *pipeline.Pipeline) (bool, error) {
-	conn, err := slot.Connect(ctx, h.url)
+	conn, err := slot.Connect(ctx, h.url, h.name)
 	if err != nil {
 		return false, err
 	}

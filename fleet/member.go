@@ -18,6 +18,7 @@ import (
 	"github.com/outboxd/outboxd/lib/contain"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/pipeline"
+	"github.com/outboxd/outboxd/slot"
 	"github.com/outboxd/outboxd/pump"
 )
 
@@ -272,7 +273,17 @@ func (m *Member) waitRanked(ctx context.Context, d time.Duration) bool {
 
 func (m *Member) handover() handover {
 	cfg := m.spec.Config
-	return handover{slot: streamSlot(cfg), url: cfg.Stream.DatabaseURL, replica: m.cfg.Replica, every: m.cfg.RankDelay, log: m.log}
+	return handover{slot: streamSlot(cfg), url: cfg.Stream.DatabaseURL, name: m.appName(), replica: m.cfg.Replica, every: m.cfg.RankDelay, log: m.log}
+}
+
+// appName names the pipeline's connections: its name, this replica's
+// number when there are several, its settings' fingerprint.
+func (m *Member) appName() string {
+	n := slot.AppName{Pipeline: m.spec.Name, Replica: -1, Settings: m.spec.Settings}
+	if m.cfg.Replicas > 1 {
+		n.Replica = m.cfg.Replica
+	}
+	return n.String()
 }
 
 // runOnce builds the pipeline and runs it until ctx ends (nil), it fails
@@ -287,6 +298,7 @@ func (m *Member) runOnce(ctx context.Context) (yielded bool, err error) {
 	}()
 	cfg := m.spec.Config
 	cfg.Stream.TakeoverDelay = m.delay()
+	cfg.Stream.ApplicationName = m.appName()
 	p, err := pipeline.New(cfg, m.log)
 	if err != nil {
 		return false, err

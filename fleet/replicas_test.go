@@ -248,3 +248,45 @@ func TestAGracefulReleaseIsTakenOverAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// Issue 49, item 28: every connection was named just outboxd. A fleet's
+// stream is named for its pipeline, its replica where there are several,
+// and its settings' fingerprint, so that pg_stat_replication tells which
+// replica holds which slot, and a standby can compare settings.
+func TestTheStreamNamesPipelineAndReplica(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		replicas int
+		want     func(replica int) string
+	}{
+		{name: "one process", replicas: 1, want: func(int) string { return "outboxd/p #0badcafe" }},
+		{name: "replicas", replicas: 2, want: func(r int) string { return fmt.Sprintf("outboxd/p/%d #0badcafe", r) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			brokers := testenv.Brokers(t)
+			url, conn := outboxDB(t)
+			slotName := testenv.Name(t, "n")
+			createSlot(t, conn, slotName)
+			s := spec("p", url, slotName, brokers)
+			s.Settings = "0badcafe"
+			r := replicaRanked("p", 0)
+			f, err := fleet.New(fleet.Config{Replica: r, Replicas: tt.replicas, RankDelay: time.Minute}, []fleet.Spec{s}, fleet.Hooks{}, discard())
+			if err != nil {
+				t.Fatal(err)
+			}
+			runFleet(t, f)
+			testenv.Eventually(t, time.Minute, "streaming", func() bool { return status(f, "p").State == cdc.StateStreaming.String() })
+			var got string
+			if err := conn.QueryRow(t.Context(), `SELECT application_name FROM pg_stat_replication r JOIN pg_replication_slots s ON s.active_pid = r.pid
+				WHERE s.slot_name = $1`, slotName).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if want := tt.want(r); got != want {
+				t.Fatalf("the stream's application_name is %q, want %q", got, want)
+			}
+		})
+	}
+}

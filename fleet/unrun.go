@@ -112,7 +112,7 @@ func (f *Fleet) findUnrun(ctx context.Context) {
 }
 
 func readCatalog(ctx context.Context, url string) (slot.CatalogSlots, error) {
-	conn, err := slot.Connect(ctx, url)
+	conn, err := slot.Connect(ctx, url, "")
 	if err != nil {
 		return slot.CatalogSlots{}, err
 	}

@@ -16,11 +16,13 @@ import (
 )
 
 // Connect opens a regular connection to the database for outboxd's catalog
-// queries; PostgreSQL refusing the credentials is an *AuthError
-// (AuthFailure). JIT compilation is off on it unless the URL sets jit: the
-// catalog queries are small, but their estimates pass jit_above_cost, and
-// compiling them took longer than running them, at every start.
-func Connect(ctx context.Context, url string) (*pgx.Conn, error) {
+// queries, named name (an AppName's String; "": "outboxd") unless the URL
+// sets application_name; PostgreSQL refusing the credentials is an
+// *AuthError (AuthFailure). JIT compilation is off on it unless the URL
+// sets jit: the catalog queries are small, but their estimates pass
+// jit_above_cost, and compiling them took longer than running them, at
+// every start.
+func Connect(ctx context.Context, url, name string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, ErrBadURL
@@ -28,6 +30,7 @@ func Connect(ctx context.Context, url string) (*pgx.Conn, error) {
 	if _, set := cfg.RuntimeParams["jit"]; !set {
 		cfg.RuntimeParams["jit"] = "off"
 	}
+	nameConnection(cfg.RuntimeParams, name)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", AuthFailure(err))
@@ -40,20 +43,30 @@ func Connect(ctx context.Context, url string) (*pgx.Conn, error) {
 var ErrBadURL = errors.New("parsing the database URL: invalid connection string (not shown: it may hold a password)")
 
 // ReplicationConfig derives the configuration of a replication connection
-// (replication=database) from the database URL, named outboxd in
-// pg_stat_replication unless the URL sets application_name. Its error is
-// ErrBadURL.
-func ReplicationConfig(url string) (*pgconn.Config, error) {
+// (replication=database) from the database URL, named name in
+// pg_stat_replication (an AppName's String; "": "outboxd") unless the URL
+// sets application_name. Its error is ErrBadURL.
+func ReplicationConfig(url, name string) (*pgconn.Config, error) {
 	cfg, err := pgconn.ParseConfig(url)
 	if err != nil {
 		// The parse error can quote the whole string, password included.
 		return nil, ErrBadURL
 	}
 	cfg.RuntimeParams["replication"] = "database"
-	if cfg.RuntimeParams["application_name"] == "" {
-		cfg.RuntimeParams["application_name"] = "outboxd"
-	}
+	nameConnection(cfg.RuntimeParams, name)
 	return cfg, nil
+}
+
+// nameConnection sets application_name to name ("": outboxd's) unless
+// the URL set one.
+func nameConnection(params map[string]string, name string) {
+	if params["application_name"] != "" {
+		return
+	}
+	if name == "" {
+		name = appNamePrefix
+	}
+	params["application_name"] = name
 }
 
 // connectReplication opens a short-lived replication connection for what
@@ -61,7 +74,7 @@ func ReplicationConfig(url string) (*pgconn.Config, error) {
 // (IDENTIFY_SYSTEM), creating the slot with an exported snapshot, turning
 // failover on. The stream's own connection is package cdc's.
 func connectReplication(ctx context.Context, url string) (*pgconn.PgConn, error) {
-	cfg, err := ReplicationConfig(url)
+	cfg, err := ReplicationConfig(url, "")
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ func TestCatalogConnectionsRunWithoutJIT(t *testing.T) {
 		sep = "&"
 	}
 	for _, tt := range []struct{ url, want string }{{url, "off"}, {url + sep + "jit=on", "on"}} {
-		conn, err := slot.Connect(t.Context(), tt.url)
+		conn, err := slot.Connect(t.Context(), tt.url, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -61,7 +61,10 @@ func invalidatedError(st Status) error {
 type InUseError struct {
 	Slot string
 	PID  int // the holder's pid from pg_replication_slots.active_pid; 0 when it had already let go
-	Err  error
+	// Holder is the holder's application_name (outboxd's: AppName), where
+	// this role may see it.
+	Holder string
+	Err    error
 }
 
 func (e *InUseError) Error() string {

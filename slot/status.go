@@ -26,6 +26,9 @@ type Status struct {
 	OtherDatabase     bool       `json:"other_database,omitempty"`
 	Active            bool       `json:"active"`
 	ActivePID         int        `json:"active_pid,omitempty"`
+	// ActiveApplication is the application_name of the process holding
+	// the slot (outboxd's: slot.AppName), where this role may see it.
+	ActiveApplication string `json:"active_application_name,omitempty"`
 	ConfirmedFlushLSN outbox.LSN `json:"-"`
 	RestartLSN        outbox.LSN `json:"-"`
 	CurrentLSN        outbox.LSN `json:"-"`
@@ -108,9 +111,12 @@ func Read(ctx context.Context, conn *pgx.Conn, slot string) (Status, error) {
 	// conflicting, 17 invalidation_reason, failover and synced), and a
 	// column a version lacks is simply absent.
 	var row *slotRow
+	var holder *string
 	err := conn.QueryRow(ctx, `SELECT pg_catalog.current_setting('server_version_num')::int, pg_catalog.current_database(),
-			(SELECT pg_catalog.to_jsonb(s) FROM pg_catalog.pg_replication_slots s WHERE slot_name = $1)`, slot).
-		Scan(&st.ServerVersion, &st.CurrentDatabase, &row)
+			(SELECT pg_catalog.to_jsonb(s) FROM pg_catalog.pg_replication_slots s WHERE slot_name = $1),
+			(SELECT a.application_name FROM pg_catalog.pg_replication_slots s JOIN pg_catalog.pg_stat_activity a ON a.pid = s.active_pid
+				WHERE s.slot_name = $1)`, slot).
+		Scan(&st.ServerVersion, &st.CurrentDatabase, &row, &holder)
 	switch {
 	case err != nil:
 		return st, fmt.Errorf("reading replication slot %s: %w", slot, err)
@@ -123,7 +129,7 @@ func Read(ctx context.Context, conn *pgx.Conn, slot string) (Status, error) {
 	st.InvalidationReason = deref(row.InvalidationReason)
 	st.OtherDatabase = st.Database != "" && st.Database != st.CurrentDatabase // "": a physical slot (no database)
 	if row.ActivePID != nil {
-		st.Active, st.ActivePID = true, *row.ActivePID
+		st.Active, st.ActivePID, st.ActiveApplication = true, *row.ActivePID, deref(holder)
 	}
 	if row.ConfirmedFlushLSN != nil {
 		st.Confirmed = *row.ConfirmedFlushLSN

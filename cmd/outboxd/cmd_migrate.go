@@ -68,7 +68,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	// slot.Connect: the catalog connection run uses, with its message
 	// for refused credentials and without JIT.
-	conn, err := slot.Connect(ctx, cfg.Stream.DatabaseURL)
+	conn, err := slot.Connect(ctx, cfg.Stream.DatabaseURL, "outboxd migrate")
 	if err != nil {
 		return err
 	}

@@ -57,6 +57,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	if code, ok := validate("run", &cfg, fs, stderr); !ok {
 		return code
 	}
+	cfg.Stream.ApplicationName = slot.AppName{Replica: -1, Settings: config.SettingsFingerprint(fs)}.String()
 	if cfg.MaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.MaxProcs)
 	}

@@ -91,6 +91,9 @@ func printStatus(w io.Writer, st slot.Status) {
 		active := "no"
 		if st.Active {
 			active = fmt.Sprintf("yes, pid %d", st.ActivePID)
+			if st.ActiveApplication != "" {
+				active += fmt.Sprintf(" (%s)", st.ActiveApplication)
+			}
 		}
 		database := st.Database
 		if st.OtherDatabase {

@@ -189,7 +189,7 @@ func TestStatusReportsTheSlot(t *testing.T) {
 	p := w.start(t)
 	waitFor(t, 30*time.Second, "status shows the slot active", func() bool {
 		_, out, _ := status("--slot", w.slot)
-		return regexp.MustCompile(`active\s+yes, pid \d+`).MatchString(out)
+		return regexp.MustCompile(`active\s+yes, pid \d+ \(outboxd #[0-9a-f]{8}\)`).MatchString(out)
 	})
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	p.wait(t, time.Minute)

@@ -183,7 +183,7 @@ func fleetSpecs(file config.File, shared processShared) ([]fleet.Spec, error) {
 				fmt.Fprintf(h, "%s=%q\n", f.Name, f.Value.String())
 			}
 		})
-		specs = append(specs, fleet.Spec{Name: p.Name, Config: pc, Fingerprint: hex.EncodeToString(h.Sum(nil))})
+		specs = append(specs, fleet.Spec{Name: p.Name, Config: pc, Fingerprint: hex.EncodeToString(h.Sum(nil)), Settings: config.SettingsFingerprint(p.Flags)})
 	}
 	reserveOwnTopics(specs)
 	return specs, nil

@@ -1,7 +1,10 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -118,4 +121,31 @@ func Dump(fs *flag.FlagSet) slog.Value {
 		attrs = append(attrs, slog.String(strings.ReplaceAll(f.Name, "-", "_"), v))
 	})
 	return slog.GroupValue(attrs...)
+}
+
+// SettingsFingerprint stands for a pipeline's settings among the flags fs
+// holds, the process's left out, each as the startup dump shows it
+// (Dump: secrets left out or redacted), so that it may be shown to the
+// database (slot.AppName): two processes whose fingerprints differ run
+// other settings, and their startup logs say which.
+func SettingsFingerprint(fs *flag.FlagSet) string {
+	show := map[string]func(string) string{}
+	for _, f := range flags() {
+		if !f.process {
+			show[f.name] = f.show
+		}
+	}
+	h := sha256.New()
+	fs.VisitAll(func(f *flag.Flag) {
+		s, ok := show[f.Name]
+		if !ok {
+			return // a process setting, or a command's own flag
+		}
+		v := f.Value.String()
+		if s != nil {
+			v = s(v)
+		}
+		fmt.Fprintf(h, "%s=%q\n", f.Name, v)
+	})
+	return hex.EncodeToString(h.Sum(nil)[:4])
 }
