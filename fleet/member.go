@@ -18,8 +18,8 @@ import (
 	"github.com/outboxd/outboxd/lib/contain"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/pipeline"
-	"github.com/outboxd/outboxd/slot"
 	"github.com/outboxd/outboxd/pump"
+	"github.com/outboxd/outboxd/slot"
 )
 
 // The states a Member reports besides its stream's (cdc.State: starting,

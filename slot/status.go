@@ -22,13 +22,13 @@ type Status struct {
 	// per server: OtherDatabase says the slot exists but belongs to
 	// another database of the server (Database), and cannot be used from
 	// this one (OtherDatabaseError).
-	CurrentDatabase   string     `json:"current_database"`
-	OtherDatabase     bool       `json:"other_database,omitempty"`
-	Active            bool       `json:"active"`
-	ActivePID         int        `json:"active_pid,omitempty"`
+	CurrentDatabase string `json:"current_database"`
+	OtherDatabase   bool   `json:"other_database,omitempty"`
+	Active          bool   `json:"active"`
+	ActivePID       int    `json:"active_pid,omitempty"`
 	// ActiveApplication is the application_name of the process holding
 	// the slot (outboxd's: slot.AppName), where this role may see it.
-	ActiveApplication string `json:"active_application_name,omitempty"`
+	ActiveApplication string     `json:"active_application_name,omitempty"`
 	ConfirmedFlushLSN outbox.LSN `json:"-"`
 	RestartLSN        outbox.LSN `json:"-"`
 	CurrentLSN        outbox.LSN `json:"-"`
