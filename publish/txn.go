@@ -51,6 +51,9 @@ type TxnProducer struct {
 	wake    chan struct{}
 	abort   chan struct{}
 	stopped chan struct{}
+	// renew: a new stream started (Renew); the producer is prepared
+	// again before its next transaction.
+	renew atomic.Bool
 
 	// Only Run's goroutine touches these.
 	cl        *kgo.Client // transactional; nil until init
@@ -198,9 +201,24 @@ func (t *TxnProducer) Run(ctx context.Context) (err error) {
 	}
 }
 
+// Renew makes the producer prepare itself again (init: fence, read the
+// progress topic) before its next transaction: a new stream starts, and
+// another process may have held the slot since the last one, its
+// producer fencing this one's and its transactions moving the progress
+// on. Without it, the first transaction of a slot taken back failed,
+// fenced. (pump.Renewer.)
+func (t *TxnProducer) Renew() { t.renew.Store(true) }
+
 // step takes the queued records into the open transaction and commits it
 // when it is due.
 func (t *TxnProducer) step(ctx context.Context) error {
+	// A transaction still open belongs to the last stream (its drain
+	// timed out): it commits, or fails, first.
+	if !t.inTxn && t.renew.Swap(false) && t.cl != nil {
+		t.cl.Close()
+		t.cl = nil
+		t.log.Info("a new replication session: preparing the exactly-once producer again (another process may have held the slot meanwhile)")
+	}
 	if t.cl == nil {
 		if !t.hasQueued() {
 			return nil

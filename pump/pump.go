@@ -77,6 +77,8 @@ func (p *Pump) Observe(o Observer) { p.obs = o }
 // Start begins a stream (a replication session) whose watermark starts at
 // start. Nothing may be in flight (Drain returned) and no transaction open.
 //
+// A Renewer sink renews its state first.
+//
 // The first Start makes the pump take part in its Config.Budget (a
 // standby that never streams takes no share of it); Close ends that.
 func (p *Pump) Start(start outbox.LSN) {
@@ -85,6 +87,9 @@ func (p *Pump) Start(start outbox.LSN) {
 	}
 	p.tr.Store(checkpoint.New(start))
 	p.txn, p.standalone = 0, false
+	if r, ok := p.sink.(Renewer); ok {
+		r.Renew()
+	}
 }
 
 // Close ends the pump's part in its Config.Budget, giving its reserved

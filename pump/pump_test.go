@@ -821,3 +821,24 @@ func TestPanicFailsThePumpNotTheProcess(t *testing.T) {
 		}
 	})
 }
+
+// renewingSink is a fakeSink that counts the streams it was told of.
+type renewingSink struct {
+	fakeSink
+	renewed int
+}
+
+func (s *renewingSink) Renew() { s.renewed++ }
+
+// Issue 49, item 14: the exactly-once producer kept its state from one
+// stream to the next, though another process may have held the slot in
+// between; each stream's Start now tells a Renewer sink.
+func TestEveryStreamRenewsARenewerSink(t *testing.T) {
+	t.Parallel()
+	sink := &renewingSink{}
+	p := newPump(t, Config{}, sink) // the first stream
+	p.Start(0x20)
+	if sink.renewed != 2 {
+		t.Fatalf("the sink was renewed %d times over 2 streams, want 2", sink.renewed)
+	}
+}

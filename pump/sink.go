@@ -41,6 +41,15 @@ type Withdrawer interface {
 	Withdraw(ctx context.Context) error
 }
 
+// Renewer is implemented by a Sink whose state may be stale when a new
+// stream starts: between two streams another process may have held the
+// slot, and published (the exactly-once producer's resume position is
+// then behind the progress topic's, and its producer fenced by the other
+// one's). Start calls Renew before the stream's first record.
+type Renewer interface {
+	Renew()
+}
+
 // PositionOrdered is implemented by a Sink that needs every record in
 // position order: it takes a record at or before the last one it was
 // handed for one it already holds and reports it done without writing it
