@@ -241,3 +241,37 @@ func TestIDRefusesUnframedBytes(t *testing.T) {
 		}
 	}
 }
+
+// Issue 49, item 12: a JSON Schema without $schema was compiled as draft
+// 2020-12, so a draft-07 tuple (items as an array) was refused. The draft
+// is the schema's $schema, and draft-07 without one, as Confluent's JSON
+// Schema serializer (json.schema.spec.version) defaults to.
+func TestJSONSchemaDraftFromTheSchema(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		schema    string
+		fits, not string
+	}{
+		{name: "no $schema: draft-07 tuple items", schema: `{"type":"array","items":[{"type":"integer"},{"type":"string"}],"additionalItems":false}`,
+			fits: `[1,"a"]`, not: `["a",1]`},
+		{name: "draft 2020-12 prefixItems", schema: `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"items":false}`,
+			fits: `[1,"a"]`, not: `[1,"a",2]`},
+		{name: "draft-04 boolean exclusiveMaximum", schema: `{"$schema":"http://json-schema.org/draft-04/schema#","type":"number","maximum":5,"exclusiveMaximum":true}`,
+			fits: `4`, not: `5`},
+		{name: "no $schema: draft-07 exclusiveMaximum number", schema: `{"type":"number","exclusiveMaximum":5}`,
+			fits: `4`, not: `5`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := codec(t, format.Schema{Format: format.JSONSchema, Text: tt.schema})
+			if _, err := c.Append(nil, 1, []byte(tt.fits)); err != nil {
+				t.Errorf("%s: %v, want it to fit", tt.fits, err)
+			}
+			if _, err := c.Append(nil, 1, []byte(tt.not)); err == nil || !strings.Contains(err.Error(), "does not validate") {
+				t.Errorf("%s: %v, want it refused", tt.not, err)
+			}
+		})
+	}
+}

@@ -30,6 +30,11 @@ const (
 
 func newJSONSchema(s Schema) (*jsonSchemaCodec, error) {
 	c := jsonschema.NewCompiler()
+	// A schema names its draft with $schema; one that does not is draft-07,
+	// as Confluent's JSON Schema serializer takes it by default
+	// (json.schema.spec.version), not the compiler's own 2020-12, under
+	// which a draft-07 tuple (items as an array) does not compile.
+	c.DefaultDraft(jsonschema.Draft7)
 	// Only the registered texts: the compiler must fetch nothing.
 	c.UseLoader(refusingLoader{})
 	add := func(url, text string) error {
