@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/outboxd/outboxd/cdc/readpace"
 	"github.com/outboxd/outboxd/layout"
@@ -116,6 +118,15 @@ type Config struct {
 	// delay after the active process dies is about this plus the server
 	// noticing the death.
 	SlotRetryInterval time.Duration
+	// Source names where the records come from in their outboxd.source
+	// header (outbox.SourceHeader: Source + "/" + the table), in place of
+	// the server's "<system identifier>/<database>": a name that stays
+	// when the cluster does not (pg_upgrade, a dump restored, a move to
+	// another cluster), so that consumers deduplicating on source and id
+	// still recognise events published again after the move. It must be
+	// unique to the database: two databases under one source deduplicate
+	// each other's events away. Default "": the server's.
+	Source string
 	// ApplicationName names the stream's connections to PostgreSQL
 	// (application_name; slot.AppName's String), unless DatabaseURL sets
 	// one. A standby reads the name of the process holding the slot and
@@ -227,6 +238,11 @@ func (c Config) Validate() error {
 			bad("FailoverSlot", fmt.Sprintf("%q is not auto, on or off", c.FailoverSlot))
 		}
 	}
+	if c.Source != "" {
+		if err := validSource(c.Source); err != nil {
+			bad("Source", err.Error())
+		}
+	}
 	if c.BackfillWhere != "" {
 		if !c.CreateSlot {
 			bad("BackfillWhere", "a backfill goes with creating the slot (create-slot): its rows are read in the snapshot the slot is created with")
@@ -263,4 +279,22 @@ func (c Config) Validate() error {
 		bad("Columns", err.Error())
 	}
 	return errors.Join(errs...)
+}
+
+// maxSource bounds a Source: it is in every record's header.
+const maxSource = 200
+
+// validSource refuses a Source a header should not carry.
+func validSource(s string) error {
+	switch {
+	case len(s) > maxSource:
+		return fmt.Errorf("%d bytes, want at most %d", len(s), maxSource)
+	case !utf8.ValidString(s):
+		return errors.New("not UTF-8 text")
+	case strings.TrimSpace(s) != s:
+		return errors.New("spaces before or after it")
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return errors.New("a control character in it")
+	}
+	return nil
 }

@@ -141,16 +141,19 @@ func (s *Streamer) Server(ctx context.Context) (systemID string, timeline int32,
 }
 
 // columns returns the Columns the records are decoded with, for a session
-// and for a backfill alike: cfg.Columns with Source set to the server the
-// records come from, "<system identifier>/<database>" (ident: identified
-// on the replication connection that reads them, or that created the slot
-// for a backfill), so that every record carries its outboxd.source header
-// (outbox.SourceHeader; the idempotency key is source + id). The system
-// identifier stays the same across a failover to a physical standby; a
-// cluster made anew (initdb, pg_upgrade) is a new source.
+// and for a backfill alike: cfg.Columns with Source set to cfg.Source, or
+// else to the server the records come from, "<system identifier>/<database>"
+// (ident: identified on the replication connection that reads them, or
+// that created the slot for a backfill), so that every record carries its
+// outboxd.source header (outbox.SourceHeader; the idempotency key is
+// source + id). The system identifier stays the same across a failover to
+// a physical standby; a cluster made anew (initdb, pg_upgrade) is a new
+// source, unless cfg.Source names it.
 func (s *Streamer) columns() layout.Columns {
 	cols := s.cfg.Columns
-	if id := s.ident.get(); id.SystemID != "" && id.Database != "" {
+	if s.cfg.Source != "" {
+		cols.Source = s.cfg.Source
+	} else if id := s.ident.get(); id.SystemID != "" && id.Database != "" {
 		cols.Source = id.SystemID + "/" + layout.SourceName(id.Database)
 	}
 	return cols

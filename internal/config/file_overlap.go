@@ -11,9 +11,10 @@ import (
 
 // overlaps reports pipelines of one file that would get in each other's
 // way: two reading one slot (slot names are per server, so the same slot
-// name on the same server is one slot, whichever the database), and two
+// name on the same server is one slot, whichever the database), two
 // exactly-once pipelines sharing a transactional id (each would fence the
-// other's producer). Servers are compared by the host names and ports the
+// other's producer), and two databases named as one source (consumers
+// would deduplicate one's events away as the other's). Servers are compared by the host names and ports the
 // connection strings give: two names for one server are not caught.
 func overlaps(ps []Pipeline, sections []section) []error {
 	var errs []error
@@ -30,6 +31,12 @@ func overlaps(ps []Pipeline, sections []section) []error {
 						errs = append(errs, fmt.Errorf("%s: both use slot %s on %s (databases %s and %s): slot names are per server; give each pipeline its own slot",
 							both, a.Stream.Slot, server, dbA, dbB))
 					}
+				}
+			}
+			if a.Stream.Source != "" && a.Stream.Source == b.Stream.Source {
+				if _, dbA, dbB, ok := sameServer(a.Stream.DatabaseURL, b.Stream.DatabaseURL); !ok || dbA != dbB {
+					errs = append(errs, fmt.Errorf("%s: both name source %s from different databases: consumers deduplicating on source and id would take one's events for the other's; give each database its own",
+						both, strconv.Quote(a.Stream.Source)))
 				}
 			}
 			if a.Delivery == DeliveryExactlyOnce && b.Delivery == DeliveryExactlyOnce &&

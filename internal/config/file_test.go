@@ -228,6 +228,13 @@ func TestLoadFileProblems(t *testing.T) {
 		{name: "one slot name on two servers", file: valid + "pipelines:\n  - name: a\n    database-url: postgres://db1/app\n  - name: b\n    database-url: postgres://db2/app\n"},
 		{name: "one transactional id", file: valid + "delivery: exactly-once\ntransactional-id: outbox\npipelines:\n  - name: a\n    database-url: postgres://db1/app\n  - name: b\n    database-url: postgres://db2/app\n",
 			want: []string{`pipeline "a" and pipeline "b": both deliver exactly-once with transactional-id "outbox"`}},
+		// Issue 49, item 13: a named source is the idempotency key's
+		// first half; two databases under one would dedupe each other.
+		{name: "one source for two databases", file: valid + "source: orders\npipelines:\n  - name: a\n    database-url: postgres://db1/app\n  - name: b\n    database-url: postgres://db2/app\n",
+			want: []string{`pipeline "a" and pipeline "b": both name source "orders" from different databases`}},
+		{name: "one source for one database", file: valid + "source: orders\npipelines:\n  - name: a\n    database-url: postgres://db1/app\n    slot: a\n  - name: b\n    database-url: postgres://db1/app\n    slot: b\n"},
+		{name: "a source with a control character", file: valid + "pipelines:\n  - name: a\n    database-url: postgres://db1/app\n    source: \"a\\tb\"\n",
+			want: []string{"source", "a control character"}},
 		{name: "one transactional id, at least once", file: valid + "transactional-id: outbox\npipelines:\n  - name: a\n    database-url: postgres://db1/app\n  - name: b\n    database-url: postgres://db2/app\n    delivery: exactly-once\n"},
 		{name: "merge keys", file: valid + "pipelines:\n  - &base\n    name: a\n    database-url: postgres://db/a\n  - <<: *base\n    name: b\n",
 			want: []string{`pipelines.yaml:6: pipeline "b": <<: merge keys are not supported`}},

@@ -258,6 +258,12 @@ func flags() []flagSpec {
 			bind:  str(func(c *Config) *string { return &c.CE.ContentType }),
 			check: func(c *Config) string { return nonEmpty(c.CE.ContentType) }},
 
+		{name: "source", group: GroupStream,
+			usage: "the name of where the records come from in their outboxd.source header (then \"<source>/<schema.table>\"), in place of the server's \"<system identifier>/<database>\": " +
+				"a name that outlives the cluster (pg_upgrade, a dump restored, a move), so that consumers deduplicating on source and id recognise events published again after it. " +
+				"Unique to the database; set it to what the records carry today to keep their source (docs/layouts.md). Empty: the server's",
+			field: "Stream.Source",
+			bind:  str(func(c *Config) *string { return &c.Stream.Source })},
 		{name: "status-interval", group: GroupStream, usage: "longest time between standby status updates; keep well below the server's wal_sender_timeout",
 			field: "Stream.StatusInterval",
 			bind:  duration(func(c *Config) *time.Duration { return &c.Stream.StatusInterval }), check: positive(func(c *Config) time.Duration { return c.Stream.StatusInterval })},
