@@ -239,7 +239,16 @@ func TestLoadFileProblems(t *testing.T) {
 		{name: "merge keys", file: valid + "pipelines:\n  - &base\n    name: a\n    database-url: postgres://db/a\n  - <<: *base\n    name: b\n",
 			want: []string{`pipelines.yaml:6: pipeline "b": <<: merge keys are not supported`}},
 		{name: "aliases", file: "brokers: &k [k1:9092, k2:9092]\npipelines:\n  - name: a\n    database-url: postgres://db/a\n    header-columns: *k\n"},
-		{name: "YAML that does not parse", file: "pipelines: [\n", want: []string{"pipelines.yaml: yaml: line"}},
+		{name: "YAML that does not parse", file: "pipelines: [\n", want: []string{"pipelines.yaml:1: did not find expected node content"}},
+		// Issue 49, item 25: yaml.v3 names the line where the construct
+		// around a fault begins: an indentation fault in a pipeline was
+		// reported at the pipelines: line.
+		{name: "an indentation fault", file: "brokers: k:9092\npipelines:\n  - name: a\n    database-url: postgres://db/a\n  - name: b\n    database-url: postgres://db/b\n   slot: b\n",
+			want: []string{"pipelines.yaml:7: did not find expected '-' indicator (in what begins on line 2)"}},
+		{name: "a value indented under a value", file: "brokers: k:9092\npipelines:\n  - name: a\n    database-url: postgres://db/a\n    slot: a\n      publication: p\n",
+			want: []string{"pipelines.yaml:6: mapping values are not allowed in this context"}},
+		{name: "a quoted value never closed", file: "brokers: k:9092\npipelines:\n  - name: a\n    database-url: 'postgres://db/a\n    slot: a\n",
+			want: []string{"pipelines.yaml:4: found unexpected end of stream"}},
 		{name: "an empty file", file: "# nothing\n", want: []string{"pipelines.yaml: the file is empty"}},
 		{name: "a file that is one value", file: "postgres://app:pg-s3cret@db/app\n", want: []string{"pipelines.yaml:1: want a mapping of settings with a pipelines list, not a single value"},
 			notWant: []string{"s3cret"}},

@@ -12,6 +12,50 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// yamlErrorLine is the line yaml.v3 puts in a syntax error's text.
+var yamlErrorLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// syntaxError names YAML that does not parse by the line where it stops
+// parsing. yaml.v3 names the line where the construct around the fault
+// begins (an indentation fault on line 18 of a pipeline is reported at
+// the pipelines: line), and its errors carry no other position: the line
+// is the first of the shortest beginning of the file that no longer
+// parses, reading back from the end (a beginning that ends inside a
+// quoted or flow value does not parse either, and is passed over).
+func (r *fileReader) syntaxError(data []byte, err error) error {
+	m := yamlErrorLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return fmt.Errorf("%s: %w", r.path, err)
+	}
+	context, _ := strconv.Atoi(m[1])
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	at := 0 // lines that parse, from the top
+	for n := len(lines) - 1; n > 0; n-- {
+		if parses(bytes.Join(lines[:n], nil)) {
+			at = n
+			break
+		}
+	}
+	if line := at + 1; line != context && line <= len(lines) {
+		return fmt.Errorf("%s:%d: %s (in what begins on line %d)", r.path, line, m[2], context)
+	}
+	return fmt.Errorf("%s:%d: %s", r.path, context, m[2])
+}
+
+// parses reports whether every YAML document of data parses.
+func parses(data []byte) bool {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		switch err := dec.Decode(&n); {
+		case errors.Is(err, io.EOF):
+			return true
+		case err != nil:
+			return false
+		}
+	}
+}
+
 // entry is one setting of a pipelines file: a key (a flag's name), its
 // value as the flag takes it (${VAR} expanded, a list joined with
 // commas), and the line of the key.
@@ -55,7 +99,7 @@ func (r *fileReader) read(data []byte) (top section, pipelines []section, err er
 		if errors.Is(err, io.EOF) {
 			return section{}, nil, fmt.Errorf("%s: the file is empty: want settings and a pipelines list", r.path)
 		}
-		return section{}, nil, fmt.Errorf("%s: %w", r.path, err)
+		return section{}, nil, r.syntaxError(data, err)
 	}
 	var more yaml.Node
 	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
