@@ -51,6 +51,12 @@ func (h readErrors) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, _, _
 	if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) {
 		return
 	}
+	addr := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+	if what, ok := wrongProtocol(err); ok {
+		h.log.Warn("kafka: the peer at the broker address "+what+"; retrying on a new connection",
+			"broker", meta.NodeID, "addr", addr, "request", kmsg.Key(key).Name(), "err", err)
+		return
+	}
 	h.log.Warn("kafka: reading a response from the broker failed; retrying on a new connection",
-		"broker", meta.NodeID, "addr", net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port))), "request", kmsg.Key(key).Name(), "err", err)
+		"broker", meta.NodeID, "addr", addr, "request", kmsg.Key(key).Name(), "err", err)
 }

@@ -2,9 +2,12 @@ package publish
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -29,7 +32,14 @@ type Reachability struct {
 
 	errors atomic.Uint64
 	since  atomic.Int64 // unix nanoseconds of the first failure after the last success; 0 after a success
+	// wrongPeer is the last broker address that answered in something
+	// other than Kafka's protocol, and what it speaks (nil: none since
+	// the last success).
+	wrongPeer atomic.Pointer[peerFault]
 }
+
+// peerFault is an address that does not speak what the client does.
+type peerFault struct{ addr, what string }
 
 // NewReachability returns the tracker for a client of brokers.
 func NewReachability(brokers []string, log *slog.Logger) *Reachability {
@@ -52,10 +62,20 @@ func (r *Reachability) UnreachableSince() time.Time {
 	return time.Time{}
 }
 
+// observeBroker is observe for a dial or request to the broker at addr,
+// keeping the address when the peer does not speak Kafka.
+func (r *Reachability) observeBroker(addr string, err error) {
+	if what, ok := wrongProtocol(err); ok {
+		r.wrongPeer.Store(&peerFault{addr: addr, what: what})
+	}
+	r.observe(err)
+}
+
 func (r *Reachability) observe(err error) {
 	switch {
 	case err == nil:
 		r.since.Store(0)
+		r.wrongPeer.Store(nil)
 	case errors.Is(err, context.Canceled), errors.Is(err, net.ErrClosed), errors.Is(err, kgo.ErrClientClosed):
 		// Ended by outboxd (a stop, a check given up), not by Kafka.
 	default:
@@ -72,12 +92,51 @@ var (
 	_ kgo.HookBrokerE2E     = reachHooks{}
 )
 
-func (h reachHooks) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
-	h.r.observe(err)
+func (h reachHooks) OnBrokerConnect(m kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	h.r.observeBroker(brokerAddr(m), err)
 }
 
-func (h reachHooks) OnBrokerE2E(_ kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
-	h.r.observe(e2e.Err())
+func (h reachHooks) OnBrokerE2E(m kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
+	h.r.observeBroker(brokerAddr(m), e2e.Err())
+}
+
+func brokerAddr(m kgo.BrokerMetadata) string {
+	return net.JoinHostPort(m.Host, strconv.Itoa(int(m.Port)))
+}
+
+// wrongProtocol says what a peer speaks when err shows it does not speak
+// what the client does: franz-go reads the first four bytes of any
+// answer as a Kafka response's size, and a size past what a broker sends
+// is another protocol (its text names a TLS alert or HTTP when it sees
+// one); a TLS client reading a plaintext answer gets a record header
+// error.
+func wrongProtocol(err error) (string, bool) {
+	if err == nil {
+		return "", false
+	}
+	var rh tls.RecordHeaderError
+	if errors.As(err, &rh) {
+		return "does not speak TLS: --kafka-tls is on, and this is a plaintext listener (or not Kafka at all)", true
+	}
+	msg := err.Error()
+	switch {
+	case !strings.Contains(msg, "invalid large response size"):
+		return "", false
+	case strings.Contains(msg, "tls alert"):
+		return "speaks TLS: turn --kafka-tls on (with --kafka-tls-ca-file when its certificate is not from a public authority), or use its plaintext listener", true
+	case strings.Contains(msg, "'HTTP'"):
+		return "speaks HTTP, not Kafka: is the port the broker's?", true
+	}
+	return "does not speak Kafka (its answer is no Kafka response): is the port the broker's?", true
+}
+
+// explain names the broker that does not speak Kafka in err, when one
+// answered so since the last success.
+func (r *Reachability) explain(err error) error {
+	if f := r.wrongPeer.Load(); f != nil {
+		return fmt.Errorf("the peer at %s %s: %w", f.addr, f.what, err)
+	}
+	return err
 }
 
 // Timing of CheckAtStart.
@@ -113,6 +172,7 @@ func (r *Reachability) CheckAtStart(ctx context.Context, ping func(context.Conte
 			return nil
 		}
 		wait := bo.NextBackOff()
+		err = r.explain(err)
 		if !failed {
 			r.log.Warn("Kafka unreachable at start: streaming goes on and records wait until Kafka answers (nothing is lost); checking again in the background",
 				"brokers", r.brokers, "err", err, "retry_in", wait.Round(time.Millisecond))

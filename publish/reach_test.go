@@ -3,6 +3,7 @@ package publish_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxd/outboxd/lib/rawio"
 	"github.com/outboxd/outboxd/publish"
 )
 
@@ -143,4 +145,87 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// answering listens on a local port and answers every connection's first
+// bytes with reply, then closes it.
+func answering(t *testing.T, reply []byte) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 512)
+				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if _, err := c.Read(buf); err == nil {
+					_, _ = c.Write(reply)
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// Issue 49, item 27: --brokers pointing at a port that is not Kafka's
+// said only "response exceeds BrokerMaxReadBytes". The check at start
+// says what the peer speaks and names its address.
+func TestCheckAtStartNamesAPeerThatDoesNotSpeakKafka(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		reply []byte
+		tls   bool // the client speaks TLS
+		want  string
+	}{
+		// PostgreSQL answers an unknown start-up packet with an error
+		// message ('E').
+		{name: "another service", reply: append([]byte("E\x00\x00\x00\x54SFATAL"), make([]byte, 80)...), want: "does not speak Kafka"},
+		{name: "HTTP", reply: []byte("HTTP/1.1 400 Bad Request\r\n\r\n"), want: "speaks HTTP"},
+		// A TLS listener answers plaintext with an alert record.
+		{name: "TLS, the client plaintext", reply: []byte{21, 3, 3, 0, 2, 2, 10}, want: "speaks TLS: turn --kafka-tls on"},
+		{name: "plaintext, the client TLS", reply: []byte("E\x00\x00\x00\x54SFATAL plaintext"), tls: true, want: "does not speak TLS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			addr := answering(t, tt.reply)
+			var mu sync.Mutex
+			var buf bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buf}, nil))
+			reach := publish.NewReachability([]string{addr}, log)
+			opts := []kgo.Opt{reach.Hooks()}
+			if tt.tls {
+				tc := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // a test peer
+				opts = append(opts, kgo.Dialer(rawio.DialerTLS(5*time.Second, func() (*tls.Config, error) { return tc, nil })))
+			}
+			p, err := publish.New(publish.Config{Brokers: []string{addr}, Opts: opts}, quiet())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- reach.CheckAtStart(ctx, p.Ping) }()
+			out := ""
+			for deadline := time.Now().Add(time.Minute); !strings.Contains(out, "Kafka unreachable") && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				mu.Lock()
+				out = buf.String()
+				mu.Unlock()
+			}
+			cancel()
+			<-done
+			if want := "the peer at " + addr + " " + tt.want; !strings.Contains(out, want) {
+				t.Fatalf("the check's warning lacks %q:\n%s", want, out)
+			}
+		})
+	}
 }
