@@ -139,3 +139,26 @@ func headingAnchors(text string) []string {
 	}
 	return anchors
 }
+
+// Issue 49, item 31: the README's table of contents listed 9 of its 11
+// sections. It lists every section (## heading), in order.
+func TestReadmeContentsListEverySection(t *testing.T) {
+	t.Parallel()
+	text, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sections []string
+	for _, line := range strings.Split(fenceRE.ReplaceAllString(string(text), ""), "\n") {
+		if title, ok := strings.CutPrefix(line, "## "); ok {
+			sections = append(sections, headingAnchors("# "+title)[0])
+		}
+	}
+	var listed []string
+	for _, m := range regexp.MustCompile(`(?m)^\d+\. \[[^\]]+\]\(#([^)]+)\)`).FindAllStringSubmatch(string(text), -1) {
+		listed = append(listed, m[1])
+	}
+	if strings.Join(listed, " ") != strings.Join(sections, " ") {
+		t.Errorf("the README's contents list\n  %v\nits sections are\n  %v", listed, sections)
+	}
+}
