@@ -11,8 +11,9 @@
 #                run `go test ./...` as often as you like
 #   make down    stop them
 #   make build   build bin/outboxd
-#   make image   the OCI image without a container engine: bin/outboxd-image.tar
-#                and bin/outboxd-oci (deploy/image; VERSION=v1.2.3 stamps it)
+#   make image   the OCI image without a container engine, amd64 and arm64:
+#                bin/outboxd-oci and bin/outboxd-image.tar (deploy/image;
+#                VERSION=v1.2.3 stamps it)
 #   make bench   outboxd beside pg_recvlogical, Debezium and the polling relay,
 #                and both exactly-once (outboxd-eos, debezium-eos: KIP-618)
 #                (docs/bench/), then the idempotent consumer against a plain one
@@ -162,16 +163,26 @@ env:
 build:
 	$(GO) build -o bin/outboxd ./cmd/outboxd
 
-# The OCI image without a container engine (deploy/image): a static
-# outboxd stamped with VERSION, on no base image, as bin/outboxd-image.tar
-# (docker load, podman load) and bin/outboxd-oci (an OCI layout: skopeo,
-# crane, containerd).
+# The OCI image without a container engine (deploy/image): static
+# outboxd binaries stamped with VERSION, one per IMAGE_ARCHES, on no base
+# image, as bin/outboxd-oci (an OCI layout holding the index of every
+# architecture: skopeo copy --all, crane, containerd) and
+# bin/outboxd-image.tar (docker load, podman load: the image of
+# IMAGE_TARBALL_ARCH, by default GOARCH when set, else this machine's).
+# The image tool itself always runs on this machine.
 VERSION ?= dev
+IMAGE_ARCHES ?= amd64 arm64
+IMAGE_TARBALL_ARCH ?= $(or $(GOARCH),$(shell env -u GOARCH $(GO) env GOARCH))
+IMAGE_OUT ?= bin
 image:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/outboxd-static ./cmd/outboxd
-	rm -rf bin/outboxd-oci bin/outboxd-image.tar
-	cd deploy/image && $(GO) run ./cmd/outboxd-image -binary ../../bin/outboxd-static -version $(VERSION) \
-		-revision "$$(git rev-parse --short HEAD 2>/dev/null)" -oci-layout ../../bin/outboxd-oci -tarball ../../bin/outboxd-image.tar
+	rm -rf $(IMAGE_OUT)/outboxd-oci $(IMAGE_OUT)/outboxd-image.tar
+	for a in $(IMAGE_ARCHES); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(IMAGE_OUT)/outboxd-static-$$a ./cmd/outboxd || exit 1; \
+	done
+	out=$$(cd $(IMAGE_OUT) && pwd) && cd deploy/image && env -u GOOS -u GOARCH $(GO) run ./cmd/outboxd-image \
+		$(foreach a,$(IMAGE_ARCHES),-binary $$out/outboxd-static-$(a)) -version $(VERSION) \
+		-revision "$$(git rev-parse --short HEAD 2>/dev/null)" -oci-layout $$out/outboxd-oci \
+		-tarball $$out/outboxd-image.tar -tarball-arch $(IMAGE_TARBALL_ARCH)
 
 # The configuration reference: every command's flags, environment variables,
 # defaults and meanings (outboxd help config), written only when it succeeds.

@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strings"
 	"time"
 
@@ -63,7 +62,9 @@ type Config struct {
 	Revision string
 	// Source is the repository's URL. Default DefaultSource.
 	Source string
-	// OS and Arch are the binary's platform. Default: this machine's.
+	// OS and Arch are the binary's platform, as GOOS and GOARCH name it.
+	// Default: linux, and the architecture the binary is built for (its
+	// ELF header); an Arch that is not the binary's is refused.
 	OS, Arch string
 	// Created is the image's creation time. Default: the Unix epoch, so that
 	// the same inputs build the same image.
@@ -91,10 +92,7 @@ func (c *Config) validate() error {
 		c.Source = DefaultSource
 	}
 	if c.OS == "" {
-		c.OS = runtime.GOOS
-	}
-	if c.Arch == "" {
-		c.Arch = runtime.GOARCH
+		c.OS = "linux"
 	}
 	if c.Created.IsZero() {
 		c.Created = time.Unix(0, 0).UTC()
@@ -111,8 +109,15 @@ func Build(c Config) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the image: %w", err)
 	}
-	if err := checkStatic(bin); err != nil {
+	arch, err := checkStatic(bin)
+	if err != nil {
 		return nil, fmt.Errorf("building the image from %s: %w", c.Binary, err)
+	}
+	switch {
+	case c.Arch == "":
+		c.Arch = arch
+	case c.Arch != arch:
+		return nil, fmt.Errorf("building the image from %s: the binary is built for %s, not %s", c.Binary, arch, c.Arch)
 	}
 	root, err := rootFS(bin, c.Created)
 	if err != nil {

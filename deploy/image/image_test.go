@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,30 +52,19 @@ func staticOutboxd(t *testing.T) string {
 // back from there, as a user's tools would.
 func builtImage(t *testing.T) v1.Image {
 	t.Helper()
-	img, err := Build(Config{Binary: staticOutboxd(t), Version: testVersion, Revision: "0123abcd"})
+	built, err := BuildIndex([]Config{{Binary: staticOutboxd(t), Version: testVersion, Revision: "0123abcd"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := ImageFor(built, runtime.GOARCH)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "oci")
-	if err := WriteLayout(dir, "outboxd:"+testVersion, img); err != nil {
+	if err := WriteLayout(dir, "outboxd:"+testVersion, built); err != nil {
 		t.Fatal(err)
 	}
-	p, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := p.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(m.Manifests) != 1 || m.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "outboxd:"+testVersion {
-		t.Fatalf("the layout's index = %+v, want one image named outboxd:%s", m.Manifests, testVersion)
-	}
-	read, err := idx.Image(m.Manifests[0].Digest)
+	read, err := ImageFor(layoutIndex(t, dir, "outboxd:"+testVersion), runtime.GOARCH)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +93,35 @@ func builtImage(t *testing.T) v1.Image {
 		t.Errorf("the tarball's image does not validate: %v", err)
 	}
 	return read
+}
+
+// layoutIndex is the image index tagged tag in the OCI layout in dir, as
+// a user's tools read it.
+func layoutIndex(t *testing.T, dir, tag string) v1.ImageIndex {
+	t.Helper()
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := p.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Manifests) != 1 || m.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != tag || m.Manifests[0].MediaType != types.OCIImageIndex {
+		t.Fatalf("the layout's index = %+v, want one image index named %s", m.Manifests, tag)
+	}
+	idx, err := top.ImageIndex(m.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validate.Index(idx); err != nil {
+		t.Errorf("the image index does not validate: %v", err)
+	}
+	return idx
 }
 
 // unpack extracts img's file system into a new directory and returns it.
@@ -209,8 +228,27 @@ func TestImageHoldsOnlyWhatOutboxdNeeds(t *testing.T) {
 	}
 
 	root := unpack(t, img)
+	checkFiles(t, root)
+	pem, err := os.ReadFile(filepath.Join(root, CACertsPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) || strings.Count(string(pem), "BEGIN CERTIFICATE") < 100 {
+		t.Errorf("%s holds %d certificates, want Mozilla's roots (over 100)", CACertsPath, strings.Count(string(pem), "BEGIN CERTIFICATE"))
+	}
+	passwd, err := os.ReadFile(filepath.Join(root, "etc/passwd"))
+	if err != nil || !strings.Contains(string(passwd), "nonroot:x:65532:65532:") {
+		t.Errorf("/etc/passwd = %q (%v), want the nonroot user 65532", passwd, err)
+	}
+}
+
+// checkFiles checks that the unpacked image at root holds exactly its
+// files: outboxd, the CA certificates, its user, an empty /tmp.
+func checkFiles(t *testing.T, root string) {
+	t.Helper()
 	var files []string
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -228,18 +266,6 @@ func TestImageHoldsOnlyWhatOutboxdNeeds(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(files, want) {
 		t.Errorf("the image holds %v, want exactly %v (no shell, nothing else)", files, want)
-	}
-	pem, err := os.ReadFile(filepath.Join(root, CACertsPath))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) || strings.Count(string(pem), "BEGIN CERTIFICATE") < 100 {
-		t.Errorf("%s holds %d certificates, want Mozilla's roots (over 100)", CACertsPath, strings.Count(string(pem), "BEGIN CERTIFICATE"))
-	}
-	passwd, err := os.ReadFile(filepath.Join(root, "etc/passwd"))
-	if err != nil || !strings.Contains(string(passwd), "nonroot:x:65532:65532:") {
-		t.Errorf("/etc/passwd = %q (%v), want the nonroot user 65532", passwd, err)
 	}
 }
 
@@ -263,6 +289,7 @@ func TestBuildRefusesWhatTheImageCannotRun(t *testing.T) {
 		{"a script", Config{Binary: script, Version: "v1"}, "not an ELF executable"},
 		{"a missing file", Config{Binary: script + ".gone", Version: "v1"}, "no such file"},
 		{"a dynamically linked binary", Config{Binary: dynamicELF(t, dynamic), Version: "v1"}, "CGO_ENABLED=0"},
+		{"another architecture than the binary's", Config{Binary: staticOutboxd(t), Version: "v1", Arch: otherArch()}, "the binary is built for " + runtime.GOARCH + ", not " + otherArch()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if _, err := Build(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -407,4 +434,82 @@ func TestImageRunsOutboxdAsItsUser(t *testing.T) {
 		t.Errorf("outboxd run in the image after SIGTERM: %v, want a clean exit\n%s", err, logs.String())
 	}
 	fmt.Fprintf(os.Stderr, "measured: outboxd %s from the unpacked image as uid 65532 published outbox id %s to %s and stopped on SIGTERM\n", testVersion, id, topic)
+}
+
+// otherArch is an architecture other than this machine's.
+func otherArch() string {
+	if runtime.GOARCH == "arm64" {
+		return "amd64"
+	}
+	return "arm64"
+}
+
+// Issue 49, item 24: GOARCH=arm64 make image failed with "exec format
+// error" (the image tool was built for arm64 and run here), and there was
+// no multi-architecture image. make image builds amd64 and arm64 and an
+// index of both; the arm64 image's contents are checked without running
+// it: the same files, its outboxd built for arm64.
+func TestMakeImageBuildsEveryArchitecture(t *testing.T) {
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/outboxd/outboxd").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	cmd := exec.Command("make", "-s", "image", "VERSION="+testVersion, "IMAGE_OUT="+out)
+	cmd.Dir = strings.TrimSpace(string(root))
+	cmd.Env = append(os.Environ(), "GOARCH=arm64")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("GOARCH=arm64 make image: %v\n%s", err, b)
+	}
+	idx := layoutIndex(t, filepath.Join(out, "outboxd-oci"), "outboxd:"+testVersion)
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var platforms []string
+	for _, d := range m.Manifests {
+		platforms = append(platforms, d.Platform.String())
+	}
+	if slices.Sort(platforms); !slices.Equal(platforms, []string{"linux/amd64", "linux/arm64"}) {
+		t.Fatalf("the index lists %v, want linux/amd64 and linux/arm64", platforms)
+	}
+	for _, tt := range []struct {
+		arch    string
+		machine elf.Machine
+	}{{"amd64", elf.EM_X86_64}, {"arm64", elf.EM_AARCH64}} {
+		t.Run(tt.arch, func(t *testing.T) {
+			img, err := ImageFor(idx, tt.arch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := validate.Image(img); err != nil {
+				t.Errorf("the image does not validate: %v", err)
+			}
+			cf, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cf.OS != "linux" || cf.Architecture != tt.arch {
+				t.Errorf("the image's config says %s/%s, want linux/%s", cf.OS, cf.Architecture, tt.arch)
+			}
+			root := unpack(t, img)
+			checkFiles(t, root)
+			f, err := elf.Open(filepath.Join(root, BinaryPath))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if f.Machine != tt.machine {
+				t.Errorf("its %s is built for %s, want %s", BinaryPath, f.Machine, tt.machine)
+			}
+		})
+	}
+	// The tarball for docker load is GOARCH's image.
+	fromTar, err := tarball.ImageFromPath(filepath.Join(out, "outboxd-image.tar"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf, err := fromTar.ConfigFile(); err != nil || cf.Architecture != "arm64" {
+		t.Errorf("the tarball's image is for %v (%v), want arm64 (GOARCH)", cf, err)
+	}
 }

@@ -11,11 +11,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// WriteLayout writes img as an OCI image layout in dir (created; it must
-// not hold a layout already), its one image tagged tag
-// (org.opencontainers.image.ref.name): what skopeo, podman, crane and
-// containerd import, and what a registry push starts from.
-func WriteLayout(dir, tag string, img v1.Image) error {
+// WriteLayout writes idx as an OCI image layout in dir (created; it must
+// not hold a layout already), the index tagged tag
+// (org.opencontainers.image.ref.name): what skopeo (copy --all for every
+// architecture), podman, crane and containerd import, and what a registry
+// push starts from.
+func WriteLayout(dir, tag string, idx v1.ImageIndex) error {
 	if _, err := os.Stat(dir); err == nil {
 		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
 			return fmt.Errorf("writing the OCI layout: %s is not empty", dir)
@@ -25,14 +26,15 @@ func WriteLayout(dir, tag string, img v1.Image) error {
 	if err != nil {
 		return fmt.Errorf("writing the OCI layout in %s: %w", dir, err)
 	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": tag})); err != nil {
+	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": tag})); err != nil {
 		return fmt.Errorf("writing the OCI layout in %s: %w", dir, err)
 	}
 	return nil
 }
 
-// WriteTarball writes img as a tarball `docker load` and `podman load`
-// read, named ref (for example outboxd:v1.2.3).
+// WriteTarball writes img, one architecture's image, as a tarball
+// `docker load` and `podman load` read, named ref (for example
+// outboxd:v1.2.3).
 func WriteTarball(path, ref string, img v1.Image) error {
 	tag, err := name.NewTag(ref)
 	if err != nil {

@@ -1,59 +1,87 @@
-// Command outboxd-image builds outboxd's OCI image from a static outboxd
-// binary, without a container engine and without pulling a base image
-// (package image), and writes it as an OCI layout, a tarball for docker
-// load or podman load, or both.
+// Command outboxd-image builds outboxd's OCI image from static outboxd
+// binaries, one per architecture, without a container engine and without
+// pulling a base image (package image), and writes it as an OCI layout
+// (an index of every architecture), a tarball of one architecture for
+// docker load or podman load, or both.
 //
-//	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=v1.2.3" -o bin/outboxd-static ./cmd/outboxd
-//	cd deploy/image && go run ./cmd/outboxd-image -binary ../../bin/outboxd-static -version v1.2.3 -tarball ../../bin/outboxd-image.tar
+//	for a in amd64 arm64; do
+//	  CGO_ENABLED=0 GOARCH=$a go build -trimpath -ldflags "-s -w -X main.version=v1.2.3" -o bin/outboxd-static-$a ./cmd/outboxd
+//	done
+//	cd deploy/image && go run ./cmd/outboxd-image -binary ../../bin/outboxd-static-amd64 -binary ../../bin/outboxd-static-arm64 \
+//	  -version v1.2.3 -oci-layout ../../bin/outboxd-oci -tarball ../../bin/outboxd-image.tar
 //
-// make image does both.
+// make image does that. Each binary's architecture is read from it.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
+	"strings"
 
 	"github.com/outboxd/outboxd/deploy/image"
 )
 
+// binaries is the repeatable -binary flag.
+type binaries []string
+
+func (b *binaries) String() string     { return strings.Join(*b, ",") }
+func (b *binaries) Set(v string) error { *b = append(*b, v); return nil }
+
 func main() {
 	var c image.Config
-	flag.StringVar(&c.Binary, "binary", "", "static outboxd binary (CGO_ENABLED=0)")
-	flag.StringVar(&c.Version, "version", "", "the version the binary was stamped with (-X main.version=)")
+	var bins binaries
+	flag.Var(&bins, "binary", "a static outboxd binary (CGO_ENABLED=0); once per architecture, read from the binary")
+	flag.StringVar(&c.Version, "version", "", "the version the binaries were stamped with (-X main.version=)")
 	flag.StringVar(&c.Revision, "revision", "", "the source's commit (annotation org.opencontainers.image.revision)")
 	flag.StringVar(&c.Source, "source", image.DefaultSource, "the source repository's URL")
-	flag.StringVar(&c.Arch, "arch", "", "the binary's architecture (default: this machine's)")
 	repo := flag.String("repository", "outboxd", "the image's name, tagged with -version")
-	ociDir := flag.String("oci-layout", "", "write an OCI image layout into this directory")
-	tarPath := flag.String("tarball", "", "write a tarball for docker load and podman load to this file")
+	ociDir := flag.String("oci-layout", "", "write an OCI image layout, the index of every architecture, into this directory")
+	tarPath := flag.String("tarball", "", "write a tarball of one architecture's image, for docker load and podman load, to this file")
+	tarArch := flag.String("tarball-arch", runtime.GOARCH, "the architecture of the tarball's image")
 	flag.Parse()
 	if *ociDir == "" && *tarPath == "" {
 		fmt.Fprintln(os.Stderr, "outboxd-image: nothing to write: give -oci-layout DIR, -tarball FILE or both")
 		os.Exit(2)
 	}
-	img, err := image.Build(c)
+	if len(bins) == 0 {
+		fmt.Fprintln(os.Stderr, "outboxd-image: no -binary given")
+		os.Exit(2)
+	}
+	cfgs := make([]image.Config, 0, len(bins))
+	for _, b := range bins {
+		cb := c
+		cb.Binary = b
+		cfgs = append(cfgs, cb)
+	}
+	idx, err := image.BuildIndex(cfgs)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "outboxd-image:", err)
-		os.Exit(1)
+		fail(err)
 	}
 	ref := *repo + ":" + c.Version
 	if *ociDir != "" {
-		if err := image.WriteLayout(*ociDir, ref, img); err != nil {
-			fmt.Fprintln(os.Stderr, "outboxd-image:", err)
-			os.Exit(1)
+		if err := image.WriteLayout(*ociDir, ref, idx); err != nil {
+			fail(err)
 		}
 	}
 	if *tarPath != "" {
+		img, err := image.ImageFor(idx, *tarArch)
+		if err != nil {
+			fail(err)
+		}
 		if err := image.WriteTarball(*tarPath, ref, img); err != nil {
-			fmt.Fprintln(os.Stderr, "outboxd-image:", err)
-			os.Exit(1)
+			fail(err)
 		}
 	}
-	digest, err := img.Digest()
+	digest, err := idx.Digest()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "outboxd-image:", err)
-		os.Exit(1)
+		fail(err)
 	}
 	fmt.Printf("%s %s\n", ref, digest)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "outboxd-image:", err)
+	os.Exit(1)
 }
