@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // Issue 37: two cases from peers' bug trackers, end to end, in both
@@ -70,9 +72,14 @@ func runPeerCases(t *testing.T, withMessages bool) {
 }
 
 const (
-	peerRounds       = 4   // publishers stopped mid-stream
-	peerTxnsPerRound = 12  // transactions committed (over all writers) while each publisher runs, at least
-	peerMaxTxns      = 300 // per writer: the writing is bounded whatever happens
+	peerRounds       = 4  // publishers stopped mid-stream
+	peerTxnsPerRound = 12 // transactions committed (over all writers) while each publisher runs, at least
+	// peerMaxAhead bounds the writing by the publishing: the writers wait
+	// while this many of their transactions are past the slot's confirmed
+	// position. However slow the machine, they never run dry before a
+	// round (a fixed budget did, issue 49, item 30), nor write without
+	// bound while no publisher runs.
+	peerMaxAhead = 24
 )
 
 func peerRestarts(t *testing.T, mode, fault string, withMessages bool) {
@@ -233,7 +240,8 @@ func waitSlotPast(t *testing.T, w *world, lsn string) {
 }
 
 // txnWriters commit transactions of 50 to 500 events, every event of one
-// transaction sharing its commit LSN, until halted or peerMaxTxns each.
+// transaction sharing its commit LSN, until halted, never more than
+// peerMaxAhead past what the slot confirmed.
 // Each writer has keys of its own and numbers its events (the payload's
 // "seq"), so per key the seq order is the commit order. With messages,
 // a transaction alternates chunks of outbox rows and outboxd_emit events
@@ -242,6 +250,7 @@ type txnWriters struct {
 	mu      sync.Mutex
 	ids     []string // committed: outbox ids, and message LSNs
 	n       int      // transactions committed
+	ends    []outbox.LSN // the WAL position after each commit the slot has not confirmed
 	err     error
 	stopped atomic.Bool
 	wg      sync.WaitGroup
@@ -260,7 +269,14 @@ func startTxnWriters(t *testing.T, w *world, writers int, withMessages bool) *tx
 			// returns with every commit's outcome known.
 			ctx := context.Background()
 			seq := 0
-			for i := 0; i < peerMaxTxns && !tw.stopped.Load(); i++ {
+			for i := 0; !tw.stopped.Load(); i++ {
+				if err := tw.pace(ctx, w); err != nil {
+					tw.fail(fmt.Errorf("writer %d: %w", wr, err))
+					return
+				}
+				if tw.stopped.Load() {
+					return
+				}
 				size := peerTxnSizes[(i+wr*3)%len(peerTxnSizes)]
 				var ids []string
 				err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
@@ -297,14 +313,23 @@ func startTxnWriters(t *testing.T, w *world, writers int, withMessages bool) *tx
 					return nil
 				})
 				if err != nil {
-					tw.mu.Lock()
-					tw.err = fmt.Errorf("writer %d, transaction %d: %w", wr, i, err)
-					tw.mu.Unlock()
+					tw.fail(fmt.Errorf("writer %d, transaction %d: %w", wr, i, err))
+					return
+				}
+				var end string
+				if err := w.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
+					tw.fail(fmt.Errorf("writer %d, transaction %d: %w", wr, i, err))
+					return
+				}
+				lsn, err := outbox.ParseLSN(end)
+				if err != nil {
+					tw.fail(err)
 					return
 				}
 				seq += size
 				tw.mu.Lock()
 				tw.ids = append(tw.ids, ids...)
+				tw.ends = append(tw.ends, lsn)
 				tw.n++
 				tw.mu.Unlock()
 				time.Sleep(10 * time.Millisecond)
@@ -316,6 +341,40 @@ func startTxnWriters(t *testing.T, w *world, writers int, withMessages bool) *tx
 }
 
 func (tw *txnWriters) txns() int { tw.mu.Lock(); defer tw.mu.Unlock(); return tw.n }
+
+func (tw *txnWriters) fail(err error) {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	if tw.err == nil {
+		tw.err = err
+	}
+}
+
+// pace waits while peerMaxAhead transactions or more are past the slot's
+// confirmed position (or until halted).
+func (tw *txnWriters) pace(ctx context.Context, w *world) error {
+	for !tw.stopped.Load() {
+		var confirmed string
+		if err := w.pool.QueryRow(ctx, `SELECT coalesce(confirmed_flush_lsn, '0/0')::text FROM pg_replication_slots WHERE slot_name = $1`, w.slot).Scan(&confirmed); err != nil {
+			return fmt.Errorf("reading the slot's confirmed position: %w", err)
+		}
+		lsn, err := outbox.ParseLSN(confirmed)
+		if err != nil {
+			return err
+		}
+		// The confirmed position never goes back: what it passed is
+		// forgotten.
+		tw.mu.Lock()
+		tw.ends = slices.DeleteFunc(tw.ends, func(e outbox.LSN) bool { return e <= lsn })
+		ahead := len(tw.ends)
+		tw.mu.Unlock()
+		if ahead < peerMaxAhead {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
 
 // waitCommit waits until a writer commits one more transaction.
 func (tw *txnWriters) waitCommit(t *testing.T) {
