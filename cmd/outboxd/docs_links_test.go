@@ -151,7 +151,7 @@ func TestReadmeContentsListEverySection(t *testing.T) {
 	var sections []string
 	for _, line := range strings.Split(fenceRE.ReplaceAllString(string(text), ""), "\n") {
 		if title, ok := strings.CutPrefix(line, "## "); ok {
-			sections = append(sections, headingAnchors("# "+title)[0])
+			sections = append(sections, headingAnchors("# " + title)[0])
 		}
 	}
 	var listed []string

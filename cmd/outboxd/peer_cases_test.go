@@ -248,8 +248,8 @@ func waitSlotPast(t *testing.T, w *world, lsn string) {
 // under the same keys.
 type txnWriters struct {
 	mu      sync.Mutex
-	ids     []string // committed: outbox ids, and message LSNs
-	n       int      // transactions committed
+	ids     []string     // committed: outbox ids, and message LSNs
+	n       int          // transactions committed
 	ends    []outbox.LSN // the WAL position after each commit the slot has not confirmed
 	err     error
 	stopped atomic.Bool
