@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,8 +80,8 @@ func TestMissingSlotStopsWithTheRecoveryCommand(t *testing.T) {
 }
 
 // writer inserts 10-row transactions with its own aggregate id until
-// stopped, and returns the ids it committed.
-func (b *bed) writer(ctx context.Context, t *testing.T, agg int, wg *sync.WaitGroup, out *[]int64) {
+// stopped, and returns the ids it committed; commits counts them.
+func (b *bed) writer(ctx context.Context, t *testing.T, agg int, wg *sync.WaitGroup, out *[]int64, commits *atomic.Int64) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -95,6 +96,7 @@ func (b *bed) writer(ctx context.Context, t *testing.T, agg int, wg *sync.WaitGr
 				return
 			}
 			*out = append(*out, ids...)
+			commits.Add(1)
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
@@ -123,14 +125,30 @@ func TestBackfillThenStreamHasNoGapAndNoOverlap(t *testing.T) {
 	ctx, stop := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	written := make([][]int64, 3)
+	var commits atomic.Int64
 	for w := range written {
-		b.writer(ctx, t, w, &wg, &written[w])
+		b.writer(ctx, t, w, &wg, &written[w], &commits)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Issue 49, item 30: fixed sleeps gave the writers their share on
+	// either side of the slot's start, which a loaded machine may not
+	// fill. The test waits for commits on each side instead: some before
+	// the slot exists (the backfill's share), some after the backfill was
+	// delivered, which is after the slot's snapshot (the stream's).
+	waitCommits := func(n int64, what string) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for commits.Load() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("the writers committed %d transactions, want %d %s", commits.Load(), n, what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitCommits(5, "before the slot")
 	r := b.start(cdc.Config{CreateSlot: true, BackfillWhere: "id > " + strconv.FormatInt(excluded[len(excluded)-1], 10)})
 	c := b.consume()
 	c.untilIDs(t, before[5:], 2*time.Minute)
-	time.Sleep(500 * time.Millisecond) // the stream's share
+	waitCommits(commits.Load()+5, "after the backfill") // the stream's share
 	stop()
 	wg.Wait()
 	want := append([]int64(nil), before[5:]...)

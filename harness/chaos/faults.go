@@ -140,7 +140,7 @@ func (in *injector) takeover(ctx context.Context) error {
 	}
 	// Writers must keep writing through the takeover: its end is the first
 	// record written after the kill.
-	in.ledger.gate.Store(max(in.ledger.gate.Load(), in.ledger.events.Load()+2000))
+	in.ledger.keepWriting(2000)
 	in.live.watch(in.ledger.maxID.Load())
 	killed := time.Now()
 	in.active.kill()

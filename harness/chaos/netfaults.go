@@ -225,7 +225,7 @@ func (in *injector) majorityLoss(ctx context.Context) error {
 	}
 	// The writers go on through the outage: records are in flight, so no
 	// keepalive can be confirmed either.
-	in.ledger.gate.Store(max(in.ledger.gate.Load(), in.ledger.events.Load()+2000))
+	in.ledger.keepWriting(2000)
 	for _, n := range down {
 		if err := n.Signal(syscall.SIGKILL); err != nil {
 			return err
@@ -306,7 +306,7 @@ func (in *injector) leader(ctx context.Context, controller bool) (int32, error) 
 // confirmed it all, and records how long that took (what notes the fault
 // in the log; "" for nothing).
 func (in *injector) timeRecovery(ctx context.Context, f Fault, from time.Time, what string) error {
-	in.ledger.gate.Store(max(in.ledger.gate.Load(), in.ledger.events.Load()+2000))
+	in.ledger.keepWriting(2000)
 	in.live.watch(in.ledger.maxID.Load())
 	done := func(at time.Time) error {
 		d := ms(at.Sub(from))

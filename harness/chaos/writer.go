@@ -24,9 +24,18 @@ type ledger struct {
 
 	events   atomic.Int64 // committed events
 	maxID    atomic.Int64 // highest id allocated so far (committed or not)
-	gate     atomic.Int64 // writers pause while events >= gate
+	gate     atomic.Int64 // writers pause while events >= gate; openGate once no fault is to come
+	must     atomic.Int64 // writers write this many events, past their target if need be (a fault waiting for a record)
 	rollback atomic.Int64 // transactions rolled back
 	failover atomic.Bool  // a failover is under way: the primary is dying or gone
+}
+
+// keepWriting makes the writers write n events more, past their target if
+// need be: a fault waits for a record written after it.
+func (l *ledger) keepWriting(n int64) {
+	want := l.events.Load() + n
+	l.gate.Store(max(l.gate.Load(), want))
+	l.must.Store(max(l.must.Load(), want))
 }
 
 func (l *ledger) noteIDs(ids []int64) {
@@ -73,7 +82,16 @@ func newWriter(n int, url, topic string, aggregates int, l *ledger, target int64
 	return w
 }
 
-// run writes transactions until the ledger holds target events.
+// openGate is the gate once no fault is to come: writers stop at their
+// target.
+const openGate = 1 << 60
+
+// run writes transactions until the ledger holds target events (and
+// must) and no fault is to come, pausing while the gate says so. A fault
+// that waits for a record written after it (a takeover) raises must:
+// a writer that stopped at the target while a slow machine set a fault
+// up left that fault waiting for a record nobody wrote (issue 49, item
+// 30).
 func (w *writer) run(ctx context.Context) error {
 	var conn *pgx.Conn
 	defer func() {
@@ -81,8 +99,13 @@ func (w *writer) run(ctx context.Context) error {
 			conn.Close(context.Background())
 		}
 	}()
-	for ctx.Err() == nil && w.ledger.events.Load() < w.target && !w.stopped() {
-		if w.ledger.events.Load() >= w.ledger.gate.Load() {
+	for ctx.Err() == nil && !w.stopped() {
+		events, gate := w.ledger.events.Load(), w.ledger.gate.Load()
+		done := events >= max(w.target, w.ledger.must.Load())
+		switch {
+		case done && gate >= openGate:
+			return nil
+		case done, events >= gate:
 			time.Sleep(5 * time.Millisecond) // a fault is due before more writes
 			continue
 		}
