@@ -87,6 +87,10 @@ func TestMetricsAndHealthFollowTheStream(t *testing.T) {
 		_, body = get(addr, "/metrics")
 		return metric(body, w.slot, fmt.Sprintf(`outboxd_records_published_total{topic="%s"}`, w.topic)) == 20
 	})
+	// Issue 49, item 29: no metric said which build a replica runs.
+	if !regexp.MustCompile(`(?m)^outboxd_build_info\{goversion="go[^"]+",revision="[^"]*",version="[^"]+"\} 1$`).MatchString(body) {
+		t.Errorf("/metrics has no outboxd_build_info with the build's version and Go version:\n%s", body)
+	}
 	for name, min := range map[string]float64{
 		fmt.Sprintf(`outboxd_bytes_published_total{topic="%s"}`, w.topic): 20 * 36, // key (36) + payload
 		`outboxd_transactions_total`:                                      4,
