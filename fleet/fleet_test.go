@@ -216,25 +216,6 @@ func (p panicOn) OnProduceRecordBuffered(r *kgo.Record) {
 	}
 }
 
-// syncBuffer is a log sink for the test, safe for the pipelines'
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestAPanicStaysInItsPipeline is issue 49, item 3: a panic in one
 // pipeline (here a bug hit by one row, in a stage its records pass) killed
 // the process and every pipeline in it. It now stops that pipeline as a
@@ -254,7 +235,7 @@ func TestAPanicStaysInItsPipeline(t *testing.T) {
 
 	withBug := spec("buggy", buggyURL, buggySlot, brokers)
 	withBug.Config.Kafka.Opts = []kgo.Opt{kgo.WithHooks(panicOn{marker: "boom"})}
-	var log syncBuffer
+	var log testenv.SyncBuffer
 	f, err := fleet.New(fleet.Config{RetryInitial: 200 * time.Millisecond, RetryMax: time.Second},
 		[]fleet.Spec{spec("good", goodURL, goodSlot, brokers), withBug}, fleet.Hooks{}, slog.New(slog.NewTextHandler(&log, nil)))
 	if err != nil {

@@ -145,14 +145,11 @@ func (h handover) awaitRelease(ctx context.Context, d time.Duration) bool {
 }
 
 func (h handover) awaitReleaseOnce(ctx context.Context) (bool, error) {
-	conn, err := slot.Connect(ctx, h.url, h.name)
+	conn, err := h.listening(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+handoverChannel); err != nil {
-		return false, fmt.Errorf("listening on %s: %w", handoverChannel, err)
-	}
 	// Listening first, then reading the record: a release is either
 	// recorded already or notified after.
 	for payload := ""; ; {
@@ -170,15 +167,25 @@ func (h handover) awaitReleaseOnce(ctx context.Context) (bool, error) {
 	}
 }
 
-func (h handover) listenOnce(ctx context.Context, p *pipeline.Pipeline) (bool, error) {
+// listening opens a connection that listens on handoverChannel.
+func (h handover) listening(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := slot.Connect(ctx, h.url, h.name)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+handoverChannel); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("listening on %s: %w", handoverChannel, err)
+	}
+	return conn, nil
+}
+
+func (h handover) listenOnce(ctx context.Context, p *pipeline.Pipeline) (bool, error) {
+	conn, err := h.listening(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+handoverChannel); err != nil {
-		return false, fmt.Errorf("listening on %s: %w", handoverChannel, err)
-	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

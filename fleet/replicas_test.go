@@ -173,7 +173,7 @@ func TestANotificationAloneHandsNothingOver(t *testing.T) {
 	url, conn := outboxDB(t)
 	slotName := testenv.Name(t, "h")
 	createSlot(t, conn, slotName)
-	var log syncBuffer
+	var log testenv.SyncBuffer
 	// The replica ranked after the other: it hands over to a claim.
 	r := replicaRanked("p", 1)
 	f, err := fleet.New(fleet.Config{Replica: r, Replicas: 2, RankDelay: 200 * time.Millisecond}, []fleet.Spec{spec("p", url, slotName, brokers)}, fleet.Hooks{},

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
 )
@@ -148,7 +148,7 @@ func TestDataLossIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	p, err := publish.New(publish.Config{Brokers: c.ListenAddrs()}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -306,24 +306,6 @@ func TestSASLMechanisms(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test reading it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // idHeader is the headers of an event with outbox id id.

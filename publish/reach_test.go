@@ -1,20 +1,19 @@
 package publish_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/lib/rawio"
 	"github.com/outboxd/outboxd/publish"
 )
@@ -92,9 +91,8 @@ func TestReachabilityCountsFailedDials(t *testing.T) {
 // and its success is an Info.
 func TestCheckAtStartWarnsThenInforms(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buf}, nil))
+	var buf testenv.SyncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
 	reach := publish.NewReachability([]string{"kafka-a:9092", "kafka-b:9092"}, log)
 	pings := 0
 	ping := func(ctx context.Context) error {
@@ -109,9 +107,7 @@ func TestCheckAtStartWarnsThenInforms(t *testing.T) {
 	if err := reach.CheckAtStart(t.Context(), ping); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
 	out := buf.String()
-	mu.Unlock()
 	if pings != 3 {
 		t.Errorf("%d pings, want 3 (two failed, then one succeeded)", pings)
 	}
@@ -134,17 +130,6 @@ func TestCheckAtStartWarnsThenInforms(t *testing.T) {
 	if err := reach.CheckAtStart(ctx, func(context.Context) error { return errors.New("down") }); err != nil {
 		t.Errorf("CheckAtStart after its context ended = %v, want nil", err)
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // answering listens on a local port and answers every connection's first
@@ -198,9 +183,8 @@ func TestCheckAtStartNamesAPeerThatDoesNotSpeakKafka(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			addr := answering(t, tt.reply)
-			var mu sync.Mutex
-			var buf bytes.Buffer
-			log := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buf}, nil))
+			var buf testenv.SyncBuffer
+			log := slog.New(slog.NewTextHandler(&buf, nil))
 			reach := publish.NewReachability([]string{addr}, log)
 			opts := []kgo.Opt{reach.Hooks()}
 			if tt.tls {
@@ -217,9 +201,7 @@ func TestCheckAtStartNamesAPeerThatDoesNotSpeakKafka(t *testing.T) {
 			go func() { done <- reach.CheckAtStart(ctx, p.Ping) }()
 			out := ""
 			for deadline := time.Now().Add(time.Minute); !strings.Contains(out, "Kafka unreachable") && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-				mu.Lock()
 				out = buf.String()
-				mu.Unlock()
 			}
 			cancel()
 			<-done

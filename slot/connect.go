@@ -105,21 +105,34 @@ func (e *ReplicationPrivilegeError) Unwrap() error { return e.Err }
 // attempts are searched as AuthFailure does: with sslmode=prefer a TLS
 // line comes first), and err itself otherwise.
 func replicationRefused(err error) error {
+	ce, refused := lastRefusal(err, "42501")
+	if refused == nil {
+		return err
+	}
+	return &ReplicationPrivilegeError{User: ce.Config.User, Host: net.JoinHostPort(ce.Config.Host, strconv.Itoa(int(ce.Config.Port))), Err: refused}
+}
+
+// lastRefusal searches the attempts of a failed connection (pgconn joins
+// the errors of every attempt: with sslmode=prefer a TLS attempt comes
+// first) for the last PostgreSQL error of one of codes; nil when err is no
+// connection's, or no attempt was refused so.
+func lastRefusal(err error, codes ...string) (*pgconn.ConnectError, *pgconn.PgError) {
 	var ce *pgconn.ConnectError
 	if !errors.As(err, &ce) {
-		return err
+		return nil, nil
 	}
 	attempts := []error{err}
 	if joined, ok := ce.Unwrap().(interface{ Unwrap() []error }); ok {
 		attempts = joined.Unwrap()
 	}
+	var refused *pgconn.PgError
 	for _, a := range attempts {
 		var pgErr *pgconn.PgError
-		if errors.As(a, &pgErr) && pgErr.Code == "42501" {
-			return &ReplicationPrivilegeError{User: ce.Config.User, Host: net.JoinHostPort(ce.Config.Host, strconv.Itoa(int(ce.Config.Port))), Err: pgErr}
+		if errors.As(a, &pgErr) && slices.Contains(codes, pgErr.Code) {
+			refused = pgErr
 		}
 	}
-	return err
+	return ce, refused
 }
 
 // AuthError is a connection PostgreSQL refused for who was connecting: a
@@ -151,21 +164,7 @@ func (e *AuthError) Unwrap() error { return e.Err }
 // whose pg_hba.conf rule did not match is followed by the one that did);
 // the AuthError's text is only that refusal's.
 func AuthFailure(err error) error {
-	var ce *pgconn.ConnectError
-	if !errors.As(err, &ce) {
-		return err
-	}
-	attempts := []error{err}
-	if joined, ok := ce.Unwrap().(interface{ Unwrap() []error }); ok {
-		attempts = joined.Unwrap()
-	}
-	var refused *pgconn.PgError
-	for _, a := range attempts {
-		var pgErr *pgconn.PgError
-		if errors.As(a, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "28000") {
-			refused = pgErr
-		}
-	}
+	ce, refused := lastRefusal(err, "28P01", "28000")
 	if refused == nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
@@ -15,13 +16,8 @@ import (
 // fit the mapping, so a failed first try left them behind. It checks first.
 func TestMigrateOwnTableChecksTheMappingFirst(t *testing.T) {
 	t.Parallel()
-	db := testenv.Database(t)
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	db, conn := databaseConn(t)
 	if _, err := conn.Exec(ctx, `CREATE TABLE app_events (event_id uuid PRIMARY KEY, stream text, body jsonb)`); err != nil {
 		t.Fatal(err)
 	}
@@ -66,13 +62,8 @@ func leftBehind(t *testing.T, conn *pgx.Conn, publication string) []string {
 // --own-table. It refuses before anything is applied, naming the flag.
 func TestMigrateRefusesATableOfAnotherShapeFirst(t *testing.T) {
 	t.Parallel()
-	db := testenv.Database(t)
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	db, conn := databaseConn(t)
 	if _, err := conn.Exec(ctx, `CREATE TABLE svc_events (event_id uuid PRIMARY KEY, aggregate text, kind text, body jsonb, created_at timestamptz DEFAULT now())`); err != nil {
 		t.Fatal(err)
 	}
@@ -93,13 +84,8 @@ func TestMigrateRefusesATableOfAnotherShapeFirst(t *testing.T) {
 // needs none.
 func TestMigrateSaysItNeedsReplication(t *testing.T) {
 	t.Parallel()
-	db := testenv.Database(t)
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	db, conn := databaseConn(t)
 	role := testenv.Name(t, "owner")
 	for _, q := range []string{
 		`CREATE ROLE ` + role + ` LOGIN NOREPLICATION`,
@@ -132,6 +118,19 @@ func TestMigrateSaysItNeedsReplication(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, builtBinary, "migrate", "--database-url", asOwner, "--create-slot=false").CombinedOutput(); err != nil {
 		t.Errorf("migrate --create-slot=false as the table's owner: %v\n%s", err, out)
 	}
+}
+
+// databaseConn is a database of the test's own and a connection to it,
+// closed when the test ends.
+func databaseConn(t *testing.T) (string, *pgx.Conn) {
+	t.Helper()
+	db := testenv.Database(t)
+	conn, err := pgx.Connect(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return db, conn
 }
 
 func mustDBName(t *testing.T, conn *pgx.Conn) string {

@@ -1,16 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outboxd/harness/testenv"
 )
 
 // TestPasswordsNeverShown pins the bug where a database URL that url.Parse
@@ -56,7 +56,7 @@ func TestPasswordsNeverShown(t *testing.T) {
 			cmd := exec.Command(builtBinary, "run", "--database-url", tt.url, "--brokers", "127.0.0.1:1",
 				"--kafka-sasl-mechanism", "PLAIN", "--kafka-sasl-username", "u", "--kafka-sasl-password", marker+"-kafka",
 				"--reconnect-max-interval", "200ms", "--log-level", "debug", "--metrics-addr", addr)
-			var out syncBuffer
+			var out testenv.SyncBuffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -176,24 +176,6 @@ func TestDatabaseURLWithUnencodedAtRefused(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a child writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func removeFlag(args []string, flag string) []string {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,8 +36,7 @@ type pod struct {
 	name, metrics string
 	cmd           *exec.Cmd
 	done          chan error
-	mu            *sync.Mutex // guards logs
-	logs          *strings.Builder
+	logs          *testenv.SyncBuffer
 }
 
 // mapped is the chart's rendered StatefulSet and Job, with their files
@@ -178,8 +176,8 @@ func (m mapped) start(t *testing.T, bin string, c corev1.Container, name string)
 	// outboxd takes its replica number.
 	cmd := exec.Command("unshare", append([]string{"--uts", "--", "sh", "-c", `hostname "$0" && exec "$@"`, name, bin}, args...)...)
 	cmd.Env = env
-	p := &pod{name: name, metrics: addr, cmd: cmd, done: make(chan error, 1), mu: &sync.Mutex{}, logs: &strings.Builder{}}
-	cmd.Stdout, cmd.Stderr = lockedWriter{p.logs, p.mu}, lockedWriter{p.logs, p.mu}
+	p := &pod{name: name, metrics: addr, cmd: cmd, done: make(chan error, 1), logs: &testenv.SyncBuffer{}}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -197,57 +195,19 @@ func (m mapped) start(t *testing.T, bin string, c corev1.Container, name string)
 	return p
 }
 
-type lockedWriter struct {
-	b  *strings.Builder
-	mu *sync.Mutex
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (p *pod) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
-}
+func (p *pod) log() string { return p.logs.String() }
 
 // get is the status code of GET path on p's metrics address (0: no answer).
 func (p *pod) get(ctx context.Context, path string) int {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metrics+path, nil)
-	if err != nil {
-		return 0
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
+	code, _ := testenv.HTTPGet(ctx, "http://"+p.metrics+path)
+	return code
 }
 
 // streaming is the pipelines p streams (GET /pipelines); nil if it does
 // not answer.
 func (p *pod) streaming(ctx context.Context) []string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metrics+"/pipelines", nil)
-	if err != nil {
-		return nil
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	var st struct {
-		Pipelines []struct{ Name, State string } `json:"pipelines"`
-	}
-	if json.NewDecoder(resp.Body).Decode(&st) != nil {
-		return nil
-	}
 	var names []string
-	for _, pl := range st.Pipelines {
+	for _, pl := range p.states(ctx) {
 		if pl.State == "streaming" {
 			names = append(names, pl.Name)
 		}
@@ -614,19 +574,11 @@ func TestRenderedReplicasStayReady(t *testing.T) {
 
 // states is what GET /pipelines says of each pipeline on p.
 func (p *pod) states(ctx context.Context) []struct{ Name, State string } {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metrics+"/pipelines", nil)
-	if err != nil {
-		return nil
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
+	_, body := testenv.HTTPGet(ctx, "http://"+p.metrics+"/pipelines")
 	var st struct {
 		Pipelines []struct{ Name, State string } `json:"pipelines"`
 	}
-	if json.NewDecoder(resp.Body).Decode(&st) != nil {
+	if json.Unmarshal(body, &st) != nil {
 		return nil
 	}
 	return st.Pipelines

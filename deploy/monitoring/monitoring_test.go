@@ -1,6 +1,7 @@
 package monitoring
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -342,17 +343,12 @@ func TestEveryQueriedMetricIsExported(t *testing.T) {
 
 // scrape reads GET /metrics at addr; nil until it answers.
 func scrape(ctx context.Context, addr string) map[string]*dto.MetricFamily {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
+	code, body := testenv.HTTPGet(ctx, "http://"+addr+"/metrics")
+	if code != http.StatusOK {
 		return nil
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(resp.Body)
+	families, err := p.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
 		return nil
 	}
@@ -390,16 +386,8 @@ func stateOf(families map[string]*dto.MetricFamily, pipeline string) string {
 
 // get is the status code of GET path at addr (0: no answer).
 func get(ctx context.Context, addr, path string) int {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
-	if err != nil {
-		return 0
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
+	code, _ := testenv.HTTPGet(ctx, "http://"+addr+path)
+	return code
 }
 
 // evaluate scrapes addr three times, a second apart, as Prometheus would
