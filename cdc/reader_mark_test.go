@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,13 +73,17 @@ func TestReaderLowersTheMarkWhenItStops(t *testing.T) {
 type holdingConsumer struct {
 	nopConsumer
 	holding chan struct{}
+	once    sync.Once
 }
 
+// Apply holds the event until ctx ends. The reader applies it again when
+// its context ended only to send a status (what a loaded machine's timers
+// make likely): it closes holding once.
 func (c *holdingConsumer) Apply(ctx context.Context, m outbox.Change) error {
 	if m.Kind != outbox.ChangeEvent {
 		return nil
 	}
-	close(c.holding)
+	c.once.Do(func() { close(c.holding) })
 	<-ctx.Done()
 	return ctx.Err()
 }
