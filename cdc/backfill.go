@@ -54,7 +54,7 @@ func (s *Streamer) backfill(ctx context.Context, tx pgx.Tx, where string, cp out
 	s.counters.backfillTotal.Store(total)
 	s.log.Info("backfilling", "slot", s.cfg.Slot, "tables", len(tables), "rows_total", total)
 
-	s.pump.Start(0)
+	s.win.Start(0)
 	snap, begin, err := decode.NewSnapshot(cp, snapshotTime)
 	if err != nil {
 		return 0, err
@@ -104,13 +104,13 @@ func (s *Streamer) backfill(ctx context.Context, tx pgx.Tx, where string, cp out
 // drainBackfill waits until Kafka acknowledged every backfilled record:
 // the pump's watermark reached the consistent point.
 func (s *Streamer) drainBackfill(ctx context.Context, cp outbox.LSN) error {
-	if err := s.pump.Drain(ctx); err != nil {
+	if err := s.win.Drain(ctx); err != nil {
 		return fmt.Errorf("waiting for Kafka to acknowledge the backfill: %w", err)
 	}
-	if err := s.pump.Err(); err != nil {
+	if err := s.win.Err(); err != nil {
 		return err
 	}
-	if got := s.pump.Flushed(); got != cp {
+	if got := s.win.Flushed(); got != cp {
 		return fmt.Errorf("%w (watermark %s, consistent point %s)", errBackfillUnacknowledged, got, cp)
 	}
 	return nil

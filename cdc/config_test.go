@@ -54,7 +54,7 @@ func TestConfigValidate(t *testing.T) {
 			if strings.Join(got, ",") != strings.Join(tt.fields, ",") {
 				t.Fatalf("Validate() = %v; want problems with %v", err, tt.fields)
 			}
-			if _, nerr := New(c, nil, nil); err != nil && (nerr == nil || nerr.Error() != err.Error()) {
+			if _, nerr := New(c, nil, nil, nil); err != nil && (nerr == nil || nerr.Error() != err.Error()) {
 				t.Errorf("New = %v, want Validate's error", nerr)
 			}
 		})

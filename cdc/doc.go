@@ -4,14 +4,17 @@
 // watermark, and runs a reader, the one goroutine that touches the
 // connection: it receives messages with deadlines, decodes them (package
 // decode), lays rows out as records (package layout), hands them in order
-// to a Consumer (package pump's Pump), answers
-// keepalives and sends the Watermark back as the standby status. Before the
-// first session a slot.Provisioner sets the slot up; cdc gives it the
-// backfill (backfill.go), whose rows go through the same pump.
+// to the first stage of its pipeline (an outbox.Stage: the schema-registry
+// stage or the pump), answers keepalives and sends the Window's watermark
+// back as the standby status. The Window (the pump) is run beside the
+// Streamer by package pipeline; the stream only starts, reads and settles
+// it (Start, Flushed, Drain, Withdraw). Before the first session a
+// slot.Provisioner sets the slot up; cdc gives it the backfill
+// (backfill.go), whose rows go through the same stages.
 //
 // Invariants:
 //   - Only one goroutine touches the replication connection.
-//   - The flush position sent to PostgreSQL is the pump's watermark and
+//   - The flush position sent to PostgreSQL is the Window's watermark and
 //     nothing else: a transaction end LSN all of whose records (and all
 //     earlier ones) the sink acknowledged, or, while nothing is in flight, the
 //     server's keepalive WAL end. Write, flush and apply are set explicitly.

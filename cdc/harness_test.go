@@ -15,12 +15,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/outboxd/outboxd/outbox"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/migrations"
+	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/slot"
@@ -126,11 +127,13 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// runner is a Streamer running in the background.
+// runner is a Streamer running in the background, with its pump beside
+// it as package pipeline runs them.
 type runner struct {
 	cancel context.CancelFunc
 	done   chan error
 	st     *cdc.Streamer
+	pump   *pump.Pump
 }
 
 // start runs the pipeline (streamer, pump, producer) against the bed
@@ -160,18 +163,33 @@ func (b *bed) startWith(cfg cdc.Config, pcfg pump.Config, kcfg publish.Config) *
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	st, err := cdc.New(cfg, p, b.log)
+	st, err := cdc.New(cfg, p, p, b.log)
 	if err != nil {
 		b.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &runner{cancel: cancel, done: make(chan error, 1), st: st}
+	r := &runner{cancel: cancel, done: make(chan error, 1), st: st, pump: p}
 	go func() {
 		defer pub.Close()
-		r.done <- r.st.Run(ctx)
+		r.done <- runStages(ctx, st, p)
 	}()
 	b.t.Cleanup(func() { _ = r.stop() })
 	return r
+}
+
+// runStages runs the stream and its pump as package pipeline does: the
+// pump outlives the stream's drain, and its failure stops the stream and
+// is the error.
+func runStages(ctx context.Context, st *cdc.Streamer, p *pump.Pump) error {
+	g, gctx := errgroup.WithContext(ctx)
+	pumpCtx, stopPump := context.WithCancel(context.WithoutCancel(gctx))
+	defer stopPump()
+	g.Go(func() error { return p.Run(pumpCtx) })
+	g.Go(func() error {
+		defer stopPump()
+		return st.Run(gctx)
+	})
+	return g.Wait()
 }
 
 // stop cancels (as SIGTERM does) and waits for Run's result.

@@ -22,26 +22,6 @@ import (
 	"github.com/outboxd/outboxd/outbox"
 )
 
-// Consumer takes the stream's changes, in order (package pump's Pump).
-type Consumer interface {
-	// Apply takes one change. While its in-flight window is full it waits;
-	// when ctx ends meanwhile it returns ctx's error having taken nothing.
-	// Any other error is permanent.
-	Apply(ctx context.Context, c outbox.Change) error
-	// Reject takes, in its place, a row that cannot become a record.
-	// Errors as for Apply.
-	Reject(ctx context.Context, re *outbox.RowError) error
-}
-
-// Watermark is the confirmable position (package pump's Pump, backed by a
-// checkpoint.Tracker).
-type Watermark interface {
-	Flushed() outbox.LSN
-	// Idle reports a keepalive's WAL end: confirmable while nothing is in
-	// flight and no transaction is open.
-	Idle(walEnd outbox.LSN)
-}
-
 // confirmInterval is how soon newly acknowledged transactions are
 // confirmed to PostgreSQL: it bounds what a crash re-sends beyond the
 // records in flight (at-least-once duplicates). The reader waits at most
@@ -57,7 +37,7 @@ type reader struct {
 	conn           *pgconn.PgConn
 	dec            *decode.Decoder
 	lay            *layout.Layout
-	out            Consumer
+	out            outbox.Stage
 	wm             Watermark
 	slot           string
 	statusInterval time.Duration

@@ -36,7 +36,7 @@ func TestGracefulStopEndsTheIdleWait(t *testing.T) {
 
 // sleepyReader is a reader on conn whose idle wait, status interval and
 // server timeout are an hour or more: only what a test does ends a wait.
-func sleepyReader(conn *pgconn.PgConn, out Consumer, wm Watermark) *reader {
+func sleepyReader(conn *pgconn.PgConn, out outbox.Stage, wm Watermark) *reader {
 	return &reader{conn: conn, dec: decode.NewDecoder(""), lay: layout.New(layout.DefaultColumns()), out: out, wm: wm,
 		slot: "s", statusInterval: time.Hour, idleWait: time.Hour, serverTimeout: 2 * time.Hour,
 		log: slog.New(slog.DiscardHandler), serverWALEnd: new(atomic.Uint64), confirmedLSN: new(atomic.Uint64)}

@@ -19,20 +19,20 @@ import (
 
 	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/layout"
-	"github.com/outboxd/outboxd/lib/contain"
 	"github.com/outboxd/outboxd/outbox"
-	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/slot"
 )
 
-// Streamer streams the publication's inserts through a Pump, one
-// replication session after another. Run it once.
+// Streamer streams the publication's inserts to the first stage of its
+// pipeline, one replication session after another, and confirms what its
+// Window acknowledged. Run it once.
 type Streamer struct {
-	cfg  Config
-	pump *pump.Pump
+	cfg Config
 	// out takes the changes the stream reads: the pump, or a stage that
-	// hands them on to it (see Through).
-	out Consumer
+	// hands them on to it (package registry's).
+	out outbox.Stage
+	// win is what became of them: the pump's window.
+	win Window
 	log *slog.Logger
 
 	// confirmed is the newest position this process knows to be
@@ -159,22 +159,18 @@ func (s *Streamer) columns() layout.Columns {
 	return cols
 }
 
-// Through makes the stream hand its changes to c, a stage that hands them
-// on to the pump New was given (package registry's Stage), keeping
-// Consumer's contract: in order, and nothing taken when ctx ends first.
-// Call it before Run.
-func (s *Streamer) Through(c Consumer) { s.out = c }
-
-// New returns a Streamer feeding p. cfg's zero fields take their defaults.
-func New(cfg Config, p *pump.Pump, log *slog.Logger) (*Streamer, error) {
+// New returns a Streamer handing its changes to out, whose records win
+// tracks (the pump, run beside the Streamer by its pipeline). cfg's zero
+// fields take their defaults.
+func New(cfg Config, out outbox.Stage, win Window, log *slog.Logger) (*Streamer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	if p == nil {
-		return nil, errors.New("cdc: no pump")
+	if out == nil || win == nil {
+		return nil, errors.New("cdc: no stage to hand changes to, or no window")
 	}
-	s := &Streamer{cfg: cfg, pump: p, out: p, log: log, takeNow: make(chan struct{}, 1)}
+	s := &Streamer{cfg: cfg, out: out, win: win, log: log, takeNow: make(chan struct{}, 1)}
 	prov, err := s.provisioner(cfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("cdc: %w", err)
@@ -185,8 +181,9 @@ func New(cfg Config, p *pump.Pump, log *slog.Logger) (*Streamer, error) {
 
 // Run streams until ctx ends (then finishes the open transaction, drains,
 // confirms and returns nil) or a permanent error occurs (returned). Lost
-// connections and a slot held by another process are retried. The pump's
-// Run runs alongside for as long.
+// connections and a slot held by another process are retried. The
+// window's own goroutine (the pump's Run) must run alongside for as long,
+// and stop the stream (end ctx) when it fails.
 //
 // PostgreSQL refusing the credentials (a *slot.AuthError: a wrong password,
 // no pg_hba.conf entry) is permanent until the process has been let in
@@ -197,34 +194,12 @@ func New(cfg Config, p *pump.Pump, log *slog.Logger) (*Streamer, error) {
 // which whoever did it can undo or complete (a process that stopped
 // would have to be restarted by hand, and a standby would give up its
 // place), and the retry warnings say what to fix.
-func (s *Streamer) Run(ctx context.Context) (err error) {
+func (s *Streamer) Run(ctx context.Context) error {
 	defer s.counters.state.Store(int32(StateStopped))
-	// The pump outlives the sessions' drains (it sends dead letters while
-	// they wait); a permanent failure in it stops the sessions.
-	sessions, stopSessions := context.WithCancelCause(ctx)
-	defer stopSessions(nil)
-	pumpCtx, stopPump := context.WithCancel(context.WithoutCancel(ctx))
-	pumped := make(chan error, 1)
-	go func() {
-		err := contain.Call("running the pump", func() error { return s.pump.Run(pumpCtx) })
-		if err != nil {
-			stopSessions(err)
-		}
-		pumped <- err
-	}()
-	// Deferred, so that the pump stops also when the sessions panic (the
-	// pipeline recovers the panic).
-	defer func() {
-		stopPump()
-		if perr := <-pumped; perr != nil {
-			s.counters.permanentErrors.Add(1)
-			err = permanent(perr)
-		}
-	}()
-	err = s.setUp(sessions)
+	err := s.setUp(ctx)
 	switch {
 	case err == nil:
-		return s.loop(sessions)
+		return s.loop(ctx)
 	case ctx.Err() != nil:
 		s.log.Warn("stopped before the slot was set up; the next start does it again (an unfinished backfill runs again whole)", "slot", s.cfg.Slot, "err", err)
 		return nil
@@ -248,7 +223,6 @@ func (s *Streamer) loop(ctx context.Context) error {
 		s.counters.state.Store(int32(StateStarting))
 		streamed, err := s.session(ctx)
 		if IsPermanent(err) || slot.Permanent(err) {
-			s.counters.permanentErrors.Add(1)
 			return permanent(err)
 		}
 		if ctx.Err() != nil {
@@ -268,7 +242,6 @@ func (s *Streamer) loop(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				s.counters.permanentErrors.Add(1)
 				return permanent(err)
 			}
 			continue
@@ -295,7 +268,6 @@ func (s *Streamer) loop(ctx context.Context) error {
 		default:
 			var auth *slot.AuthError
 			if errors.As(err, &auth) && !s.authenticated {
-				s.counters.permanentErrors.Add(1)
 				return permanent(err) // the first connections: see Run
 			}
 			s.counters.reconnects.Add(1)
@@ -424,7 +396,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 		return false, setupError(setup, err)
 	}
 	start := max(s.confirmed, info.ConfirmedFlushLSN)
-	s.pump.Start(start)
+	s.win.Start(start)
 	if err := startReplication(setup, conn, s.cfg.Slot, s.cfg.Publication, start, s.cfg.Columns.MessagePrefix != ""); err != nil {
 		err = slot.ClassifyStart(s.cfg.Slot, setupError(setup, err))
 		var inUse *slot.InUseError
@@ -438,7 +410,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	s.counters.state.Store(int32(StateStreaming))
 	s.counters.confirmed.Store(uint64(start))
 
-	r := &reader{conn: conn, dec: decode.NewDecoder(s.cfg.Columns.MessagePrefix), lay: layout.New(s.columns()), out: s.out, wm: s.pump, slot: s.cfg.Slot,
+	r := &reader{conn: conn, dec: decode.NewDecoder(s.cfg.Columns.MessagePrefix), lay: layout.New(s.columns()), out: s.out, wm: s.win, slot: s.cfg.Slot,
 		statusInterval: s.cfg.StatusInterval, idleWait: s.cfg.IdleWait, readLinger: s.cfg.ReadLinger, sharedLinger: s.cfg.SharedLinger, serverTimeout: s.cfg.ServerTimeout, act: act, log: s.log, serverWALEnd: &s.counters.serverWALEnd,
 		confirmedLSN: &s.counters.confirmed, confirmed: start}
 	// A graceful stop (ctx) finishes the open transaction and drains; past
@@ -458,7 +430,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	if ferr := r.finish(fctx); ferr != nil && err == nil && ctx.Err() != nil {
 		s.log.Warn("could not end the replication stream cleanly; the last confirmation may be lost and its records re-sent", "slot", s.cfg.Slot, "err", ferr)
 	}
-	s.confirmed = max(s.confirmed, r.confirmed, s.pump.Flushed())
+	s.confirmed = max(s.confirmed, r.confirmed, s.win.Flushed())
 	return true, err
 }
 
@@ -474,7 +446,7 @@ const withdrawTimeout = 10 * time.Second
 // ended), at most until hard ends (ShutdownTimeout later), or, when the
 // session ended on its own (a lost connection: another replica may take
 // the slot once the server notices), at most SlotRetryInterval. What is
-// still unacknowledged then is withdrawn from the sink (pump.Withdraw),
+// still unacknowledged then is withdrawn from the sink (Window.Withdraw),
 // so that nothing of this session can be written after another holder's
 // records: the next session, here or elsewhere, sends it again. An error
 // means the withdrawal did not finish: the pipeline must stop, which
@@ -484,32 +456,32 @@ const withdrawTimeout = 10 * time.Second
 // transactional id fences it) is waited for as long as hard lasts.
 func (s *Streamer) drain(ctx, hard context.Context) error {
 	wait := hard
-	if ctx.Err() == nil && s.pump.Withdraws() {
+	if ctx.Err() == nil && s.win.Withdraws() {
 		var cancel context.CancelFunc
 		wait, cancel = context.WithTimeout(hard, s.cfg.SlotRetryInterval)
 		defer cancel()
 	}
-	derr := s.pump.Drain(wait)
-	st := s.pump.Stats()
+	derr := s.win.Drain(wait)
+	records, bytes := s.win.InFlight()
 	switch {
 	case derr == nil:
 		return nil
-	case !s.pump.Withdraws():
+	case !s.win.Withdraws():
 		s.log.Warn("stopping with records unconfirmed; they are sent again on the next start",
-			"slot", s.cfg.Slot, "records", st.InFlightRecords, "bytes", st.InFlightBytes, "confirmed_lsn", s.pump.Flushed(), "cause", context.Cause(hard))
+			"slot", s.cfg.Slot, "records", records, "bytes", bytes, "confirmed_lsn", s.win.Flushed(), "cause", context.Cause(hard))
 		return nil
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
 	defer cancel()
-	if err := s.pump.Withdraw(wctx); err != nil {
-		return permanent(fmt.Errorf("withdrawing %d records Kafka has not acknowledged before giving up slot %s: %w", st.InFlightRecords, s.cfg.Slot, err))
+	if err := s.win.Withdraw(wctx); err != nil {
+		return permanent(fmt.Errorf("withdrawing %d records Kafka has not acknowledged before giving up slot %s: %w", records, s.cfg.Slot, err))
 	}
 	if ctx.Err() != nil {
 		s.log.Warn("stopping with records Kafka has not acknowledged: withdrawn, never to be written by this process; they are sent again on the next start",
-			"slot", s.cfg.Slot, "records", st.InFlightRecords, "bytes", st.InFlightBytes, "confirmed_lsn", s.pump.Flushed(), "cause", context.Cause(hard))
-	} else if st.InFlightRecords > 0 {
+			"slot", s.cfg.Slot, "records", records, "bytes", bytes, "confirmed_lsn", s.win.Flushed(), "cause", context.Cause(hard))
+	} else if records > 0 {
 		s.log.Warn("the replication session ended with records Kafka has not acknowledged: withdrawn, never to be written by this session; the next one sends them again",
-			"slot", s.cfg.Slot, "records", st.InFlightRecords, "bytes", st.InFlightBytes, "confirmed_lsn", s.pump.Flushed())
+			"slot", s.cfg.Slot, "records", records, "bytes", bytes, "confirmed_lsn", s.win.Flushed())
 	}
 	return nil
 }

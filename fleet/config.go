@@ -32,6 +32,13 @@ type Config struct {
 	// databases that outboxd's catalog records and no pipeline runs (see
 	// Fleet.Unrun). Default DefaultUnrunCheckInterval.
 	UnrunCheckInterval time.Duration
+	// Single makes the fleet one pipeline run on its own (`run` without a
+	// pipelines file): a failure ends Run with the pipeline's error instead
+	// of a restart after a backoff (whatever supervises the process,
+	// systemd or Kubernetes, restarts it, and a refused configuration is
+	// said once), and the fleet does not look for slots no pipeline of it
+	// runs, since such a process usually runs one slot of several.
+	Single bool
 }
 
 // Defaults.

@@ -12,7 +12,10 @@
 //     Member whose pipeline fails (a poison row, a lost slot, a database
 //     that refuses it) logs why, says so in its Status, and starts it
 //     again after a growing backoff; the others go on. Run returns only
-//     when ctx ends, once every pipeline drained and confirmed.
+//     when ctx ends, once every pipeline drained and confirmed. A Single
+//     fleet (`run` without a pipelines file: one pipeline, one wiring)
+//     returns its pipeline's failure instead, for whatever supervises the
+//     process to restart it.
 //   - Correctness never depends on the spreading rule: two replicas that
 //     disagree on ranks only wait on each other's slot. Ranks
 //     (rendezvous hashing of the pipeline's name over the replicas) make
@@ -29,4 +32,7 @@
 //     Fingerprint) running untouched; a removed one drains and releases
 //     its slot; a changed one drains before its new settings start.
 //   - Every goroutine belongs to Run's errgroup.
+//   - A Member's Status is its pipeline's (pipeline.Status), with its own
+//     word while the pipeline does not run (waiting, backing off,
+//     stopped) and the failures it restarted it after.
 package fleet

@@ -13,10 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/fleet"
 	"github.com/outboxd/outboxd/harness/netfault"
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/pipeline"
 )
 
 // partition is a Kafka dialer whose connections a test cuts off from the
@@ -152,15 +152,15 @@ func givenUpWritesNothingMore(t *testing.T, kafka func(t *testing.T, topic strin
 	}
 	runFleet(t, h)
 	testenv.Eventually(t, time.Minute, "H streams", func() bool {
-		return status(h, name).State == cdc.StateStreaming.String() && status(h, "q").State == cdc.StateStreaming.String()
+		return status(h, name).State == pipeline.StateStreaming && status(h, "q").State == pipeline.StateStreaming
 	})
-	held := func() int { return member(h, name).Stats().InFlightRecords }
+	held := func() int { return member(h, name).Status().Window.InFlightRecords }
 
 	// A first record through H: its produce connection is open when it is
 	// cut off, so that v1 is sent (into the void), not only buffered.
 	const key = "00000000-0000-0000-0000-000000000001"
 	insert(t, conn, topic, key, `{"n": 0}`)
-	testenv.Eventually(t, time.Minute, "v0 acknowledged on H", func() bool { return member(h, name).Stats().RecordsAcked == 1 })
+	testenv.Eventually(t, time.Minute, "v0 acknowledged on H", func() bool { return member(h, name).Status().Window.RecordsAcked == 1 })
 	cut.cut.Store(true)
 	insert(t, conn, topic, key, `{"n": 1}`)
 	testenv.Eventually(t, time.Minute, "v1 in flight on H", func() bool { return held() == 1 })
@@ -178,10 +178,10 @@ func givenUpWritesNothingMore(t *testing.T, kafka func(t *testing.T, topic strin
 			t.Fatal(err)
 		}
 	}
-	testenv.Eventually(t, time.Minute, "C streams the pipeline H gave up", func() bool { return status(c, name).State == cdc.StateStreaming.String() })
+	testenv.Eventually(t, time.Minute, "C streams the pipeline H gave up", func() bool { return status(c, name).State == pipeline.StateStreaming })
 	insert(t, conn, topic, key, `{"n": 2}`)
-	testenv.Eventually(t, time.Minute, "C published v1 and v2", func() bool { return member(c, name).Stats().RecordsAcked == 2 })
-	withdrawn := func() bool { return status(h, name).State != cdc.StateStreaming.String() && held() == 0 }
+	testenv.Eventually(t, time.Minute, "C published v1 and v2", func() bool { return member(c, name).Status().Window.RecordsAcked == 2 })
+	withdrawn := func() bool { return status(h, name).State != pipeline.StateStreaming && held() == 0 }
 	for deadline := time.Now().Add(time.Minute); !withdrawn() && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -99,7 +99,8 @@ func (f *Fleet) Reload(specs []Spec) error {
 
 // Run runs every pipeline until ctx ends, applying reloads, and returns
 // once every pipeline drained and stopped. A pipeline failing never ends
-// Run (see Member); Run returns nil.
+// Run (see Member), which returns nil, except in a Single fleet: there
+// the failure is Run's error.
 func (f *Fleet) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	// start runs m once after (a changed pipeline's previous member, or
@@ -115,7 +116,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 				}
 			}
 			f.hook(f.hooks.Added, m)
-			m.run(gctx)
+			err := m.run(gctx)
 			f.hook(f.hooks.Removed, m)
 			close(m.gone)
 			f.mu.Lock()
@@ -123,10 +124,12 @@ func (f *Fleet) Run(ctx context.Context) error {
 				delete(f.leaving, m.Name())
 			}
 			f.mu.Unlock()
-			return nil
+			return err
 		})
 	}
-	f.log.Info("starting pipelines", "pipelines", len(f.members), "replica", f.cfg.Replica, "replicas", f.cfg.Replicas)
+	if !f.cfg.Single {
+		f.log.Info("starting pipelines", "pipelines", len(f.members), "replica", f.cfg.Replica, "replicas", f.cfg.Replicas)
+	}
 	if f.cfg.Replica >= f.cfg.Replicas {
 		f.log.Warn("this replica's number is beyond the replicas (scaled past --replicas, by kubectl scale or an autoscaler?): it stands by for every pipeline, "+
 			"ranked after every other replica; change --replicas (the chart's replicas) to spread the pipelines over it", "replica", f.cfg.Replica, "replicas", f.cfg.Replicas)
@@ -149,7 +152,9 @@ func (f *Fleet) Run(ctx context.Context) error {
 			}
 		}
 	})
-	g.Go(func() error { f.checkUnrun(gctx, reloaded); return nil })
+	if !f.cfg.Single {
+		g.Go(func() error { f.checkUnrun(gctx, reloaded); return nil })
+	}
 	return g.Wait()
 }
 

@@ -97,13 +97,13 @@ func runFleet(t *testing.T, f *fleet.Fleet) (stop func()) {
 	return stop
 }
 
-func status(f *fleet.Fleet, name string) fleet.Status {
+func status(f *fleet.Fleet, name string) pipeline.Status {
 	for _, m := range f.Members() {
 		if m.Name() == name {
 			return m.Status()
 		}
 	}
-	return fleet.Status{}
+	return pipeline.Status{}
 }
 
 // consume reads topic from its start until want records arrived or a
@@ -178,14 +178,14 @@ func TestOnePipelineFailingLeavesTheOthersStreaming(t *testing.T) {
 		insert(t, good, goodTopic, key, fmt.Sprintf(`{"n": %d}`, i))
 	}
 	testenv.Eventually(t, time.Minute, "the poisoned and lost pipelines fail, and start again, twice", func() bool {
-		return status(f, "poisoned").Failures >= 2 && status(f, "lost").Failures >= 2
+		return status(f, "poisoned").PermanentErrors >= 2 && status(f, "lost").PermanentErrors >= 2
 	})
 	for i := n / 2; i < n; i++ {
 		insert(t, good, goodTopic, key, fmt.Sprintf(`{"n": %d}`, i))
 	}
 	inOrder(t, consume(t, brokers, goodTopic, n), n)
 
-	if st := status(f, "good"); st.State != cdc.StateStreaming.String() {
+	if st := status(f, "good"); st.State != pipeline.StateStreaming {
 		t.Errorf("good pipeline: %+v, want streaming", st)
 	}
 	if st := status(f, "poisoned"); !strings.Contains(st.LastError, "too large") {
@@ -194,7 +194,7 @@ func TestOnePipelineFailingLeavesTheOthersStreaming(t *testing.T) {
 	if st := status(f, "lost"); !strings.Contains(st.LastError, lostSlot) {
 		t.Errorf("lost pipeline: %+v, want its detail to name slot %s", st, lostSlot)
 	}
-	if st := status(f, "unreachable"); st.Failures > 0 || st.State == cdc.StateStreaming.String() {
+	if st := status(f, "unreachable"); st.PermanentErrors > 0 || st.State == pipeline.StateStreaming {
 		t.Errorf("unreachable pipeline: %+v, want it retrying its connection (starting or reconnecting)", st)
 	}
 	stop()
@@ -243,7 +243,7 @@ func TestAPanicStaysInItsPipeline(t *testing.T) {
 	}
 	stop := runFleet(t, f)
 	testenv.Eventually(t, time.Minute, "both streaming", func() bool {
-		return status(f, "good").State == cdc.StateStreaming.String() && status(f, "buggy").State == cdc.StateStreaming.String()
+		return status(f, "good").State == pipeline.StateStreaming && status(f, "buggy").State == pipeline.StateStreaming
 	})
 	key := "00000000-0000-0000-0000-000000000003"
 	insert(t, buggy, buggyTopic, key, `{"n": 0}`)
@@ -269,7 +269,7 @@ func TestAPanicStaysInItsPipeline(t *testing.T) {
 	inOrder(t, consume(t, brokers, goodTopic, n), n)
 
 	st := status(f, "buggy")
-	if !strings.Contains(st.LastError, "panic") || !strings.Contains(st.LastError, "boom") || st.Failures < st.Panics {
+	if !strings.Contains(st.LastError, "panic") || !strings.Contains(st.LastError, "boom") || st.PermanentErrors < st.Panics {
 		t.Errorf("buggy pipeline: %+v, want its panic as the last error, counted among its failures", st)
 	}
 	if out := log.String(); !strings.Contains(out, "pipeline panicked") || !strings.Contains(out, "stack=") || !strings.Contains(out, "panicOn.OnProduceRecordBuffered") {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/pipeline"
 	"github.com/outboxd/outboxd/slot"
 )
@@ -50,7 +49,7 @@ func (h handover) fresh() time.Duration { return 3*h.every + 5*time.Second }
 func (h handover) claim(ctx context.Context, p *pipeline.Pipeline) {
 	claimed := false
 	for sleep(ctx, h.every) {
-		if p.Stream().Stats().State != cdc.StateStandby {
+		if p.Status().State != pipeline.StateStandby {
 			claimed = false
 			continue
 		}
@@ -191,9 +190,9 @@ func (h handover) listenOnce(ctx context.Context, p *pipeline.Pipeline) (bool, e
 		if err != nil {
 			return false, fmt.Errorf("waiting for a notification on %s: %w", handoverChannel, err)
 		}
-		state := p.Stream().Stats().State
+		state := p.Status().State
 		switch {
-		case n.Payload == h.slot && state == cdc.StateStreaming:
+		case n.Payload == h.slot && state == pipeline.StateStreaming:
 			ok, by, err := slot.HandoverRequested(ctx, conn, h.slot, h.replica, h.fresh())
 			switch {
 			case err != nil:
@@ -205,14 +204,14 @@ func (h handover) listenOnce(ctx context.Context, p *pipeline.Pipeline) (bool, e
 				h.log.Info("the replica ranked first for the pipeline asked for it", "slot", h.slot, "by_replica", by)
 				return true, nil
 			}
-		case strings.TrimPrefix(n.Payload, releasedPrefix) == h.slot && n.Payload != h.slot && state == cdc.StateStandby:
+		case strings.TrimPrefix(n.Payload, releasedPrefix) == h.slot && n.Payload != h.slot && state == pipeline.StateStandby:
 			ok, err := slot.ReleasedTo(ctx, conn, h.slot, h.replica, h.fresh())
 			if err != nil && !errors.Is(err, context.Canceled) {
 				h.log.Warn("a release of the slot could not be checked against outboxd_slots: taking it after the rank's delay", "slot", h.slot, "err", err)
 			}
 			if ok {
 				h.log.Info("the replica that held the slot let it go for this one: taking it at once", "slot", h.slot)
-				p.Stream().TakeNow()
+				p.TakeNow()
 			}
 		}
 	}

@@ -14,37 +14,22 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/lib/contain"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/pipeline"
-	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/slot"
 )
 
-// The states a Member reports besides its stream's (cdc.State: starting,
-// streaming, standby, reconnecting).
+// The states a Member reports besides its pipeline's (pipeline.State:
+// starting, streaming, standby, reconnecting).
 const (
-	StateWaiting    = "waiting"     // before trying the pipeline: its rank's delay, or a hand-over
-	StateBackingOff = "backing off" // the pipeline failed; it starts again after a backoff
-	StateStopped    = "stopped"     // not running: the fleet stopped or removed it
+	StateWaiting    pipeline.State = "waiting"     // before trying the pipeline: its rank's delay, or a hand-over
+	StateBackingOff pipeline.State = "backing off" // the pipeline failed; it starts again after a backoff
+	StateStopped                   = pipeline.StateStopped
 )
 
-// Status is what a Member is doing.
-type Status struct {
-	Name  string
-	Rank  int    // this replica's rank for the pipeline (0: preferred)
-	State string // a cdc.State's text while the pipeline runs, else one of the State constants
-	// Detail says why, when there is something to say: the error the
-	// pipeline failed with and when it starts again, what it waits for.
-	Detail string
-	Since  time.Time // when State was entered (for the states of this package)
-	// Failures counts the times the pipeline failed and was started again,
-	// Panics those of them that were a panic (a bug); LastError is the last
-	// failure's error, kept after the restart.
-	Failures, Panics int
-	LastError        string
-}
+// States lists every state a Member reports: its pipeline's and its own.
+func States() []pipeline.State { return append(pipeline.States(), StateWaiting, StateBackingOff) }
 
 // Member runs one pipeline of a fleet for as long as the fleet keeps it:
 // it starts it after its rank's delay, starts it again after a failure,
@@ -59,13 +44,12 @@ type Member struct {
 	gone chan struct{} // closed when the fleet let go of it (after Hooks.Removed)
 
 	mu       sync.Mutex
-	obs      pump.Observer
+	obs      pipeline.Observer
 	cur      *pipeline.Pipeline
-	state    string // "" while cur runs: its stream's state
+	state    pipeline.State // "" while cur runs: its own state stands
 	detail   string
-	since    time.Time
-	failures int
-	panics   int
+	failures uint64
+	panics   uint64
 	lastErr  string
 	stopped  bool               // stop was called
 	stopRun  context.CancelFunc // run's own, set while run runs
@@ -73,46 +57,45 @@ type Member struct {
 
 func newMember(spec Spec, cfg Config, log *slog.Logger) *Member {
 	rank := Rank(spec.Name, cfg.Replica, cfg.Replicas)
-	return &Member{spec: spec, rank: rank, cfg: cfg, log: log.With("pipeline", spec.Name),
-		gone: make(chan struct{}), state: StateWaiting, since: time.Now()}
+	if !cfg.Single { // a Single fleet's pipeline is the process's
+		log = log.With("pipeline", spec.Name)
+	}
+	return &Member{spec: spec, rank: rank, cfg: cfg, log: log, gone: make(chan struct{}), state: StateWaiting}
 }
 
 // Name is the pipeline's name.
 func (m *Member) Name() string { return m.spec.Name }
 
+// Rank is this replica's rank for the pipeline (0: preferred).
+func (m *Member) Rank() int { return m.rank }
+
 // Observe sets the observer of the records of every pipeline the Member
 // runs from now on (metrics).
-func (m *Member) Observe(o pump.Observer) {
+func (m *Member) Observe(o pipeline.Observer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.obs = o
 }
 
-// Status says what the Member is doing.
-func (m *Member) Status() Status {
+// Status is the status of the pipeline the Member runs, or ran last (zero
+// counts before the first start), with the Member's own word: its state
+// while the pipeline does not run (waiting, backing off, stopped) and
+// why, and the failures it restarted the pipeline after.
+func (m *Member) Status() pipeline.Status {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	st := Status{Name: m.spec.Name, Rank: m.rank, State: m.state, Detail: m.detail, Since: m.since, Failures: m.failures, Panics: m.panics, LastError: m.lastErr}
-	if st.State == "" && m.cur != nil {
-		st.State = m.cur.Stream().Stats().State.String()
-	}
-	return st
-}
-
-// Stats are the statistics of the pipeline's stream (zero before the
-// first start), with State StateStopped while none runs.
-func (m *Member) Stats() cdc.Stats {
-	m.mu.Lock()
-	p, running := m.cur, m.state == ""
+	p := m.cur
+	st := pipeline.Status{State: m.state, Detail: m.detail, PermanentErrors: m.failures, Panics: m.panics, LastError: m.lastErr}
 	m.mu.Unlock()
 	if p == nil {
-		return cdc.Stats{State: cdc.StateStopped}
+		st.RetainedWAL = -1
+		return st
 	}
-	s := p.Stream().Stats()
-	if !running {
-		s.State = cdc.StateStopped
+	ps := p.Status()
+	ps.PermanentErrors, ps.Panics, ps.LastError, ps.Detail = st.PermanentErrors, st.Panics, st.LastError, st.Detail
+	if st.State != "" {
+		ps.State = st.State
 	}
-	return s
+	return ps
 }
 
 // current is the pipeline the Member runs or ran last; nil before the first.
@@ -120,14 +103,6 @@ func (m *Member) current() *pipeline.Pipeline {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.cur
-}
-
-// Retained is the WAL the pipeline's slot retains, -1 when unknown.
-func (m *Member) Retained() int64 {
-	if p := m.current(); p != nil {
-		return p.Monitor().Retained()
-	}
-	return -1
 }
 
 // Ping checks that Kafka answers the pipeline's client.
@@ -139,55 +114,10 @@ func (m *Member) Ping(ctx context.Context) error {
 	return p.Ping(ctx)
 }
 
-// ConnectionErrors counts the pipeline's failed dials and requests to Kafka.
-func (m *Member) ConnectionErrors() uint64 {
-	if p := m.current(); p != nil {
-		return p.Reach().ConnectionErrors()
-	}
-	return 0
-}
-
-// UnreachableSince is since when Kafka has not answered the pipeline's
-// client; zero while it answers.
-func (m *Member) UnreachableSince() time.Time {
-	if p := m.current(); p != nil {
-		return p.Reach().UnreachableSince()
-	}
-	return time.Time{}
-}
-
-// Counts are the running totals of the pipeline the Member runs: each
-// func reads the current one, 0 before the first start.
-func (m *Member) Counts() pipeline.Counts {
-	read := func(f func(pipeline.Counts) func() uint64) func() uint64 {
-		return func() uint64 {
-			if p := m.current(); p != nil {
-				if g := f(p.Counts()); g != nil {
-					return g()
-				}
-			}
-			return 0
-		}
-	}
-	return pipeline.Counts{
-		DataLoss:          read(func(c pipeline.Counts) func() uint64 { return c.DataLoss }),
-		Heartbeats:        read(func(c pipeline.Counts) func() uint64 { return c.Heartbeats }),
-		KafkaTransactions: read(func(c pipeline.Counts) func() uint64 { return c.KafkaTransactions }),
-		SkippedRecords:    read(func(c pipeline.Counts) func() uint64 { return c.SkippedRecords }),
-	}
-}
-
-// Panics counts the times the pipeline panicked and was started again.
-func (m *Member) Panics() uint64 {
+func (m *Member) setState(state pipeline.State, detail string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return uint64(m.panics)
-}
-
-func (m *Member) setState(state, detail string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.state, m.detail, m.since = state, detail, time.Now()
+	m.state, m.detail = state, detail
 }
 
 // stop asks run to stop the pipeline gracefully and return, or not to
@@ -206,8 +136,9 @@ func (m *Member) stop() {
 func (m *Member) delay() time.Duration { return time.Duration(m.rank) * m.cfg.RankDelay }
 
 // run runs the pipeline until ctx ends or stop is called, starting it
-// again after each failure. It returns once the last run drained.
-func (m *Member) run(ctx context.Context) {
+// again after each failure, or, in a Single fleet, returning the first
+// failure. It returns once the last run drained.
+func (m *Member) run(ctx context.Context) error {
 	defer m.setState(StateStopped, "")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -225,13 +156,16 @@ func (m *Member) run(ctx context.Context) {
 	}
 	for {
 		if wait > 0 && !m.waitRanked(ctx, wait) {
-			return
+			return nil
 		}
 		started := time.Now()
 		yielded, err := m.runOnce(ctx)
 		switch {
+		case err != nil && m.cfg.Single:
+			m.recordFailure(err)
+			return err
 		case ctx.Err() != nil:
-			return
+			return nil
 		case yielded:
 			m.setState(StateWaiting, "handed over to the replica ranked first for it")
 			wait = max(m.delay(), m.cfg.RankDelay)
@@ -242,23 +176,30 @@ func (m *Member) run(ctx context.Context) {
 			bo.Reset() // it ran a while: a new failure, not the same one again
 		}
 		wait = bo.NextBackOff()
-		var pe *contain.PanicError
-		panicked := errors.As(err, &pe)
-		m.mu.Lock()
-		m.failures++
-		if panicked {
-			m.panics++
-		}
-		m.lastErr = err.Error()
-		m.mu.Unlock()
+		pe := m.recordFailure(err)
 		m.setState(StateBackingOff, fmt.Sprintf("%s (starting again at %s)", summary(err), time.Now().Add(wait).UTC().Format(time.RFC3339)))
-		if panicked {
+		if pe != nil {
 			m.log.Error("pipeline panicked (a bug in outboxd: please report it with this stack); the other pipelines go on, and this one starts again after a backoff, "+
 				"nothing confirmed past what Kafka acknowledged", "err", err, "retry_in", wait, "stack", string(pe.Stack))
 			continue
 		}
 		m.log.Error("pipeline stopped; the other pipelines go on, and this one starts again after a backoff", "err", err, "retry_in", wait)
 	}
+}
+
+// recordFailure counts the pipeline's failure err, and returns it as a
+// panic when it was one.
+func (m *Member) recordFailure(err error) *contain.PanicError {
+	var pe *contain.PanicError
+	panicked := errors.As(err, &pe)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failures++
+	if panicked {
+		m.panics++
+	}
+	m.lastErr = err.Error()
+	return pe
 }
 
 // waitRanked waits d before this replica tries the pipeline, or less when
@@ -276,10 +217,14 @@ func (m *Member) handover() handover {
 	return handover{slot: streamSlot(cfg), url: cfg.Stream.DatabaseURL, name: m.appName(), replica: m.cfg.Replica, every: m.cfg.RankDelay, log: m.log}
 }
 
-// appName names the pipeline's connections: its name, this replica's
-// number when there are several, its settings' fingerprint.
+// appName names the pipeline's connections: its name (none in a Single
+// fleet, which runs no pipelines file), this replica's number when there
+// are several, its settings' fingerprint.
 func (m *Member) appName() string {
-	n := slot.AppName{Pipeline: m.spec.Name, Replica: -1, Settings: m.spec.Settings}
+	n := slot.AppName{Replica: -1, Settings: m.spec.Settings}
+	if !m.cfg.Single {
+		n.Pipeline = m.spec.Name
+	}
 	if m.cfg.Replicas > 1 {
 		n.Replica = m.cfg.Replica
 	}
@@ -299,15 +244,15 @@ func (m *Member) runOnce(ctx context.Context) (yielded bool, err error) {
 	cfg := m.spec.Config
 	cfg.Stream.TakeoverDelay = m.delay()
 	cfg.Stream.ApplicationName = m.appName()
+	m.mu.Lock()
+	cfg.Observer = m.obs
+	m.mu.Unlock()
 	p, err := pipeline.New(cfg, m.log)
 	if err != nil {
 		return false, err
 	}
 	m.mu.Lock()
-	if m.obs != nil {
-		p.Observe(m.obs)
-	}
-	m.cur, m.state, m.detail, m.since = p, "", "", time.Now()
+	m.cur, m.state, m.detail = p, "", ""
 	m.mu.Unlock()
 
 	pctx, stopPipeline := context.WithCancel(ctx)
@@ -319,7 +264,7 @@ func (m *Member) runOnce(ctx context.Context) (yielded bool, err error) {
 	// Whether this replica held the slot when its pipeline was told to
 	// stop: a graceful stop then lets it go for the replica ranked next.
 	var held atomic.Bool
-	defer context.AfterFunc(pctx, func() { held.Store(p.Stream().Stats().State == cdc.StateStreaming) })()
+	defer context.AfterFunc(pctx, func() { held.Store(p.Status().State == pipeline.StateStreaming) })()
 	g.Go(func() error {
 		defer stopHandover()
 		return contain.Call("running pipeline "+m.spec.Name, func() error { return p.Run(pctx) })
@@ -409,19 +354,3 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
-
-// Supervised is the Member's own state while its pipeline does not run
-// (StateWaiting, StateBackingOff) and why; state is "" while the pipeline
-// runs (its stream's state stands) and once the Member stopped (the
-// stream's stopped stands).
-func (m *Member) Supervised() (state, detail string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.state == "" || m.state == StateStopped {
-		return "", ""
-	}
-	return m.state, m.detail
-}
-
-// States lists the states Supervised returns.
-func (m *Member) States() []string { return []string{StateWaiting, StateBackingOff} }

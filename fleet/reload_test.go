@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/fleet"
 	"github.com/outboxd/outboxd/harness/netfault"
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/pipeline"
 )
 
 func member(f *fleet.Fleet, name string) *fleet.Member {
@@ -22,7 +22,7 @@ func member(f *fleet.Fleet, name string) *fleet.Member {
 }
 
 func streaming(f *fleet.Fleet, name string) func() bool {
-	return func() bool { return status(f, name).State == cdc.StateStreaming.String() }
+	return func() bool { return status(f, name).State == pipeline.StateStreaming }
 }
 
 // A reload starts added pipelines, restarts changed ones, drains and
@@ -45,7 +45,7 @@ func TestReloadTouchesOnlyWhatChanged(t *testing.T) {
 	}
 	runFleet(t, f)
 	testenv.Eventually(t, time.Minute, "a streams", streaming(f, "a"))
-	memberA, sinceA := member(f, "a"), status(f, "a").Since
+	memberA := member(f, "a")
 	key := "00000000-0000-0000-0000-00000000000a"
 	row := 0
 	insertA := func(k int) {
@@ -81,8 +81,8 @@ func TestReloadTouchesOnlyWhatChanged(t *testing.T) {
 		t.Errorf("b's first member after the change: %+v, want stopped", st)
 	}
 
-	if m, st := member(f, "a"), status(f, "a"); m != memberA || !st.Since.Equal(sinceA) || st.State != cdc.StateStreaming.String() {
-		t.Errorf("a after two reloads that did not change it: member replaced %v, status %+v (since %v before): want it untouched, streaming", m != memberA, st, sinceA)
+	if m, st := member(f, "a"), status(f, "a"); m != memberA || st.PermanentErrors != 0 || st.State != pipeline.StateStreaming {
+		t.Errorf("a after two reloads that did not change it: member replaced %v, status %+v: want it untouched (never failed), streaming", m != memberA, st)
 	}
 	inOrder(t, consume(t, brokers, topicA, row), row)
 
@@ -141,7 +141,7 @@ func TestRemovedAndAddedBackWaitsForTheOldMember(t *testing.T) {
 	testenv.Eventually(t, time.Minute, "a streams", streaming(f, "a"))
 	insert(t, conn, "t", "00000000-0000-0000-0000-000000000001", `{"n": 0}`)
 	old := member(f, "a")
-	testenv.Eventually(t, time.Minute, "a record in flight", func() bool { return old.Stats().InFlightRecords > 0 })
+	testenv.Eventually(t, time.Minute, "a record in flight", func() bool { return old.Status().Window.InFlightRecords > 0 })
 	if err := f.Reload(nil); err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/fleet"
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/pipeline"
 )
 
 // Two replicas run the same pipelines: each pipeline streams on the
@@ -64,12 +64,12 @@ func TestReplicasHandPipelinesOverWithoutDuplicates(t *testing.T) {
 				streams := 0
 				for _, f := range alive {
 					st := status(f, o.name)
-					if st.State == cdc.StateStreaming.String() {
+					if st.State == pipeline.StateStreaming {
 						streams++
-						if len(alive) == 2 && st.Rank != 0 {
+						if len(alive) == 2 && member(f, o.name).Rank() != 0 {
 							return false
 						}
-					} else if st.State != cdc.StateStandby.String() {
+					} else if st.State != pipeline.StateStandby {
 						return false
 					}
 				}
@@ -149,14 +149,14 @@ func TestOnlyTheReplicaStreamingWritesHeartbeats(t *testing.T) {
 	testenv.Eventually(t, time.Minute, "one replica streaming, the other standing by", func() bool {
 		s0, s1 := status(r0, "hb").State, status(r1, "hb").State
 		switch {
-		case s0 == cdc.StateStreaming.String() && s1 == cdc.StateStandby.String():
+		case s0 == pipeline.StateStreaming && s1 == pipeline.StateStandby:
 			holder, standby = r0, r1
-		case s1 == cdc.StateStreaming.String() && s0 == cdc.StateStandby.String():
+		case s1 == pipeline.StateStreaming && s0 == pipeline.StateStandby:
 			holder, standby = r1, r0
 		}
 		return holder != nil
 	})
-	heartbeats := func(f *fleet.Fleet) uint64 { return f.Members()[0].Counts().Heartbeats() }
+	heartbeats := func(f *fleet.Fleet) uint64 { return f.Members()[0].Status().Heartbeats }
 	testenv.Eventually(t, time.Minute, "the holder writing heartbeats", func() bool { return heartbeats(holder) >= 5 })
 	if n := heartbeats(standby); n != 0 {
 		t.Errorf("the standby wrote %d heartbeats, want none", n)
@@ -182,13 +182,13 @@ func TestANotificationAloneHandsNothingOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	runFleet(t, f)
-	testenv.Eventually(t, time.Minute, "streaming", func() bool { return status(f, "p").State == cdc.StateStreaming.String() })
+	testenv.Eventually(t, time.Minute, "streaming", func() bool { return status(f, "p").State == pipeline.StateStreaming })
 	time.Sleep(500 * time.Millisecond) // its listener is up
 	if _, err := conn.Exec(t.Context(), `SELECT pg_notify('outboxd_handover', $1)`, slotName); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, time.Minute, "the bare notification refused", func() bool { return strings.Contains(log.String(), "without a replica's record of it") })
-	if st := status(f, "p"); st.State != cdc.StateStreaming.String() {
+	if st := status(f, "p"); st.State != pipeline.StateStreaming {
 		t.Errorf("after a bare notification the pipeline is %+v, want still streaming", st)
 	}
 	// A claim recorded as a replica records it is honoured.
@@ -198,7 +198,7 @@ func TestANotificationAloneHandsNothingOver(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), `SELECT pg_notify('outboxd_handover', $1)`, slotName); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, time.Minute, "the recorded claim honoured", func() bool { return status(f, "p").State != cdc.StateStreaming.String() })
+	testenv.Eventually(t, time.Minute, "the recorded claim honoured", func() bool { return status(f, "p").State != pipeline.StateStreaming })
 }
 
 // Issue 49, item 16: after a SIGTERM, the replica ranked next took the
@@ -215,10 +215,10 @@ func TestAGracefulReleaseIsTakenOverAtOnce(t *testing.T) {
 		// the slot, which the release makes it skip.
 		rankDelay time.Duration
 		// when is its state when the first ranked stops.
-		when string
+		when pipeline.State
 	}{
 		// The rank's delay is also its wait before it stands by.
-		{name: "standing by", rankDelay: 20 * time.Second, when: cdc.StateStandby.String()},
+		{name: "standing by", rankDelay: 20 * time.Second, when: pipeline.StateStandby},
 		// A rollout that stops the replica right after its peer started.
 		{name: "waiting before its first try", rankDelay: 10 * time.Minute, when: fleet.StateWaiting},
 	}
@@ -238,12 +238,12 @@ func TestAGracefulReleaseIsTakenOverAtOnce(t *testing.T) {
 				return f, runFleet(t, f)
 			}
 			first, stopFirst := replica(0)
-			testenv.Eventually(t, time.Minute, "the first ranked streaming", func() bool { return status(first, "p").State == cdc.StateStreaming.String() })
+			testenv.Eventually(t, time.Minute, "the first ranked streaming", func() bool { return status(first, "p").State == pipeline.StateStreaming })
 			next, _ := replica(1)
 			testenv.Eventually(t, tt.rankDelay+time.Minute, "the next ranked "+tt.name, func() bool { return status(next, "p").State == tt.when })
 			stopFirst() // SIGTERM
 			testenv.Eventually(t, 3*tt.rankDelay/4, fmt.Sprintf("the next ranked streaming before its rank's delay of %s", tt.rankDelay), func() bool {
-				return status(next, "p").State == cdc.StateStreaming.String()
+				return status(next, "p").State == pipeline.StateStreaming
 			})
 		})
 	}
@@ -278,7 +278,7 @@ func TestTheStreamNamesPipelineAndReplica(t *testing.T) {
 				t.Fatal(err)
 			}
 			runFleet(t, f)
-			testenv.Eventually(t, time.Minute, "streaming", func() bool { return status(f, "p").State == cdc.StateStreaming.String() })
+			testenv.Eventually(t, time.Minute, "streaming", func() bool { return status(f, "p").State == pipeline.StateStreaming })
 			var got string
 			if err := conn.QueryRow(t.Context(), `SELECT application_name FROM pg_stat_replication r JOIN pg_replication_slots s ON s.active_pid = r.pid
 				WHERE s.slot_name = $1`, slotName).Scan(&got); err != nil {

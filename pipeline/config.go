@@ -37,7 +37,14 @@ type Config struct {
 	// Heartbeat is how often to write a heartbeat message so that an idle
 	// slot advances; 0: off.
 	Heartbeat time.Duration
+	// Observer, when set, learns about the pipeline's transactions read
+	// and records acknowledged or dead-lettered (metrics).
+	Observer Observer
 }
+
+// Observer learns about a pipeline's transactions read and records
+// acknowledged or dead-lettered; see pump.Observer.
+type Observer = pump.Observer
 
 // FieldError is a problem with one field of a Config, named by its path:
 // "Stream.ReadLinger", "Pump.DeadLetterTopic", "Delivery".

@@ -4,19 +4,22 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/lib/contain"
+	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/slot"
 )
 
-// Pipeline is one slot's way to Kafka: the stream, the pump, the sink, the
-// WAL monitor and the heartbeat, run as one unit.
+// Pipeline is one slot's way to Kafka, its stages built and run as one
+// unit: stream → [registry] → pump → sink, with the WAL monitor and the
+// heartbeat beside them.
 type Pipeline struct {
 	cfg    Config
 	log    *slog.Logger
@@ -28,6 +31,8 @@ type Pipeline struct {
 	reg    *registry.Stage // nil without a schema format
 	wal    *slot.Monitor
 	hb     *slot.Heartbeat // nil without a heartbeat
+	// failed counts the runs that ended in an error (one at most).
+	failed atomic.Uint64
 }
 
 // sink is what a Pipeline needs of either producer.
@@ -47,10 +52,22 @@ func New(cfg Config, log *slog.Logger) (*Pipeline, error) {
 		return nil, err
 	}
 	p := &Pipeline{cfg: cfg, log: log}
+	if err := p.build(); err != nil {
+		if p.sink != nil {
+			p.sink.Close()
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// build makes the stages, from the sink up to the stream.
+func (p *Pipeline) build() error {
+	cfg := p.cfg
 	// reach counts every Kafka client's failed dials and requests: a wrong
 	// broker address is retried for ever, and must not look healthy
 	// meanwhile.
-	p.reach = publish.NewReachability(cfg.Kafka.Brokers, log)
+	p.reach = publish.NewReachability(cfg.Kafka.Brokers, p.log)
 	kafka := cfg.Kafka
 	kafka.Opts = append(slices.Clone(kafka.Opts), p.reach.Hooks())
 	stream := cfg.Stream
@@ -62,48 +79,47 @@ func New(cfg Config, log *slog.Logger) (*Pipeline, error) {
 			sys, timeline, walEnd, err := p.stream.Server(ctx)
 			return publish.Server{SystemID: sys, Timeline: timeline, WALEnd: walEnd}, err
 		}
-		if p.txn, err = publish.NewTxn(cfg.Txn, kafka, streamSlot(cfg.Stream), identify, log); err != nil {
-			return nil, err
+		if p.txn, err = publish.NewTxn(cfg.Txn, kafka, streamSlot(cfg.Stream), identify, p.log); err != nil {
+			return err
 		}
 		p.sink = p.txn
 		// Progress recorded for one server is no resume point on another.
 		stream.StopOnServerChange = true
-	} else if p.sink, err = publish.New(kafka, log); err != nil {
-		return nil, err
+	} else if p.sink, err = publish.New(kafka, p.log); err != nil {
+		return err
 	}
 	if cfg.Pump.DeadLetterTopic != "" {
 		stream.TolerateUnusableTables = true // their rows go to the dead-letter topic
 	}
-	if p.pump, err = pump.New(cfg.Pump, p.sink, log); err != nil {
-		p.sink.Close()
-		return nil, err
+	if p.pump, err = pump.New(cfg.Pump, p.sink, p.log); err != nil {
+		return err
 	}
-	if p.stream, err = cdc.New(stream, p.pump, log); err != nil {
-		p.sink.Close()
-		return nil, err
+	if cfg.Observer != nil {
+		p.pump.Observe(cfg.Observer)
 	}
+	var first outbox.Stage = p.pump
 	if cfg.Registry.Enabled() {
-		if p.reg, err = registry.New(cfg.Registry, p.pump, log); err != nil {
-			p.sink.Close()
-			return nil, err
+		if p.reg, err = registry.New(cfg.Registry, p.pump, p.log); err != nil {
+			return err
 		}
-		p.stream.Through(p.reg)
+		first = p.reg
+	}
+	if p.stream, err = cdc.New(stream, first, p.pump, p.log); err != nil {
+		return err
 	}
 	mon := cfg.monitor()
 	mon.AcknowledgedCommit = p.pump.FlushedCommitTime
-	if p.wal, err = slot.NewMonitor(mon, log); err != nil {
-		p.sink.Close()
-		return nil, err
+	if p.wal, err = slot.NewMonitor(mon, p.log); err != nil {
+		return err
 	}
 	if cfg.Heartbeat > 0 {
 		// Only the replica streaming the slot writes heartbeats.
 		active := func() bool { return p.stream.Stats().State == cdc.StateStreaming }
-		if p.hb, err = slot.NewHeartbeat(slot.HeartbeatConfig{DatabaseURL: cfg.Stream.DatabaseURL, Interval: cfg.Heartbeat, Active: active}, log); err != nil {
-			p.sink.Close()
-			return nil, err
+		if p.hb, err = slot.NewHeartbeat(slot.HeartbeatConfig{DatabaseURL: cfg.Stream.DatabaseURL, Interval: cfg.Heartbeat, Active: active}, p.log); err != nil {
+			return err
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // streamSlot is the slot the stream reads.
@@ -121,9 +137,11 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		if v := recover(); v != nil {
 			err = contain.Recovered("running the pipeline", v)
 		}
+		if err != nil {
+			p.failed.Add(1)
+		}
 	}()
-	defer p.pump.Close()
-	defer p.sink.Close()
+	defer p.Close()
 	if t := p.cfg.Pump.DeadLetterTopic; t != "" {
 		if err := checkDeadLetterTopic(ctx, p.sink, t, p.cfg.Kafka.AllowAutoTopicCreation, p.log); err != nil {
 			return err
@@ -137,33 +155,25 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	if p.hb != nil {
 		safeGo(g, "writing heartbeats", func() error { return p.hb.Run(gctx) })
 	}
-	// The registry's fetcher outlives the stream, which finishes its open
-	// transaction at a stop and may need a schema for it.
-	streamDone := func() {}
+	// The stages downstream of the stream outlive it: at a stop it
+	// finishes its open transaction and drains, which may need a schema,
+	// the pump's dead letters and, with exactly-once delivery, the
+	// sink's commits. They stop once it returned; any of them failing
+	// ends gctx, which stops the stream (its records fail, and the
+	// failure is Run's error).
+	downstream, stopDownstream := context.WithCancel(context.WithoutCancel(gctx))
+	defer stopDownstream()
 	if p.reg != nil {
-		regCtx, stopReg := context.WithCancel(context.WithoutCancel(gctx))
-		defer stopReg()
-		streamDone = stopReg
-		safeGo(g, "fetching schemas", func() error { return p.reg.Run(regCtx) })
+		safeGo(g, "fetching schemas", func() error { return p.reg.Run(downstream) })
+	}
+	safeGo(g, "running the pump", func() error { return p.pump.Run(downstream) })
+	if p.txn != nil {
+		safeGo(g, "producing Kafka transactions", func() error { return p.txn.Run(downstream) })
 	}
 	// The stream's Run returns nil only once gctx ended: on a stop, or
 	// when a sibling failed (then g.Wait returns that sibling's error).
-	if p.txn == nil {
-		safeGo(g, "streaming", func() error {
-			defer streamDone()
-			return p.stream.Run(gctx)
-		})
-		return g.Wait()
-	}
-	// The exactly-once sink commits the records the stream drains at a
-	// stop, so it outlives the stream; it stops it when it fails (fenced,
-	// a record refused): its records fail, and so does the pump.
-	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopSink()
-	safeGo(g, "producing Kafka transactions", func() error { return p.txn.Run(sinkCtx) })
 	safeGo(g, "streaming", func() error {
-		defer stopSink()
-		defer streamDone()
+		defer stopDownstream()
 		return p.stream.Run(gctx)
 	})
 	return g.Wait()
@@ -176,47 +186,17 @@ func safeGo(g *errgroup.Group, what string, f func() error) {
 	g.Go(func() error { return contain.Call(what, f) })
 }
 
-// Close releases the Kafka client of a Pipeline that is not run.
+// Close releases the Kafka client and the in-flight budget of a Pipeline
+// that is not run (Run does it when it returns).
 func (p *Pipeline) Close() {
 	p.sink.Close()
 	p.pump.Close()
 }
 
-// Stream is the pipeline's replication stream: its state and statistics.
-func (p *Pipeline) Stream() *cdc.Streamer { return p.stream }
-
-// Monitor is the pipeline's WAL monitor: the WAL its slot retains.
-func (p *Pipeline) Monitor() *slot.Monitor { return p.wal }
-
-// Reach says whether Kafka answers the pipeline's clients.
-func (p *Pipeline) Reach() *publish.Reachability { return p.reach }
-
-// Observe sets the observer of the pipeline's records (metrics). Call it
-// before Run.
-func (p *Pipeline) Observe(o pump.Observer) { p.pump.Observe(o) }
+// TakeNow makes the pipeline's stream, standing by, try its slot at once,
+// without its takeover delay: the replica that held it let it go for
+// this one (cdc.Streamer.TakeNow).
+func (p *Pipeline) TakeNow() { p.stream.TakeNow() }
 
 // Ping checks that Kafka answers the pipeline's client.
 func (p *Pipeline) Ping(ctx context.Context) error { return p.sink.Ping(ctx) }
-
-// Counts are the pipeline's running totals that its stages keep.
-type Counts struct {
-	DataLoss   func() uint64 // records Kafka reported lost (data loss detected)
-	Heartbeats func() uint64 // nil without a heartbeat
-	// With exactly-once delivery, else nil: Kafka transactions committed
-	// and records skipped as already committed.
-	KafkaTransactions func() uint64
-	SkippedRecords    func() uint64
-}
-
-// Counts returns the pipeline's running totals.
-func (p *Pipeline) Counts() Counts {
-	c := Counts{DataLoss: p.sink.DataLossEvents}
-	if p.hb != nil {
-		c.Heartbeats = p.hb.Written
-	}
-	if txn := p.txn; txn != nil {
-		c.KafkaTransactions = func() uint64 { return txn.Stats().Committed }
-		c.SkippedRecords = func() uint64 { return txn.Stats().Skipped }
-	}
-	return c
-}

@@ -161,7 +161,7 @@ func TestPipelineRunsOneSlotToKafka(t *testing.T) {
 			if len(got) != n {
 				t.Fatalf("%d records in Kafka, want %d", len(got), n)
 			}
-			if st := p.Stream().Stats(); st.State != cdc.StateStreaming {
+			if st := p.Status(); st.State != pipeline.StateStreaming {
 				t.Errorf("stream state %v while running, want streaming", st.State)
 			}
 			stop()

@@ -302,6 +302,10 @@ func (p *Pump) Withdraws() bool {
 	return ok
 }
 
+// InFlight returns the records handed to the sink and not yet done, and
+// their bytes.
+func (p *Pump) InFlight() (records, bytes int) { return p.win.inFlight() }
+
 // Err returns the latched permanent failure, if any.
 func (p *Pump) Err() error {
 	p.failMu.Lock()

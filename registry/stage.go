@@ -20,20 +20,13 @@ import (
 	"github.com/outboxd/outboxd/outbox"
 )
 
-// Consumer is where the stage hands the stream's changes on, records
-// encoded (package pump's Pump). Its methods' contract is cdc.Consumer's.
-type Consumer interface {
-	Apply(ctx context.Context, c outbox.Change) error
-	Reject(ctx context.Context, re *outbox.RowError) error
-}
-
 // Stage encodes records' values and keys per their registered schemas on
 // their way from the stream to the pump. Build it with New, run its
 // fetcher with Run beside the stream, and give it to the stream as its
 // consumer.
 type Stage struct {
 	cfg   Config
-	next  Consumer
+	next  outbox.Stage
 	log   *slog.Logger
 	cl    *sr.Client
 	reqs  chan *fetch
@@ -84,7 +77,7 @@ type fetch struct {
 }
 
 // New builds a Stage that hands records on to next. It does no I/O.
-func New(cfg Config, next Consumer, log *slog.Logger) (*Stage, error) {
+func New(cfg Config, next outbox.Stage, log *slog.Logger) (*Stage, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

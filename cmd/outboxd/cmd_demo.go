@@ -48,7 +48,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	}
 	err := demo.Run(ctx, *o, stdout,
 		func(ctx context.Context, srv demo.Servers) error { return migrate(ctx, use(srv), log) },
-		func(ctx context.Context, srv demo.Servers) error { return runPublisher(ctx, use(srv), log) })
+		func(ctx context.Context, srv demo.Servers) error { return runPublisher(ctx, use(srv), "", log) })
 	if err != nil {
 		log.Error("outboxd demo failed", "err", err)
 		return exitError

@@ -11,12 +11,9 @@ import (
 	"runtime"
 	"strings"
 
-	"golang.org/x/sync/errgroup"
-
+	"github.com/outboxd/outboxd/fleet"
 	"github.com/outboxd/outboxd/internal/config"
-	"github.com/outboxd/outboxd/internal/ops"
 	"github.com/outboxd/outboxd/lib/contain"
-	"github.com/outboxd/outboxd/pipeline"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -57,13 +54,12 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	if code, ok := validate("run", &cfg, fs, stderr); !ok {
 		return code
 	}
-	cfg.Stream.ApplicationName = slot.AppName{Replica: -1, Settings: config.SettingsFingerprint(fs)}.String()
 	if cfg.MaxProcs > 0 {
 		runtime.GOMAXPROCS(cfg.MaxProcs)
 	}
 	log := cfg.Logger(os.Stderr)
 	log.Info("starting", "version", buildVersion(version, readBuildInfo()), "config", config.Dump(fs))
-	if err := runPublisher(ctx, cfg, log); err != nil {
+	if err := runPublisher(ctx, cfg, config.SettingsFingerprint(fs), log); err != nil {
 		var pe *contain.PanicError
 		if errors.As(err, &pe) {
 			log.Error("outboxd run stopped: it panicked (a bug in outboxd: please report it with this stack); nothing was confirmed past what Kafka acknowledged",
@@ -83,55 +79,21 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	return exitOK
 }
 
-// runPublisher runs the pipeline the options describe and, beside it, the
-// operations side (metrics, health) until ctx ends or a permanent error.
-func runPublisher(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+// runPublisher runs the pipeline the options describe, as a fleet of one
+// that stops when it fails (fleet.Config.Single), and beside it the
+// operations side (metrics, health), until ctx ends or a permanent error.
+// settings is the fingerprint of its settings (slot.AppName).
+func runPublisher(ctx context.Context, cfg config.Config, settings string, log *slog.Logger) error {
 	pc, err := cfg.Pipeline(log)
 	if err != nil {
 		return err
 	}
-	pc.Pump.Budget = inFlightBudget(&cfg, log)
-	p, err := pipeline.New(pc, log)
-	if err != nil {
-		return err
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	// The metrics server outlives the pipeline's drain, so that probes and
-	// scrapes see it: /readyz says "stopping" meanwhile.
-	srvCtx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopServer()
-	if cfg.MetricsAddr != "" {
-		pcs := p.Counts()
-		counts := ops.Counts{DataLoss: pcs.DataLoss, Heartbeats: pcs.Heartbeats, KafkaTransactions: pcs.KafkaTransactions,
-			SkippedRecords: pcs.SkippedRecords, Kafka: p.Reach()}
-		// The one pipeline is named after its slot: its series carry
-		// pipeline="<slot>".
-		name := cfg.Stream.WithDefaults().Slot
-		reg := ops.NewRegistry()
-		if err := errors.Join(ops.RegisterBudget(reg, pc.Pump.Budget), registerBuildInfo(reg)); err != nil {
-			p.Close()
-			return err
-		}
-		m, err := ops.NewMetrics(reg, name, p.Stream(), p.Monitor(), counts)
-		if err != nil {
-			p.Close()
-			return err
-		}
-		p.Observe(m)
-		health := []ops.PipelineHealth{{Name: name, Stats: p.Stream(), Reach: p.Reach()}}
-		srv := &ops.Server{Addr: cfg.MetricsAddr, Registry: reg, Pipelines: func() []ops.PipelineHealth { return health }, Log: log, Pprof: cfg.Pprof,
-			Stopping: gctx.Done()}
-		if _, err := srv.Listen(); err != nil {
-			p.Close()
-			return err
-		}
-		g.Go(func() error { return srv.Run(srvCtx) })
-	}
-	g.Go(func() error {
-		defer stopServer()
-		return p.Run(gctx)
-	})
-	return g.Wait()
+	budget := inFlightBudget(&cfg, log)
+	pc.Pump.Budget = budget
+	// The one pipeline is named after its slot: its series carry
+	// pipeline="<slot>".
+	spec := fleet.Spec{Name: cfg.Stream.WithDefaults().Slot, Config: pc, Settings: settings}
+	return runPipelines(ctx, pipelinesRun{fleet: fleet.Config{Single: true}, specs: []fleet.Spec{spec}, budget: budget}, &cfg, log)
 }
 
 // registered lists the flags a command registered (for tests).

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/cdc/readpace"
@@ -70,7 +71,7 @@ func runFile(ctx context.Context, path string, cfg *config.Config, fs *flag.Flag
 	}
 	var mu sync.Mutex
 	files := file.SettingFiles()
-	run := fileRun{fleet: fc, specs: specs, budget: shared.budget,
+	run := pipelinesRun{fleet: fc, specs: specs, budget: shared.budget,
 		reload: func() ([]fleet.Spec, error) {
 			f, err := loadPipelinesFile(path, nil, getenv)
 			if err != nil {
@@ -90,7 +91,7 @@ func runFile(ctx context.Context, path string, cfg *config.Config, fs *flag.Flag
 			return files
 		},
 	}
-	if err := runFleet(ctx, run, cfg, log); err != nil {
+	if err := runPipelines(ctx, run, cfg, log); err != nil {
 		log.Error("outboxd run stopped", "err", err)
 		return exitError
 	}
@@ -212,40 +213,35 @@ func reserveOwnTopics(specs []fleet.Spec) {
 	}
 }
 
-// runFleet runs the fleet and the metrics server until ctx ends; SIGHUP,
-// or a change in a file the settings come from (a secret rotated in
-// place, read every settingFilesPoll), calls reload and applies what it
-// returns (or logs why not, changing nothing); the outcome is exported
-// (outboxd_config_last_reload_successful).
-// fileRun is what runFleet runs: this replica's part, the pipelines the
-// file describes, their in-flight budget, how to read the file again
-// (SIGHUP, a setting file that changed) and which files the settings now
-// come from.
-type fileRun struct {
+// pipelinesRun is what runPipelines runs: this replica's part (a fleet
+// of one for `run` without a file), the pipelines, their in-flight budget
+// and, for a pipelines file, how to read it again (SIGHUP, a setting file
+// that changed) and which files the settings now come from.
+type pipelinesRun struct {
 	fleet        fleet.Config
 	specs        []fleet.Spec
 	budget       *pump.Budget
-	reload       func() ([]fleet.Spec, error)
+	reload       func() ([]fleet.Spec, error) // nil: no file to reload
 	settingFiles func() []string
 }
 
-func runFleet(ctx context.Context, run fileRun, cfg *config.Config, log *slog.Logger) error {
-	fc, specs, reload, settingFiles := run.fleet, run.specs, run.reload, run.settingFiles
+// runPipelines runs the fleet and the metrics server until ctx ends (or,
+// for a fleet of one, its pipeline fails). With a file to reload, SIGHUP
+// or a change in a file the settings come from (a secret rotated in place,
+// read every settingFilesPoll) reloads it and applies what it returns (or
+// logs why not, changing nothing); the outcome is exported
+// (outboxd_config_last_reload_successful).
+func runPipelines(ctx context.Context, run pipelinesRun, cfg *config.Config, log *slog.Logger) error {
 	reg := ops.NewRegistry()
-	if err := errors.Join(ops.RegisterBudget(reg, run.budget), registerBuildInfo(reg)); err != nil {
-		return err
-	}
-	reloaded := ops.NewReloads(time.Now())
-	if err := reg.Register(reloaded); err != nil {
+	limits := run.budget.Stats()
+	if err := errors.Join(ops.RegisterBudget(reg, limits.MaxRecords, limits.MaxBytes), registerBuildInfo(reg)); err != nil {
 		return err
 	}
 	var mu sync.Mutex
 	metrics := map[*fleet.Member]*ops.Metrics{}
 	hooks := fleet.Hooks{
 		Added: func(m *fleet.Member) {
-			c := m.Counts()
-			om, err := ops.NewMetrics(reg, m.Name(), m, m, ops.Counts{DataLoss: c.DataLoss, Heartbeats: c.Heartbeats,
-				KafkaTransactions: c.KafkaTransactions, SkippedRecords: c.SkippedRecords, Panics: m.Panics, Kafka: m, Supervision: m})
+			om, err := ops.NewMetrics(reg, m.Name(), m, fleet.States())
 			if err != nil { // names are unique, and a removed one unregistered first
 				log.Error("registering the pipeline's metrics; it runs without them", "pipeline", m.Name(), "err", err)
 				return
@@ -265,12 +261,14 @@ func runFleet(ctx context.Context, run fileRun, cfg *config.Config, log *slog.Lo
 			}
 		},
 	}
-	f, err := fleet.New(fc, specs, hooks, log)
+	f, err := fleet.New(run.fleet, run.specs, hooks, log)
 	if err != nil {
 		return err
 	}
-	if err := ops.RegisterUnrun(reg, func() (int, int64) { u := f.Unrun(); return len(u.Slots), u.Retained }); err != nil {
-		return err
+	if !run.fleet.Single {
+		if err := ops.RegisterUnrun(reg, func() (int, int64) { u := f.Unrun(); return len(u.Slots), u.Retained }); err != nil {
+			return err
+		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	// The metrics server outlives the pipelines' drain, so that probes
@@ -278,36 +276,56 @@ func runFleet(ctx context.Context, run fileRun, cfg *config.Config, log *slog.Lo
 	srvCtx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServer()
 	if cfg.MetricsAddr != "" {
-		health := func() []ops.PipelineHealth {
-			var out []ops.PipelineHealth
+		list := func() []ops.Named {
+			var out []ops.Named
 			for _, m := range f.Members() {
-				out = append(out, ops.PipelineHealth{Name: m.Name(), Stats: m, Reach: m, Supervision: m})
+				out = append(out, ops.Named{Name: m.Name(), Status: m.Status()})
 			}
 			return out
 		}
-		srv := &ops.Server{Addr: cfg.MetricsAddr, Registry: reg, Pipelines: health, Log: log, Pprof: cfg.Pprof, Stopping: gctx.Done()}
+		srv := &ops.Server{Addr: cfg.MetricsAddr, Registry: reg, Pipelines: list, Log: log, Pprof: cfg.Pprof, Stopping: gctx.Done()}
 		if _, err := srv.Listen(); err != nil {
 			return err
 		}
 		g.Go(func() error { return srv.Run(srvCtx) })
 	}
+	if run.reload != nil {
+		if err := reloadOnSignal(gctx, g, f, reg, run, log); err != nil {
+			return err
+		}
+	}
+	g.Go(func() error {
+		defer stopServer()
+		return f.Run(gctx)
+	})
+	return g.Wait()
+}
+
+// reloadOnSignal reloads the pipelines file on SIGHUP and when a file the
+// settings come from changes, in g until ctx ends, exporting the outcome
+// on reg.
+func reloadOnSignal(ctx context.Context, g *errgroup.Group, f *fleet.Fleet, reg prometheus.Registerer, run pipelinesRun, log *slog.Logger) error {
+	reloaded := ops.NewReloads(time.Now())
+	if err := reg.Register(reloaded); err != nil {
+		return err
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Ignore(syscall.SIGHUP) // as before run: SIGHUP is no reason to die
 	changed := make(chan []string, 1)
-	g.Go(func() error { watchFiles(gctx, settingFiles, settingFilesPoll, changed); return nil })
+	g.Go(func() error { watchFiles(ctx, run.settingFiles, settingFilesPoll, changed); return nil })
 	g.Go(func() error {
+		defer signal.Ignore(syscall.SIGHUP) // as before run: SIGHUP is no reason to die
 		for {
 			why := "on SIGHUP"
 			select {
-			case <-gctx.Done():
+			case <-ctx.Done():
 				return nil
 			case <-hup:
 			case files := <-changed:
 				why = "as a file a pipeline's settings come from changed"
 				log.Info("a file a pipeline's settings come from changed (a secret rotated?): reloading the pipelines file, which restarts the pipelines whose settings changed", "files", files)
 			}
-			specs, err := reload()
+			specs, err := run.reload()
 			if err == nil {
 				err = f.Reload(specs)
 			}
@@ -317,9 +335,5 @@ func runFleet(ctx context.Context, run fileRun, cfg *config.Config, log *slog.Lo
 			}
 		}
 	})
-	g.Go(func() error {
-		defer stopServer()
-		return f.Run(gctx)
-	})
-	return g.Wait()
+	return nil
 }

@@ -13,20 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/pipeline"
 	"github.com/outboxd/outboxd/pump"
 )
-
-type fixedStats struct{ s cdc.Stats }
-
-func (f fixedStats) Stats() cdc.Stats { return f.s }
-
-type fakeReach struct {
-	errs  uint64
-	since time.Time
-}
-
-func (f fakeReach) ConnectionErrors() uint64    { return f.errs }
-func (f fakeReach) UnreachableSince() time.Time { return f.since }
 
 // sample returns the value of pipeline's sample of name whose other
 // labels are labels (name, value, ...), or -1. Pipeline "" is the
@@ -75,10 +64,10 @@ func sample(t *testing.T, reg prometheus.Gatherer, pipeline, name string, labels
 func TestKafkaUnreachableShows(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	reach := fakeReach{errs: 3, since: now.Add(-10 * time.Second)}
-	st := fixedStats{cdc.Stats{State: cdc.StateStreaming, Reconnects: 2,
-		Stats: pump.Stats{InFlightRecords: 1, OldestInFlightCommit: now.Add(-time.Minute)}}}
-	_, reg := newMetrics(t, "orders", st, Counts{Kafka: reach})
+	reach := pipeline.KafkaStatus{ConnectionErrors: 3, UnreachableSince: now.Add(-10 * time.Second)}
+	st := pipeline.Status{State: pipeline.StateStreaming, Stream: cdc.Stats{Reconnects: 2},
+		Window: pump.Stats{InFlightRecords: 1, OldestInFlightCommit: now.Add(-time.Minute)}, Kafka: reach}
+	_, reg := newMetrics(t, "orders", fixed{st})
 	if got := sample(t, reg, "orders", "outboxd_errors_total", "kind", "connection"); got != 5 {
 		t.Errorf(`outboxd_errors_total{kind="connection"} = %v, want 5 (2 replication sessions lost, 3 Kafka dials failed)`, got)
 	}
@@ -88,38 +77,19 @@ func TestKafkaUnreachableShows(t *testing.T) {
 	if got := sample(t, reg, "orders", "outboxd_replication_lag_seconds"); got < 60 {
 		t.Errorf("outboxd_replication_lag_seconds = %v with a record committed a minute ago in flight, want at least 60", got)
 	}
-	_, bare := newMetrics(t, "orders", st, Counts{})
+	reachable := st
+	reachable.Kafka = pipeline.KafkaStatus{}
+	_, bare := newMetrics(t, "orders", fixed{reachable})
 	if got := sample(t, bare, "orders", "outboxd_kafka_unreachable_seconds"); got != 0 {
-		t.Errorf("outboxd_kafka_unreachable_seconds without a tracker = %v, want 0", got)
+		t.Errorf("outboxd_kafka_unreachable_seconds while Kafka answers = %v, want 0", got)
 	}
 
-	srv := &Server{Registry: reg, Pipelines: list(PipelineHealth{Name: "orders", Stats: st, Reach: reach}), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	srv := &Server{Registry: reg, Pipelines: list(Named{Name: "orders", Status: st}), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	rec := httptest.NewRecorder()
 	srv.routes().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/pipelines", nil))
-	want := `"kafka_unreachable_since": "` + reach.since.UTC().Format(time.RFC3339Nano) + `"`
+	want := `"kafka_unreachable_since": "` + reach.UnreachableSince.UTC().Format(time.RFC3339Nano) + `"`
 	if body := rec.Body.String(); rec.Code != http.StatusOK || !strings.Contains(body, want) {
 		t.Errorf("/pipelines = %d %q, want 200 with %s", rec.Code, body, want)
 	}
 }
 
-// TestLagSeconds pins outboxd_replication_lag_seconds' meaning.
-func TestLagSeconds(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	for _, tc := range []struct {
-		name string
-		s    pump.Stats
-		want float64
-	}{
-		{"nothing in flight", pump.Stats{NewestAckedCommit: now.Add(-time.Hour)}, 0},
-		{"a record waiting, none acknowledged ever", pump.Stats{InFlightRecords: 1, OldestInFlightCommit: now.Add(-3 * time.Minute)}, 180},
-		{"the oldest in flight, not the newest acknowledged", pump.Stats{InFlightRecords: 2, OldestInFlightCommit: now.Add(-2 * time.Second), NewestAckedCommit: now.Add(-time.Hour)}, 2},
-		{"the oldest in flight has no commit time", pump.Stats{InFlightRecords: 1, NewestAckedCommit: now.Add(-4 * time.Second)}, 4},
-		{"neither known", pump.Stats{InFlightRecords: 1}, 0},
-		{"a commit time ahead of this clock", pump.Stats{InFlightRecords: 1, OldestInFlightCommit: now.Add(time.Second)}, 0},
-	} {
-		if got := (cdc.Stats{Stats: tc.s}).LagSeconds(now); got != tc.want {
-			t.Errorf("%s: LagSeconds = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}

@@ -10,50 +10,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/pipeline"
 )
 
-// StatsSource is what the metrics read from the pipeline.
-type StatsSource interface {
-	Stats() cdc.Stats
-}
-
-// RetainedWAL reports the WAL the slot retains (-1 when unknown).
-type RetainedWAL interface {
-	Retained() int64
-}
-
-// Counts are what the metrics read besides the stream and the slot: the
-// counters kept outside the pipeline (Kafka's data-loss reports, the
-// heartbeats written, the exactly-once sink's transactions; nil: not
-// running), Kafka's reachability and the supervisor's word.
-type Counts struct {
-	DataLoss   func() uint64
-	Heartbeats func() uint64
-	// KafkaTransactions counts committed Kafka transactions and
-	// SkippedRecords the records a committed one already held
-	// (--delivery exactly-once).
-	KafkaTransactions func() uint64
-	SkippedRecords    func() uint64
-	// Panics counts the pipeline's panics (a supervisor's restarts after
-	// a bug; nil: none kept).
-	Panics func() uint64
-	// Kafka reports the producer's failed dials and requests (nil: none
-	// known).
-	Kafka KafkaReach
-	// Supervision, when set, adds the supervisor's states to outboxd_state
-	// (nil: the stream's alone).
-	Supervision Supervision
-}
-
-// KafkaReach is what the metrics and /readyz learn of the Kafka clients'
-// connections (publish.Reachability).
-type KafkaReach interface {
-	// ConnectionErrors counts the dials and requests to Kafka that failed.
-	ConnectionErrors() uint64
-	// UnreachableSince is when the first of them failed after the last
-	// that succeeded; zero while the last one succeeded.
-	UnreachableSince() time.Time
+// Source is a pipeline as the metrics read it: its status, one snapshot
+// per scrape (pipeline.Pipeline, or package fleet's Member running one).
+type Source interface {
+	Status() pipeline.Status
 }
 
 // Metrics holds one pipeline's Prometheus collectors, registered under
@@ -118,8 +81,10 @@ func (l *topicLabels) label(topic string) string {
 // (the process's, from NewRegistry), every series with the label
 // pipeline=name: many pipelines share one registry, and Unregister takes
 // one's series away and leaves the others'. A name already registered on
-// reg is refused until its Metrics are unregistered.
-func NewMetrics(reg prometheus.Registerer, name string, src StatsSource, wal RetainedWAL, counts Counts) (*Metrics, error) {
+// reg is refused until its Metrics are unregistered. The pipeline's
+// status is read from src once per scrape; outboxd_state has a series for
+// each of states (and for the current state, listed or not).
+func NewMetrics(reg prometheus.Registerer, name string, src Source, states []pipeline.State) (*Metrics, error) {
 	if name == "" {
 		return nil, errors.New("registering a pipeline's metrics: the pipeline has no name")
 	}
@@ -154,48 +119,8 @@ func NewMetrics(reg prometheus.Registerer, name string, src StatsSource, wal Ret
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
 	}
-	stat := func() cdc.Stats { return src.Stats() }
-	gauge := func(name, help string, f func(cdc.Stats) float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(stat()) })
-	}
-	counter := func(name, help string, f func(cdc.Stats) float64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(stat()) })
-	}
-	kafka := counts.Kafka
-	if kafka == nil {
-		kafka = noKafkaReach{}
-	}
-	optional := func(name, help string, f func() uint64) prometheus.Collector {
-		if f == nil {
-			f = func() uint64 { return 0 }
-		}
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
-	}
 	cs := []prometheus.Collector{m.records, m.bytes, m.deadLettered, m.produceLatency, m.commitToAck, m.commitToRecv, m.commitToSend,
-		optional("outboxd_kafka_data_loss_total", "Times Kafka reported losing records it had acknowledged (see the Error log).", counts.DataLoss),
-		optional("outboxd_heartbeats_total", "Heartbeat messages written (--heartbeat-interval).", counts.Heartbeats),
-		optional("outboxd_kafka_transactions_total", "Kafka transactions committed (--delivery exactly-once).", counts.KafkaTransactions),
-		optional("outboxd_panics_total", "Times the pipeline panicked (a bug in outboxd: the Error log has the stack); it stopped and started again after a backoff, "+
-			"the other pipelines untouched.", counts.Panics),
-		optional("outboxd_skipped_records_total", "Records not sent again because a committed Kafka transaction holds them (--delivery exactly-once, after a restart or takeover).", counts.SkippedRecords),
-		gauge("outboxd_backfill_rows", "Rows of the backfill (--backfill-where) this process handed to Kafka so far; 0 when none ran.", func(s cdc.Stats) float64 { return float64(s.BackfillRows) }),
-		gauge("outboxd_backfill_rows_total", "Rows the backfill's predicate matched in the snapshot; 0 when none ran.", func(s cdc.Stats) float64 { return float64(s.BackfillTotal) }),
-		counter("outboxd_transactions_total", "Committed transactions received from the slot.", func(s cdc.Stats) float64 { return float64(s.Transactions) }),
-		counter("outboxd_reconnects_total", "Replication sessions that ended in a lost connection and were retried.", func(s cdc.Stats) float64 { return float64(s.Reconnects) }),
-		gauge("outboxd_in_flight_records", "Records handed to Kafka and not yet acknowledged.", func(s cdc.Stats) float64 { return float64(s.InFlightRecords) }),
-		gauge("outboxd_in_flight_bytes", "Key, value and header bytes of those records.", func(s cdc.Stats) float64 { return float64(s.InFlightBytes) }),
-		gauge("outboxd_confirmed_lsn", "The flush position last confirmed to PostgreSQL (WAL byte position).", func(s cdc.Stats) float64 { return float64(s.ConfirmedLSN) }),
-		gauge("outboxd_replication_lag_bytes", "Server WAL end minus the confirmed position.", func(s cdc.Stats) float64 { return float64(s.LagBytes()) }),
-		gauge("outboxd_replication_lag_seconds", "While records are in flight (outboxd_in_flight_records > 0): now minus the commit time of the oldest of them, in stream order, "+
-			"i.e. the age of the record Kafka has kept waiting longest (now minus the newest acknowledged commit if that record has no commit time: a dead letter of a row outside any transaction). "+
-			"0 when nothing is in flight: everything received is acknowledged.", func(s cdc.Stats) float64 { return s.LagSeconds(time.Now()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "outboxd_kafka_unreachable_seconds", Help: "Seconds since the first dial or request to Kafka that failed after the last one that succeeded (pings included); " +
-			"0 while the last one succeeded or before any. Above 0: Kafka is unreachable and records wait (none is lost; the slot is not confirmed past them)."},
-			func() float64 { return unreachableSeconds(kafka, time.Now()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "outboxd_slot_retained_wal_bytes", Help: "WAL the replication slot keeps on the server (current WAL minus restart_lsn); -1 before the first check."}, func() float64 { return float64(wal.Retained()) }),
-		errorsCollector{src, kafka},
-		stateCollector{src, counts.Supervision},
-	}
+		statusCollector{src: src, states: states}}
 	for _, c := range cs {
 		if err := m.reg.Register(c); err != nil {
 			m.Unregister()
@@ -237,34 +162,12 @@ func (m *Metrics) Acknowledged(topic string, bytes int, produceLatency time.Dura
 	m.commitToAck.Observe(time.Since(commitTime).Seconds())
 }
 
-var errorsDesc = prometheus.NewDesc("outboxd_errors_total", "Errors by kind: connection (retried: replication sessions lost, as outboxd_reconnects_total, "+
-	"plus dials and requests to Kafka that failed), permanent (stopped the run).", []string{"kind"}, nil)
-
-// errorsCollector exports the streamer's error counters and the Kafka
-// clients' failed dials and requests with a kind label.
-type errorsCollector struct {
-	src   StatsSource
-	kafka KafkaReach
-}
-
-func (c errorsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- errorsDesc }
-func (c errorsCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.src.Stats()
-	ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(s.Reconnects+c.kafka.ConnectionErrors()), "connection")
-	ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(s.PermanentErrors), "permanent")
-}
-
 // unreachableSeconds is outboxd_kafka_unreachable_seconds at now.
-func unreachableSeconds(k KafkaReach, now time.Time) float64 {
-	since := k.UnreachableSince()
+func unreachableSeconds(k pipeline.KafkaStatus, now time.Time) float64 {
+	since := k.UnreachableSince
 	if since.IsZero() {
 		return 0
 	}
 	return max(0, now.Sub(since).Seconds())
 }
 
-// noKafkaReach stands for a KafkaReach not given: nothing failed.
-type noKafkaReach struct{}
-
-func (noKafkaReach) ConnectionErrors() uint64    { return 0 }
-func (noKafkaReach) UnreachableSince() time.Time { return time.Time{} }

@@ -10,19 +10,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/pipeline"
+	"github.com/outboxd/outboxd/pump"
+	"github.com/outboxd/outboxd/registry"
 )
 
-type noStats struct{}
+// fixed is a pipeline whose status is s.
+type fixed struct{ s pipeline.Status }
 
-func (noStats) Stats() cdc.Stats { return cdc.Stats{} }
-func (noStats) Retained() int64  { return -1 }
+func (f fixed) Status() pipeline.Status { return f.s }
 
 // newMetrics registers a pipeline's metrics under name on a registry of
-// its own, and returns both.
-func newMetrics(t *testing.T, name string, src StatsSource, counts Counts) (*Metrics, *prometheus.Registry) {
+// its own, with outboxd_state's series for states, and returns both.
+func newMetrics(t *testing.T, name string, src Source, states ...pipeline.State) (*Metrics, *prometheus.Registry) {
 	t.Helper()
 	reg := NewRegistry()
-	m, err := NewMetrics(reg, name, src, noStats{}, counts)
+	m, err := NewMetrics(reg, name, src, states)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +98,7 @@ func TestTopicLabelsAreBounded(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(ser.name+"/"+tt.name, func(t *testing.T) {
 				t.Parallel()
-				m, reg := newMetrics(t, "orders", noStats{}, Counts{})
+				m, reg := newMetrics(t, "orders", fixed{pipeline.Status{RetainedWAL: -1}})
 				var wg sync.WaitGroup
 				for _, topic := range tt.topics {
 					wg.Go(func() { ser.report(m, topic) })
@@ -125,5 +128,55 @@ func TestTopicLabelsAreBounded(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestStatusSeries: each part of a pipeline's status reaches its series,
+// read from one snapshot per scrape. Issue 50: the schema-registry
+// stage's counts reached no metric.
+func TestStatusSeries(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	st := pipeline.Status{
+		State:      pipeline.StateStreaming,
+		Stream:     cdc.Stats{Reconnects: 2, ConfirmedLSN: 1000, ServerWALEnd: 1500, BackfillRows: 7, BackfillTotal: 9},
+		Window:     pump.Stats{InFlightRecords: 3, InFlightBytes: 300, Transactions: 11, OldestInFlightCommit: now.Add(-time.Minute)},
+		Sink:       pipeline.SinkStatus{DataLoss: 1, KafkaTransactions: 5, SkippedRecords: 4},
+		Registry:   registry.Stats{Encoded: 12, Refused: 13},
+		Kafka:      pipeline.KafkaStatus{ConnectionErrors: 3},
+		Heartbeats: 6, RetainedWAL: 4096, PermanentErrors: 8, Panics: 1,
+	}
+	_, reg := newMetrics(t, "orders", fixed{st})
+	for _, tt := range []struct {
+		series string
+		labels []string
+		want   float64
+	}{
+		{"outboxd_kafka_data_loss_total", nil, 1},
+		{"outboxd_heartbeats_total", nil, 6},
+		{"outboxd_kafka_transactions_total", nil, 5},
+		{"outboxd_skipped_records_total", nil, 4},
+		{"outboxd_panics_total", nil, 1},
+		{"outboxd_schema_encoded_total", nil, 12},
+		{"outboxd_schema_refused_total", nil, 13},
+		{"outboxd_backfill_rows", nil, 7},
+		{"outboxd_backfill_rows_total", nil, 9},
+		{"outboxd_transactions_total", nil, 11},
+		{"outboxd_reconnects_total", nil, 2},
+		{"outboxd_in_flight_records", nil, 3},
+		{"outboxd_in_flight_bytes", nil, 300},
+		{"outboxd_confirmed_lsn", nil, 1000},
+		{"outboxd_replication_lag_bytes", nil, 500},
+		{"outboxd_slot_retained_wal_bytes", nil, 4096},
+		{"outboxd_errors_total", []string{"kind", "connection"}, 5},
+		{"outboxd_errors_total", []string{"kind", "permanent"}, 8},
+		{"outboxd_state", []string{"state", "streaming"}, 1},
+	} {
+		if got := sample(t, reg, "orders", tt.series, tt.labels...); got != tt.want {
+			t.Errorf("%s%v = %v, want %v", tt.series, tt.labels, got, tt.want)
+		}
+	}
+	if got := sample(t, reg, "orders", "outboxd_replication_lag_seconds"); got < 60 {
+		t.Errorf("outboxd_replication_lag_seconds = %v with a record committed a minute ago in flight, want at least 60", got)
 	}
 }

@@ -42,16 +42,13 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 }
 
 // status is p's line of GET /pipelines at now.
-func (p PipelineHealth) status(now time.Time) PipelineStatus {
-	stats := p.Stats.Stats()
-	state, detail, _ := stateOf(stats, p.Supervision)
-	ps := PipelineStatus{Name: p.Name, State: state, Detail: detail, ConfirmedLSN: stats.ConfirmedLSN.String(),
-		LagBytes: stats.LagBytes(), LagSeconds: stats.LagSeconds(now), InFlightRecords: stats.InFlightRecords}
-	if p.Reach != nil {
-		if since := p.Reach.UnreachableSince(); !since.IsZero() {
-			since = since.UTC()
-			ps.KafkaUnreachableSince = &since
-		}
+func (p Named) status(now time.Time) PipelineStatus {
+	s := p.Status
+	ps := PipelineStatus{Name: p.Name, State: string(s.State), Detail: s.Detail, ConfirmedLSN: s.Stream.ConfirmedLSN.String(),
+		LagBytes: s.LagBytes(), LagSeconds: s.LagSeconds(now), InFlightRecords: s.Window.InFlightRecords}
+	if since := s.Kafka.UnreachableSince; !since.IsZero() {
+		since = since.UTC()
+		ps.KafkaUnreachableSince = &since
 	}
 	return ps
 }

@@ -2,22 +2,20 @@ package ops
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/outboxd/outboxd/pump"
 )
 
 // RegisterBudget exports the process's in-flight budget (pump.Budget),
 // shared by its pipelines, without a pipeline label: what it allows,
-// beside what every pipeline holds (outboxd_in_flight_bytes and
-// outboxd_in_flight_records, summed).
-func RegisterBudget(reg prometheus.Registerer, b *pump.Budget) error {
+// maxRecords records and maxBytes bytes, beside what every pipeline holds
+// (outboxd_in_flight_bytes and outboxd_in_flight_records, summed).
+func RegisterBudget(reg prometheus.Registerer, maxRecords, maxBytes int) error {
 	for _, c := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "outboxd_in_flight_budget_bytes",
 			Help: "The process's in-flight budget in key, value and header bytes (--in-flight-budget-bytes), shared by its pipelines."},
-			func() float64 { return float64(b.Stats().MaxBytes) }),
+			func() float64 { return float64(maxBytes) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "outboxd_in_flight_budget_records",
 			Help: "The process's in-flight budget in records (--in-flight-budget-records), shared by its pipelines."},
-			func() float64 { return float64(b.Stats().MaxRecords) }),
+			func() float64 { return float64(maxRecords) }),
 	} {
 		if err := reg.Register(c); err != nil {
 			return err

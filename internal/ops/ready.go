@@ -7,17 +7,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/outboxd/outboxd/pipeline"
 )
 
-// PipelineHealth is what /readyz and /pipelines read of one pipeline.
-type PipelineHealth struct {
-	Name  string
-	Stats StatsSource
-	// Reach, when set, says since when Kafka has been unreachable.
-	Reach KafkaReach
-	// Supervision, when set, is the supervisor's word on the pipeline: its
-	// state while it says one (waiting, backing off).
-	Supervision Supervision
+// Named is one pipeline's status as /readyz and /pipelines read it, under
+// its name.
+type Named struct {
+	Name   string
+	Status pipeline.Status
 }
 
 // ready answers whether the process serves: 200 once it runs its
@@ -61,22 +59,20 @@ func (s *Server) stopping() bool {
 
 // summary counts the pipelines of list by state: ": 3 pipelines (2
 // standby, 1 streaming)", ": 1 pipeline (standby)", "" for none.
-func summary(list []PipelineHealth) string {
+func summary(list []Named) string {
 	if len(list) == 0 {
 		return ""
 	}
-	counts := map[string]int{}
-	for _, p := range list {
-		state, _, _ := stateOf(p.Stats.Stats(), p.Supervision)
-		counts[state]++
-	}
 	if len(list) == 1 {
-		state, _, _ := stateOf(list[0].Stats.Stats(), list[0].Supervision)
-		return ": 1 pipeline (" + state + ")"
+		return ": 1 pipeline (" + string(list[0].Status.State) + ")"
+	}
+	counts := map[pipeline.State]int{}
+	for _, p := range list {
+		counts[p.Status.State]++
 	}
 	var parts []string
 	for _, state := range slices.Sorted(maps.Keys(counts)) {
-		parts = append(parts, strconv.Itoa(counts[state])+" "+state)
+		parts = append(parts, strconv.Itoa(counts[state])+" "+string(state))
 	}
 	return ": " + strconv.Itoa(len(list)) + " pipelines (" + strings.Join(parts, ", ") + ")"
 }

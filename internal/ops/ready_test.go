@@ -13,12 +13,13 @@ import (
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/outbox"
+	"github.com/outboxd/outboxd/pipeline"
 	"github.com/outboxd/outboxd/pump"
 )
 
 // list is a Server.Pipelines that lists ps.
-func list(ps ...PipelineHealth) func() []PipelineHealth {
-	return func() []PipelineHealth { return ps }
+func list(ps ...Named) func() []Named {
+	return func() []Named { return ps }
 }
 
 // get serves one GET of path from srv.
@@ -29,7 +30,7 @@ func get(t *testing.T, srv *Server, path string) (code int, body string) {
 	return rec.Code, strings.TrimSuffix(rec.Body.String(), "\n")
 }
 
-func newServer(pipelines ...PipelineHealth) *Server {
+func newServer(pipelines ...Named) *Server {
 	return &Server{Registry: NewRegistry(), Pipelines: list(pipelines...), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
@@ -43,31 +44,31 @@ func newServer(pipelines ...PipelineHealth) *Server {
 // and carries no error text.
 func TestReadyz(t *testing.T) {
 	t.Parallel()
-	in := func(name string, state cdc.State) PipelineHealth {
-		return PipelineHealth{Name: name, Stats: fixedStats{cdc.Stats{State: state}}}
+	in := func(name string, state pipeline.State) Named {
+		return Named{Name: name, Status: pipeline.Status{State: state}}
 	}
-	backingOff := PipelineHealth{Name: "refunds", Stats: fixedStats{cdc.Stats{State: cdc.StateStopped}},
-		Supervision: supervisor{"backing off", "decoding insert into public.outbox: column \"payload\": secret-value (outbox id 7)"}}
+	backingOff := Named{Name: "refunds", Status: pipeline.Status{State: "backing off",
+		Detail: "decoding insert into public.outbox: column \"payload\": secret-value (outbox id 7)"}}
 	stopped := make(chan struct{})
 	close(stopped)
 	tests := []struct {
 		name      string
-		pipelines []PipelineHealth
+		pipelines []Named
 		stopping  <-chan struct{}
 		wantCode  int
 		wantBody  string
 	}{
-		{name: "one streaming", pipelines: []PipelineHealth{in("orders", cdc.StateStreaming)}, wantCode: 200, wantBody: "ready: 1 pipeline (streaming)"},
-		{name: "one standing by", pipelines: []PipelineHealth{in("orders", cdc.StateStandby)}, wantCode: 200, wantBody: "ready: 1 pipeline (standby)"},
-		{name: "a standby's slot retry passes through starting", pipelines: []PipelineHealth{in("orders", cdc.StateStarting)}, wantCode: 200,
+		{name: "one streaming", pipelines: []Named{in("orders", pipeline.StateStreaming)}, wantCode: 200, wantBody: "ready: 1 pipeline (streaming)"},
+		{name: "one standing by", pipelines: []Named{in("orders", pipeline.StateStandby)}, wantCode: 200, wantBody: "ready: 1 pipeline (standby)"},
+		{name: "a standby's slot retry passes through starting", pipelines: []Named{in("orders", pipeline.StateStarting)}, wantCode: 200,
 			wantBody: "ready: 1 pipeline (starting)"},
-		{name: "one reconnecting", pipelines: []PipelineHealth{in("orders", cdc.StateReconnecting)}, wantCode: 200, wantBody: "ready: 1 pipeline (reconnecting)"},
+		{name: "one reconnecting", pipelines: []Named{in("orders", pipeline.StateReconnecting)}, wantCode: 200, wantBody: "ready: 1 pipeline (reconnecting)"},
 		{name: "none", wantCode: 503, wantBody: "not ready: no pipeline"},
-		{name: "several, one backing off after a poison row", pipelines: []PipelineHealth{in("payments", cdc.StateStreaming), in("orders", cdc.StateStandby), backingOff},
+		{name: "several, one backing off after a poison row", pipelines: []Named{in("payments", pipeline.StateStreaming), in("orders", pipeline.StateStandby), backingOff},
 			wantCode: 200, wantBody: "ready: 3 pipelines (1 backing off, 1 standby, 1 streaming)"},
-		{name: "waiting for its rank", pipelines: []PipelineHealth{{Name: "orders", Stats: fixedStats{cdc.Stats{State: cdc.StateStopped}}, Supervision: supervisor{state: "waiting"}}},
+		{name: "waiting for its rank", pipelines: []Named{{Name: "orders", Status: pipeline.Status{State: "waiting"}}},
 			wantCode: 200, wantBody: "ready: 1 pipeline (waiting)"},
-		{name: "stopping", pipelines: []PipelineHealth{in("orders", cdc.StateStreaming)}, stopping: stopped, wantCode: 503,
+		{name: "stopping", pipelines: []Named{in("orders", pipeline.StateStreaming)}, stopping: stopped, wantCode: 503,
 			wantBody: "not ready: stopping: 1 pipeline (streaming)"},
 	}
 	for _, tt := range tests {
@@ -90,11 +91,9 @@ func TestPipelinesEndpoint(t *testing.T) {
 	t.Parallel()
 	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	srv := newServer(
-		PipelineHealth{Name: "payments", Reach: fakeReach{errs: 3, since: since},
-			Stats: fixedStats{cdc.Stats{State: cdc.StateStreaming, ConfirmedLSN: outbox.LSN(0x16B3748), ServerWALEnd: outbox.LSN(0x16B3748 + 100),
-				Stats: pump.Stats{InFlightRecords: 2}}}},
-		PipelineHealth{Name: "orders", Stats: fixedStats{cdc.Stats{State: cdc.StateStopped}},
-			Supervision: supervisor{"backing off", "retry in 30s: slot outboxd_orders is gone"}},
+		Named{Name: "payments", Status: pipeline.Status{State: pipeline.StateStreaming, Kafka: pipeline.KafkaStatus{ConnectionErrors: 3, UnreachableSince: since},
+			Stream: cdc.Stats{ConfirmedLSN: outbox.LSN(0x16B3748), ServerWALEnd: outbox.LSN(0x16B3748 + 100)}, Window: pump.Stats{InFlightRecords: 2}}},
+		Named{Name: "orders", Status: pipeline.Status{State: "backing off", Detail: "retry in 30s: slot outboxd_orders is gone"}},
 	)
 	code, body := get(t, srv, "/pipelines")
 	if code != 200 {

@@ -44,7 +44,7 @@ func pipelinesByFamily(t *testing.T, reg prometheus.Gatherer) map[string][]strin
 // of each kind, so that every family has a series.
 func registerUsed(t *testing.T, reg prometheus.Registerer, name string) (*Metrics, error) {
 	t.Helper()
-	m, err := NewMetrics(reg, name, noStats{}, noStats{}, Counts{})
+	m, err := NewMetrics(reg, name, fixed{}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func TestPipelinesShareARegistry(t *testing.T) {
 // without the label.
 func TestNewMetricsRefusesNoName(t *testing.T) {
 	t.Parallel()
-	if _, err := NewMetrics(NewRegistry(), "", noStats{}, noStats{}, Counts{}); err == nil {
+	if _, err := NewMetrics(NewRegistry(), "", fixed{}, nil); err == nil {
 		t.Error("NewMetrics registered a pipeline without a name")
 	}
 }

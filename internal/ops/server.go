@@ -24,7 +24,7 @@ type Server struct {
 	Registry prometheus.Gatherer
 	// Pipelines lists the pipelines /readyz and /pipelines report, as they
 	// are at the call: pipelines come and go. Their names are distinct.
-	Pipelines func() []PipelineHealth
+	Pipelines func() []Named
 	Log       *slog.Logger
 	// Stopping, when set, is closed once the process stops: /readyz
 	// answers 503 from then on, while Run still serves the pipelines'
@@ -91,11 +91,11 @@ func (s *Server) routes() *http.ServeMux {
 }
 
 // pipelines is the list Pipelines returns, sorted by name.
-func (s *Server) pipelines() []PipelineHealth {
-	var list []PipelineHealth
+func (s *Server) pipelines() []Named {
+	var list []Named
 	if s.Pipelines != nil {
 		list = slices.Clone(s.Pipelines())
 	}
-	slices.SortFunc(list, func(a, b PipelineHealth) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(list, func(a, b Named) int { return strings.Compare(a.Name, b.Name) })
 	return list
 }

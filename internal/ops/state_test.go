@@ -6,14 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/pipeline"
 )
-
-// supervisor says a state of its own, or "" to let the stream's stand.
-type supervisor struct{ state, detail string }
-
-func (s supervisor) Supervised() (state, detail string) { return s.state, s.detail }
-func (supervisor) States() []string                     { return []string{"backing off", "stopped"} }
 
 // states returns pipeline's outboxd_state series by state label.
 func states(t *testing.T, reg prometheus.Gatherer, pipeline string) map[string]float64 {
@@ -40,34 +34,34 @@ func states(t *testing.T, reg prometheus.Gatherer, pipeline string) map[string]f
 	return got
 }
 
-// TestStateSaysTheSupervisors: outboxd_state has a series for each state
-// of the stream and of the supervisor, 1 for the current one: the
-// supervisor's while it says one, else the stream's.
-func TestStateSaysTheSupervisors(t *testing.T) {
+// TestStateSeriesCoverEveryState: outboxd_state has a series for each
+// state it is told of (a pipeline's, and a supervisor's), 1 for the
+// current one, and one for a current state it was not told of.
+func TestStateSeriesCoverEveryState(t *testing.T) {
 	t.Parallel()
-	streamOnly := map[string]float64{"starting": 0, "streaming": 0, "standby": 0, "reconnecting": 0, "stopped": 0}
+	own := map[string]float64{"starting": 0, "streaming": 0, "standby": 0, "reconnecting": 0, "stopped": 0}
 	with := func(base map[string]float64, set map[string]float64) map[string]float64 {
 		out := maps.Clone(base)
 		maps.Copy(out, set)
 		return out
 	}
-	supervised := with(streamOnly, map[string]float64{"backing off": 0})
+	supervised := with(own, map[string]float64{"backing off": 0, "waiting": 0})
+	all := append(pipeline.States(), "backing off", "waiting")
 	tests := []struct {
 		name   string
-		stream cdc.State
-		sup    Supervision // nil: none
+		state  pipeline.State
+		states []pipeline.State
 		want   map[string]float64
 	}{
-		{name: "no supervisor", stream: cdc.StateStandby, want: with(streamOnly, map[string]float64{"standby": 1})},
-		{name: "the supervisor says nothing", stream: cdc.StateStreaming, sup: supervisor{}, want: with(supervised, map[string]float64{"streaming": 1})},
-		{name: "backing off", stream: cdc.StateStopped, sup: supervisor{"backing off", "retry in 30s: slot outboxd_orders is gone"}, want: with(supervised, map[string]float64{"backing off": 1})},
-		{name: "stopped, a state of both", stream: cdc.StateStreaming, sup: supervisor{state: "stopped"}, want: with(supervised, map[string]float64{"stopped": 1})},
-		{name: "a state the supervisor did not list", stream: cdc.StateStreaming, sup: supervisor{state: "paused"}, want: with(supervised, map[string]float64{"paused": 1})},
+		{name: "a pipeline's states", state: pipeline.StateStandby, states: pipeline.States(), want: with(own, map[string]float64{"standby": 1})},
+		{name: "streaming, under a supervisor", state: pipeline.StateStreaming, states: all, want: with(supervised, map[string]float64{"streaming": 1})},
+		{name: "backing off", state: "backing off", states: all, want: with(supervised, map[string]float64{"backing off": 1})},
+		{name: "a state nobody listed", state: "paused", states: all, want: with(supervised, map[string]float64{"paused": 1})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, reg := newMetrics(t, "orders", fixedStats{cdc.Stats{State: tt.stream}}, Counts{Supervision: tt.sup})
+			_, reg := newMetrics(t, "orders", fixed{pipeline.Status{State: tt.state}}, tt.states...)
 			if got := states(t, reg, "orders"); !maps.Equal(got, tt.want) {
 				t.Errorf("outboxd_state = %v, want %v", got, tt.want)
 			}
