@@ -92,4 +92,3 @@ func TestKafkaUnreachableShows(t *testing.T) {
 		t.Errorf("/pipelines = %d %q, want 200 with %s", rec.Code, body, want)
 	}
 }
-

@@ -170,4 +170,3 @@ func unreachableSeconds(k pipeline.KafkaStatus, now time.Time) float64 {
 	}
 	return max(0, now.Sub(since).Seconds())
 }
-
