@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/registry/decoder"
 )
 
 // Handler processes one record inside tx, the transaction that also
@@ -222,7 +222,7 @@ type Config struct {
 	// they came. A registry that does not answer (or refuses the
 	// credentials, or is not at the URL) is retried like any outage; a record that cannot be decoded (an unknown schema id, bytes
 	// not in the wire format) is refused like a handler's refusal.
-	Decoder *registry.Decoder
+	Decoder *decoder.Decoder
 	// Metrics, when set, gets the consumer's metrics.
 	Metrics prometheus.Registerer
 	// Log gets lifecycle (Info), retries (Warn) and stops (Error). Default: discarded.

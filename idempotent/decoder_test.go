@@ -16,7 +16,7 @@ import (
 	"github.com/outboxd/outboxd/format"
 	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/idempotent"
-	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/registry/decoder"
 )
 
 // produceFramed writes records as outboxd's --value-format avro
@@ -77,7 +77,7 @@ func TestDecoderHandsTheHandlerTheRow(t *testing.T) {
 		}
 		return false
 	})
-	dec, err := registry.NewDecoder(registry.DecoderConfig{URLs: []string{reg.URL()}, Value: true, Key: true})
+	dec, err := decoder.New(decoder.Config{URLs: []string{reg.URL()}, Value: true, Key: true})
 	if err != nil {
 		t.Fatal(err)
 	}

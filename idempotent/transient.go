@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/registry/decoder"
 )
 
 // transient reports whether err is a failure of the infrastructure that
@@ -47,7 +47,7 @@ import (
 //     merely implements net.Error (a URL that does not parse, an address
 //     that is malformed): that is the handler's refusal.
 //   - A schema registry that does not answer (Config.Decoder): a
-//     registry.UnavailableError.
+//     decoder.UnavailableError (package registry/decoder).
 //   - Kafka: a retriable Kafka error code, except an unknown topic or
 //     partition (a missing dead-letter topic does not appear by waiting),
 //     and franz-go's record timeout and retry limit.
@@ -71,7 +71,7 @@ func transient(err error) bool {
 		return transientCode(pe.Code)
 	}
 	var ke *kerr.Error
-	var ue *registry.UnavailableError
+	var ue *decoder.UnavailableError
 	switch {
 	case errors.As(err, &ue):
 		return true

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/format"
+	"github.com/outboxd/outboxd/registry/srclient"
 )
 
 // The subject name strategies of Config.SubjectStrategy, as the registry's
@@ -126,7 +127,7 @@ func (c Config) Validate() error {
 		p, err := url.Parse(u)
 		switch {
 		case err != nil || p.Host == "" || (p.Scheme != "http" && p.Scheme != "https"):
-			bad("URLs", "not an http or https URL: "+redactURL(u))
+			bad("URLs", "not an http or https URL: "+srclient.RedactURL(u))
 		case p.User != nil:
 			bad("URLs", "has credentials in it: give them as the username and password instead")
 		}
@@ -187,16 +188,4 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// redactURL is u without its credentials, for an error.
-func redactURL(u string) string {
-	p, err := url.Parse(u)
-	if err != nil || p.User == nil {
-		if i := strings.LastIndex(u, "@"); i >= 0 {
-			return "..." + u[i:]
-		}
-		return u
-	}
-	return p.Redacted()
 }

@@ -12,6 +12,11 @@
 // schema only when asked to (AutoRegister), and retrying a registry that
 // does not answer.
 //
+// The registry's HTTP client (how much of an answer is read, a schema's
+// references, which failures are transient) is package registry/srclient,
+// shared with the consumers' decoder, package registry/decoder, which
+// imports neither this package nor anything of the producer's.
+//
 // Invariants:
 //   - Never skips and never publishes unencoded: a payload or key that
 //     does not fit its schema is handed on as a *outbox.RowError naming

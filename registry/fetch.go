@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/outboxd/outboxd/format"
+	"github.com/outboxd/outboxd/registry/srclient"
 )
 
 // Retry pacing of a registry that does not answer.
@@ -39,7 +40,7 @@ func (s *Stage) fetch(ctx context.Context, f *fetch) (*entry, error) {
 			s.log.Warn("looking up the latest schema again failed; the cached one serves meanwhile", "subject", f.k.subject, "err", err)
 			return nil, err
 		}
-		if !isTransient(err) {
+		if !srclient.Transient(err) {
 			return nil, err
 		}
 		wait := bo.NextBackOff()
@@ -78,10 +79,10 @@ func (s *Stage) resolve(ctx context.Context, k subjectKey, side Side) (*entry, e
 		return nil, describe(what, err)
 	}
 	if want := format.SchemaType(side.Format); ss.Type != want {
-		return nil, permanentf("%s holds a %s schema, not %s", what, ss.Type, side.Format)
+		return nil, srclient.Permanentf("%s holds a %s schema, not %s", what, ss.Type, side.Format)
 	}
-	refs := map[string]string{}
-	if err := references(ctx, s.cl, ss.References, refs, 0); err != nil {
+	refs, err := srclient.References(ctx, s.cl, ss.References)
+	if err != nil {
 		return nil, describe(what+"'s references", err)
 	}
 	fs := format.Schema{Format: side.Format, Text: ss.Schema.Schema, References: refs}
@@ -90,35 +91,10 @@ func (s *Stage) resolve(ctx context.Context, k subjectKey, side Side) (*entry, e
 	}
 	c, err := format.New(fs)
 	if err != nil {
-		return nil, permanentf("%s (id %d): %v", what, ss.ID, err)
+		return nil, srclient.Permanentf("%s (id %d): %v", what, ss.ID, err)
 	}
 	s.log.Info("schema in use", "subject", k.subject, "schema_id", ss.ID, "version", ss.Version, "format", side.Format)
 	return &entry{id: ss.ID, version: ss.Version, codec: c, fetched: s.clock()}, nil
-}
-
-// maxReferenceDepth bounds a chain of references (a cycle, else absurd).
-const maxReferenceDepth = 16
-
-// references adds the text of each schema refs names, and of those they
-// reference, to out by name.
-func references(ctx context.Context, cl *sr.Client, refs []sr.SchemaReference, out map[string]string, depth int) error {
-	if depth > maxReferenceDepth {
-		return permanentf("references nest deeper than %d", maxReferenceDepth)
-	}
-	for _, r := range refs {
-		if _, ok := out[r.Name]; ok {
-			continue
-		}
-		ss, err := cl.SchemaByVersion(ctx, r.Subject, r.Version)
-		if err != nil {
-			return fmt.Errorf("reference %s (subject %q version %d): %w", r.Name, r.Subject, r.Version, err)
-		}
-		out[r.Name] = ss.Schema.Schema
-		if err := references(ctx, cl, ss.References, out, depth+1); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // describe says what a registry error means for the pipeline, marking the
@@ -132,13 +108,13 @@ func describe(what string, err error) error {
 	case re.StatusCode == http.StatusNotFound && re.ErrorCode == subjectNotFound:
 		return &SubjectMissingError{What: what, Message: re.Message}
 	case re.StatusCode == http.StatusNotFound:
-		return permanentf("the schema registry has no %s (%s): register the schema, or turn auto-registration on", what, re.Message)
+		return srclient.Permanentf("the schema registry has no %s (%s): register the schema, or turn auto-registration on", what, re.Message)
 	case re.StatusCode == http.StatusUnauthorized || re.StatusCode == http.StatusForbidden:
-		return permanentf("the schema registry refused the credentials asking for %s (HTTP %d)", what, re.StatusCode)
-	case isTransient(re):
+		return srclient.Permanentf("the schema registry refused the credentials asking for %s (HTTP %d)", what, re.StatusCode)
+	case srclient.Transient(re):
 		return fmt.Errorf("asking the schema registry for %s: HTTP %d: %w", what, re.StatusCode, err)
 	}
-	return permanentf("the schema registry refused %s (HTTP %d: %s)", what, re.StatusCode, re.Message)
+	return srclient.Permanentf("the schema registry refused %s (HTTP %d: %s)", what, re.StatusCode, re.Message)
 }
 
 // subjectNotFound is the registry's error code for a subject it does not
@@ -161,4 +137,6 @@ func (e *SubjectMissingError) Error() string {
 }
 
 // Unwrap marks it permanent: retrying does not make the subject exist.
-func (e *SubjectMissingError) Unwrap() error { return permanentError{errors.New(e.Error())} }
+func (e *SubjectMissingError) Unwrap() error {
+	return srclient.PermanentError{Err: errors.New(e.Error())}
+}

@@ -2,14 +2,9 @@ package registry
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +13,7 @@ import (
 
 	"github.com/outboxd/outboxd/format"
 	"github.com/outboxd/outboxd/outbox"
+	"github.com/outboxd/outboxd/registry/srclient"
 )
 
 // Stage encodes records' values and keys per their registered schemas on
@@ -82,74 +78,12 @@ func New(cfg Config, next outbox.Stage, log *slog.Logger) (*Stage, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	cl, err := newClient(cfg.URLs, cfg.Username, cfg.Password, cfg.TLS, cfg.RequestTimeout, "outboxd")
+	cl, err := srclient.New(cfg.URLs, cfg.Username, cfg.Password, cfg.TLS, cfg.RequestTimeout, "outboxd")
 	if err != nil {
 		return nil, err
 	}
 	return &Stage{cfg: cfg, next: next, log: log, cl: cl, reqs: make(chan *fetch, 16), clock: time.Now,
 		cache: map[subjectKey]*entry{}, pending: map[subjectKey]*fetch{}, refetched: map[subjectKey]outbox.Position{}, missing: map[subjectKey]missingSubject{}}, nil
-}
-
-// newClient is a registry client: the URLs tried in turn, basic auth
-// when user is set, TLS settings for https, a timeout per request.
-func newClient(urls []string, user, password string, tc func() (*tls.Config, error), timeout time.Duration, agent string) (*sr.Client, error) {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	if tc != nil {
-		// Each connection's handshake with the configuration of the
-		// moment (files renewed in place; package tlsfiles).
-		t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			cfg, err := tc()
-			if err != nil {
-				return nil, err
-			}
-			d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: cfg}
-			return d.DialContext(ctx, network, addr)
-		}
-	}
-	opts := []sr.ClientOpt{sr.URLs(slices.Clone(urls)...), sr.UserAgent(agent), sr.HTTPClient(&http.Client{Timeout: timeout, Transport: limitedBodies{t}})}
-	if user != "" {
-		opts = append(opts, sr.BasicAuth(user, password))
-	}
-	cl, err := sr.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("configuring the schema registry client: %w", err)
-	}
-	return cl, nil
-}
-
-// maxResponseBytes bounds what is read of one answer of the registry: a
-// schema with its references is kilobytes, rarely megabytes; a misbehaving
-// server or proxy must not make the pipeline read without end.
-const maxResponseBytes = 16 << 20
-
-// limitedBodies is an http.RoundTripper whose answers' bodies fail past
-// maxResponseBytes.
-type limitedBodies struct{ next http.RoundTripper }
-
-func (l limitedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := l.next.RoundTrip(r)
-	if err == nil {
-		resp.Body = &limitedBody{ReadCloser: resp.Body, left: maxResponseBytes}
-	}
-	return resp, err
-}
-
-// limitedBody reads at most left bytes, then fails.
-type limitedBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, fmt.Errorf("the schema registry's answer is larger than %d bytes: refused", maxResponseBytes)
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
 }
 
 // Stats are the stage's running totals.
@@ -413,24 +347,6 @@ func (s *Stage) Run(ctx context.Context) error {
 			close(f.done)
 		}
 	}
-}
-
-// permanentError is a registry answer that retrying cannot change.
-type permanentError struct{ error }
-
-func (e permanentError) Unwrap() error { return e.error }
-
-func permanentf(format string, a ...any) error { return permanentError{fmt.Errorf(format, a...)} }
-
-// isTransient reports whether a failed request may succeed later: the
-// registry or the network failing, not the registry refusing.
-func isTransient(err error) bool {
-	var re *sr.ResponseError
-	if errors.As(err, &re) {
-		return re.StatusCode >= 500 || re.StatusCode == http.StatusRequestTimeout || re.StatusCode == http.StatusTooManyRequests
-	}
-	var p permanentError
-	return !errors.As(err, &p)
 }
 
 // Reject hands on a row the layout could not make a record of.

@@ -1,4 +1,4 @@
-package registry
+package decoder
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -13,14 +14,22 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/outboxd/outboxd/format"
+	"github.com/outboxd/outboxd/registry/srclient"
 )
 
-// DecoderConfig configures a Decoder: the registry, as Config's, and
-// which sides of a record are in the wire format.
-type DecoderConfig struct {
-	URLs               []string
+// Config configures a Decoder: the registry, and which sides of a record
+// are in the wire format.
+type Config struct {
+	// URLs are the registry's base URLs, tried in turn
+	// (https://registry:8081).
+	URLs []string
+	// Username and Password, when Username is set, are sent as HTTP basic
+	// auth.
 	Username, Password string
-	TLS                *tls.Config
+	// TLS, when set, is the TLS configuration of the connections to an
+	// https registry (the CA and a client certificate). nil: Go's
+	// defaults.
+	TLS *tls.Config
 	// Value and Key say which sides of a record to decode: those outboxd
 	// writes with a --value-format or --key-format other than json.
 	Value, Key bool
@@ -29,12 +38,53 @@ type DecoderConfig struct {
 	RequestTimeout time.Duration
 }
 
+// DefaultRequestTimeout is Config.RequestTimeout's default: the producer's
+// stage's (registry.DefaultRequestTimeout), so both halves wait as long
+// for the same registry.
+const DefaultRequestTimeout = 10 * time.Second
+
+// FieldError is a problem with one field of a Config (see Validate).
+type FieldError struct{ Field, Problem string }
+
+func (e *FieldError) Error() string { return "decoder: " + e.Field + ": " + e.Problem }
+
+// FieldProblem returns the field and what is wrong with it.
+func (e *FieldError) FieldProblem() (field, problem string) { return e.Field, e.Problem }
+
+// Validate reports every problem of c at once, each a *FieldError naming
+// the field: the registry's URLs and credentials follow the producer's
+// rules (package registry's Config.Validate), so one registry setting
+// serves both halves.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
+	if len(c.URLs) == 0 {
+		bad("URLs", "required: the schema registry's URL")
+	}
+	for _, u := range c.URLs {
+		p, err := url.Parse(u)
+		switch {
+		case err != nil || p.Host == "" || (p.Scheme != "http" && p.Scheme != "https"):
+			bad("URLs", "not an http or https URL: "+srclient.RedactURL(u))
+		case p.User != nil:
+			bad("URLs", "has credentials in it: give them as the username and password instead")
+		}
+	}
+	if c.Password != "" && c.Username == "" {
+		bad("Username", "required with a password")
+	}
+	if !c.Value && !c.Key {
+		bad("Value", "neither Value nor Key is set: a decoder of neither values nor keys decodes nothing")
+	}
+	return errors.Join(errs...)
+}
+
 // Decoder turns records in a schema registry's wire format back into what
 // the outbox row held: the payload's JSON (or the text or bytes of a string
 // or bytes schema). It looks each schema id up once and keeps its codec.
 // It is safe for use by several goroutines.
 type Decoder struct {
-	cfg    DecoderConfig
+	cfg    Config
 	cl     *sr.Client
 	mu     sync.Mutex
 	codecs map[int]*format.Codec
@@ -49,14 +99,10 @@ type UnavailableError struct{ Err error }
 func (e *UnavailableError) Error() string { return "schema registry unavailable: " + e.Err.Error() }
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
-// NewDecoder builds a Decoder. It does no I/O.
-func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
-	c := Config{URLs: cfg.URLs, Username: cfg.Username, Password: cfg.Password, Value: Side{Format: format.Avro}}
-	if err := c.Validate(); err != nil {
+// New builds a Decoder. It does no I/O.
+func New(cfg Config) (*Decoder, error) {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if !cfg.Value && !cfg.Key {
-		return nil, errors.New("registry: a decoder of neither values nor keys")
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
@@ -65,7 +111,7 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 	if cfg.TLS != nil {
 		tc = func() (*tls.Config, error) { return cfg.TLS, nil }
 	}
-	cl, err := newClient(cfg.URLs, cfg.Username, cfg.Password, tc, cfg.RequestTimeout, "outboxd-idempotent")
+	cl, err := srclient.New(cfg.URLs, cfg.Username, cfg.Password, tc, cfg.RequestTimeout, "outboxd-idempotent")
 	if err != nil {
 		return nil, err
 	}
@@ -115,8 +161,8 @@ func (d *Decoder) codec(ctx context.Context, id int) (*format.Codec, error) {
 	if err != nil {
 		return nil, d.unavailable(fmt.Errorf("looking up schema id %d: %w", id, err))
 	}
-	refs := map[string]string{}
-	if err := references(ctx, d.cl, s.References, refs, 0); err != nil {
+	refs, err := srclient.References(ctx, d.cl, s.References)
+	if err != nil {
 		return nil, d.unavailable(fmt.Errorf("looking up the references of schema id %d: %w", id, err))
 	}
 	if c, err = format.New(format.Schema{Format: format.Of(s.Type), Text: s.Schema, References: refs}); err != nil {
@@ -135,7 +181,7 @@ func (d *Decoder) codec(ctx context.Context, id int) (*format.Codec, error) {
 func (d *Decoder) unavailable(err error) error {
 	var re *sr.ResponseError
 	switch {
-	case isTransient(err):
+	case srclient.Transient(err):
 	case errors.As(err, &re) && (re.StatusCode == http.StatusUnauthorized || re.StatusCode == http.StatusForbidden):
 	case errors.As(err, &re) && re.StatusCode == http.StatusNotFound && re.ErrorCode != schemaNotFound:
 		// A 404 that is not the registry's own answer: a wrong base URL.
