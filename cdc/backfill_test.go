@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -38,6 +39,7 @@ func (b *bed) slotExists(t *testing.T) bool {
 // the slot was gone never reached Kafka.
 func TestMissingSlotStopsWithTheRecoveryCommand(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	tests := []struct {
 		name     string
 		recorded bool
@@ -107,6 +109,7 @@ func (b *bed) writer(ctx context.Context, t *testing.T, agg int, wg *sync.WaitGr
 // from the stream, each once, while writers commit throughout.
 func TestBackfillThenStreamHasNoGapAndNoOverlap(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, "", nil)
 	b.dropSlot(t)
 	var before []int64
@@ -181,6 +184,7 @@ func TestBackfillThenStreamHasNoGapAndNoOverlap(t *testing.T) {
 // (never streamed from) and backfills again whole from a new snapshot.
 func TestInterruptedBackfillRunsAgainWhole(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, "", nil)
 	b.dropSlot(t)
 	var want []int64
@@ -272,6 +276,7 @@ func assertOncePerIDInOrder(t *testing.T, recs []*kgo.Record, want, absent []int
 // is logged with both and recorded on this one.
 func TestSlotRecordFollowsTheServer(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, "", nil)
 	r := b.start(cdc.Config{})
 	waitForState(t, r, cdc.StateStreaming)
@@ -300,6 +305,7 @@ func TestSlotRecordFollowsTheServer(t *testing.T) {
 // done: it is refused before any slot is created.
 func TestBackfillRefusesAMissingPublication(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, "", nil)
 	b.dropSlot(t)
 	err := b.start(cdc.Config{CreateSlot: true, BackfillWhere: "true", Publication: "misspelled"}).wait(time.Minute)
@@ -319,6 +325,7 @@ func TestBackfillRefusesAMissingPublication(t *testing.T) {
 // would stop it).
 func TestBackfillAppliesThePublicationsRowFilter(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, "", nil)
 	b.dropSlot(t)
 	if _, err := b.pool.Exec(t.Context(), `ALTER PUBLICATION outboxd SET TABLE outbox WHERE (topic <> 'filtered_out')`); err != nil {
@@ -347,6 +354,7 @@ func TestBackfillAppliesThePublicationsRowFilter(t *testing.T) {
 // lock and backfills itself.
 func TestStandbyTakesOverADeadBackfill(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, "", nil)
 	want, err := b.insert(t.Context(), []row{{agg: uuidFor(1), topic: b.topic, payload: `{}`}, {agg: uuidFor(1), topic: b.topic, payload: `{}`}}, true, false)
 	if err != nil {

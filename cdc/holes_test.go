@@ -31,6 +31,7 @@ import (
 // open when the connection broke can repeat.
 func TestWalsenderTerminationResendsOnlyTheOpenTransaction(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, "", nil)
 	r := b.start(cdc.Config{ReconnectMaxInterval: 200 * time.Millisecond, StatusInterval: 10 * time.Second})
 	defer r.stop()
@@ -94,6 +95,7 @@ func TestWalsenderTerminationResendsOnlyTheOpenTransaction(t *testing.T) {
 // dead-letter topic too goes there as a reference without its value.
 func TestDeadLetterTopicTakesWhatCannotBePublished(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	type badRow struct {
 		name   string
 		insert func(t *testing.T, b *bed) (topic string, id int64) // commits the bad row
@@ -197,6 +199,7 @@ func TestDeadLetterTopicTakesWhatCannotBePublished(t *testing.T) {
 // session starts from the slot's own confirmed position.
 func TestServerChangeDoesNotSkipCommits(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b, r, c := switchServer(t, cdc.Config{ReconnectMaxInterval: 200 * time.Millisecond})
 	defer r.stop()
 	if _, err := b.pool.Exec(t.Context(), `SELECT setval('outbox_id_seq', 1000)`); err != nil { // ids apart from the first server's

@@ -26,6 +26,7 @@ import (
 // back reads while writers commit back to back.
 func TestConcurrentWritersPublishedOnceInCommitOrder(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	for name, cfg := range map[string]cdc.Config{
 		"no linger":      {},
 		"default linger": {ReadLinger: cdc.DefaultReadLinger},
@@ -178,6 +179,7 @@ func mustJSONB(t *testing.T, b *bed, s string) string {
 // and confirms, so the next run resends nothing.
 func TestGracefulRestartPublishesNoDuplicates(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, "", nil)
 	ctx := t.Context()
 	total := 0
@@ -247,6 +249,7 @@ func TestGracefulRestartPublishesNoDuplicates(t *testing.T) {
 // confirmed via keepalives, so an idle outbox does not pin WAL.
 func TestIdleSlotFollowsWAL(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, "", nil)
 	r := b.start(cdc.Config{StatusInterval: 200 * time.Millisecond})
 	defer r.stop()
@@ -353,6 +356,7 @@ func TestPermanentKafkaErrorsStopWithoutConfirming(t *testing.T) {
 // publication without the expected columns or with an unusable type.
 func TestUnusableTableStopsNamingTableAndColumn(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	tests := []struct {
 		name, ddl, column string
 	}{
@@ -379,6 +383,7 @@ func TestUnusableTableStopsNamingTableAndColumn(t *testing.T) {
 // TestMissingPublicationTellsToMigrate.
 func TestMissingPublicationTellsToMigrate(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, "", nil)
 	err := b.start(cdc.Config{Publication: "nope"}).wait(time.Minute)
 	if !cdc.IsPermanent(err) || !strings.Contains(err.Error(), "outboxd migrate") {
@@ -390,6 +395,7 @@ func TestMissingPublicationTellsToMigrate(t *testing.T) {
 // mid-stream; the streamer reconnects and nothing is lost.
 func TestWalsenderTerminatedReconnects(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, "", nil)
 	r := b.start(cdc.Config{ReconnectMaxInterval: 500 * time.Millisecond})
 	defer r.stop()
@@ -421,6 +427,7 @@ func TestWalsenderTerminatedReconnects(t *testing.T) {
 // waits while the first streams, then takes over.
 func TestStandbyTakesOverWhenActiveStops(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, "", nil)
 	ctx := t.Context()
 	active := b.start(cdc.Config{})
@@ -522,6 +529,7 @@ func walsenderPID(t *testing.T, b *bed) int32 {
 // already acknowledged.
 func TestAcknowledgedTransactionConfirmedPromptly(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, "", nil)
 	r := b.start(cdc.Config{StatusInterval: time.Hour, ServerTimeout: 2 * time.Hour}) // the server timeout must exceed the status interval
 	defer r.stop()
@@ -544,6 +552,7 @@ func TestAcknowledgedTransactionConfirmedPromptly(t *testing.T) {
 // (seen as duplicates after SIGTERM restarts in the chaos runs).
 func TestGracefulStopConfirmationReachesTheServer(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, "", nil)
 	ctx := t.Context()
 	for round := range 10 {

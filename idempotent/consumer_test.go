@@ -178,6 +178,7 @@ func seq(from, to int) []int {
 // batch, process each key once.
 func TestDuplicatesInABatchAndAcrossBatchesAreProcessedOnce(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, 1)
 	b.produce(t, 1, 2, 3, 2, 4, 1, 5) // duplicates inside one poll
 	reg := prometheus.NewRegistry()

@@ -20,6 +20,7 @@ import (
 // exist, and a key inside the TTL is still a duplicate after a restart.
 func TestMaintainDropsExpiredDaysAndKeepsTheRest(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	b := newBed(t, 1)
 	ctx := t.Context()
 	store := idempotent.NewStore("")

@@ -25,6 +25,7 @@ import (
 // business table must be unchanged: same rows, same contents.
 func TestReplayTwiceChangesNothing(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	w := newWorld(t)
 	ctx := t.Context()
 	if _, err := w.pool.Exec(ctx, `CREATE TABLE shipments (outbox_id bigint NOT NULL, payload jsonb NOT NULL)`); err != nil {

@@ -109,6 +109,7 @@ func standbySlot(t *testing.T, standbyURL, name string) (exists, synced, persist
 // timeline: a new outboxd whose URL lists it first refuses it.
 func TestFailoverSlotContinuesAfterPromotion(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	primary := testenv.StartPostgres(t)
 	if v := serverVersion(t, primary.URL); v < slot.FailoverVersion {
 		t.Skipf("failover slots need PostgreSQL 17 or later; this is %d", v)
@@ -234,6 +235,7 @@ func TestFailoverSlotContinuesAfterPromotion(t *testing.T) {
 // version (on 16+ PostgreSQL itself would allow it).
 func TestRunRefusesAStandby(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	primary := testenv.StartPostgres(t)
 	createDatabase(t, primary.URL, "app")
 	w := migratedWorld(t, onDatabase(t, primary.URL, "app"))
@@ -258,6 +260,7 @@ func TestRunRefusesAStandby(t *testing.T) {
 // is refused naming the version.
 func TestFailoverSlotTurnedOnForAnExistingSlot(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	w := migratedWorld(t, testenv.Database(t), "--failover-slot=off")
 	failover := func() bool {
 		var on bool

@@ -147,6 +147,7 @@ func TestMetricsAndHealthFollowTheStream(t *testing.T) {
 // TestStatusReportsTheSlot runs `outboxd status` against a real slot.
 func TestStatusReportsTheSlot(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	w := newWorld(t)
 	status := func(args ...string) (int, string, string) {
 		cmd := exec.Command(builtBinary, append([]string{"status", "--database-url", w.url}, args...)...)
@@ -207,6 +208,7 @@ func TestStatusReportsTheSlot(t *testing.T) {
 // never recreates it and skips events silently.
 func TestInvalidatedSlotStopsWithClearError(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	pg := testenv.StartPostgres(t)
 	w := &world{url: testenv.DatabaseOn(t, pg.URL), brokers: strings.Join(testenv.Brokers(t), ","), slot: testenv.Name(t, "slot")}
 	w.topic = testenv.Topic(t, 1)
@@ -281,6 +283,7 @@ func TestSIGHUPIsNotACrash(t *testing.T) {
 // retained WAL shows in the metrics.
 func TestWALRetentionWarning(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	w := newWorld(t)
 	addr := freeAddr(t)
 	p := w.start(t, "--metrics-addr", addr, "--wal-check-interval", "200ms", "--wal-retained-warn-bytes", "1")
@@ -298,6 +301,7 @@ func TestWALRetentionWarning(t *testing.T) {
 // documents), heartbeat included, and is refused without the last.
 func TestLeastPrivilegeRole(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	w := newWorld(t)
 	role := testenv.Name(t, "role")
 	ctx := t.Context()

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -35,6 +36,7 @@ import (
 // and payload, and for exactly-once a read_committed consumer sees none.
 func TestRowsSharingACommitLSNSurviveRestarts(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	runPeerCases(t, false)
 }
 
@@ -50,6 +52,7 @@ func TestRowsSharingACommitLSNSurviveRestarts(t *testing.T) {
 // none. Per key, rows and messages arrive in commit order.
 func TestTableLessEventsMixedWithRowsSurviveRestarts(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	runPeerCases(t, true)
 }
 

@@ -230,6 +230,7 @@ func (w *world) consumeEach(t *testing.T, want []int64, d time.Duration, each fu
 // draining; the restart sends nothing twice.
 func TestSIGTERMRestartPublishesNoDuplicates(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	w := newWorld(t)
 	var want []int64
 	for round := range 3 {
@@ -260,6 +261,7 @@ func TestSIGTERMRestartPublishesNoDuplicates(t *testing.T) {
 // arrives; rows sent twice carry the same id and payload.
 func TestKill9RestartLosesNothing(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	w := newWorld(t)
 	var want []int64
 	for round := range 3 {
@@ -301,6 +303,7 @@ func TestKill9RestartLosesNothing(t *testing.T) {
 // operator what to do and exits 1.
 func TestMissingPublicationExitsNonZero(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	w := &world{url: testenv.Database(t), brokers: strings.Join(testenv.Brokers(t), ","), slot: testenv.Name(t, "slot")}
 	p := w.start(t)
 	if code := p.wait(t, time.Minute); code != exitError {
@@ -315,6 +318,7 @@ func TestMissingPublicationExitsNonZero(t *testing.T) {
 // busy slot waits (logging it once) and takes over when the first exits.
 func TestSecondInstanceStandsByThenTakesOver(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	w := newWorld(t)
 	first := w.start(t)
 	want := w.write(t, 2, 0)

@@ -222,6 +222,7 @@ func recoverWithSuggestion(t *testing.T, w *world, ws *writers, since string) (c
 // and that command brings every row to Kafka.
 func TestLostSlotRunRefusesThenRecovers(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	w := newWorld(t)
 	p := w.start(t, "--wal-check-interval", "200ms")
 	ws := startWriters(t, w.url, "outbox", w.topic, 2)
@@ -246,6 +247,7 @@ func TestLostSlotRunRefusesThenRecovers(t *testing.T) {
 // both, in commit order per key.
 func TestCutoverFromPollingRelay(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	w := &world{url: testenv.Database(t), brokers: strings.Join(testenv.Brokers(t), ","), topic: testenv.Topic(t, 3), slot: testenv.Name(t, "slot")}
 	var err error
 	if w.pool, err = pgxpool.New(t.Context(), w.url); err != nil {
@@ -336,6 +338,7 @@ func TestCutoverFromPollingRelay(t *testing.T) {
 // not synchronized from the old primary (issue 15).
 func TestFailoverToAStandbyRecovers(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	primary := testenv.StartPostgres(t)
 	standby := testenv.StartStandby(t, primary)
 	ctx := t.Context()
@@ -458,6 +461,7 @@ func createSlotOnStandby(t *testing.T, primary *pgxpool.Pool, standbyServer, db,
 // rows (they would never be published).
 func TestMigrateCreatesTheSlotOnlyOnAFreshInstall(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	migrate := func(dbURL, slot string) (string, error) {
 		out, err := exec.Command(builtBinary, "migrate", "--database-url", dbURL, "--slot", slot).CombinedOutput()
 		return string(out), err
@@ -516,6 +520,7 @@ func TestMigrateCreatesTheSlotOnlyOnAFreshInstall(t *testing.T) {
 // run: nothing of the table is lost, and the record says it finished.
 func TestBackfillKilledMidwayRunsAgainWhole(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	w := migratedWorld(t, testenv.Database(t), "--create-slot=false")
 	const rows = 200_000
 	if _, err := w.pool.Exec(t.Context(), `INSERT INTO outbox (aggregate_id, topic, payload)

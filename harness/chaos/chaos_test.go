@@ -64,6 +64,7 @@ func runChaosOn(t *testing.T, kafkaNodes, events int, faults map[Fault]int, exac
 // report otherwise).
 func TestChaosShort(t *testing.T) {
 	t.Parallel()
+	testenv.Core(t)
 	rep := runChaos(t, 30000, map[Fault]int{FaultKill9: 3, FaultSIGTERM: 2, FaultBroker: 1, FaultPostgres: 1, FaultWalsender: 2, FaultTakeover: 2, FaultFailover: 1}, false)
 	if rep.Duplicates > rep.DuplicateBound {
 		t.Errorf("%d duplicates, more than the in-flight bound %d", rep.Duplicates, rep.DuplicateBound)

@@ -8,6 +8,7 @@
 //	OUTBOXD_TEST_DATABASE_URL  a superuser URL of a PostgreSQL with wal_level=logical
 //	OUTBOXD_TEST_BROKERS       comma-separated Kafka bootstrap addresses
 //	OUTBOXD_TESTBED            the test bed script, for tests that start servers of their own
+//	OUTBOXD_PG_VERSION         the version of that PostgreSQL, which Core logs
 //
 // When a variable is missing, a test that needs it is skipped with a message
 // saying how to provide it; under CI=true it fails instead, so that a CI run
