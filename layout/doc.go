@@ -1,7 +1,7 @@
 // Package layout decides what a row becomes as a Kafka record.
 //
-// It owns the record layouts: a decoded row (package decode's Row: its
-// table's description and column values) or an emitted table-less message
+// It owns the record layouts: a decoded row (an outbox.Row: its table's
+// description and column values, as package decode makes it) or an emitted table-less message
 // becomes an outbox.Event (topic, key, value, headers, timestamp, its
 // place in the stream) or an *outbox.RowError naming what is wrong. Its
 // face is two methods of [Layout]: Row and Emitted. The layouts are:

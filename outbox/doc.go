@@ -14,7 +14,10 @@
 //   - An Event's position in the stream is (CommitLSN, Index): unique and
 //     increasing in commit order, also where several events share one
 //     commit LSN. An LSN alone is not a resume point.
-//   - Commit.EndLSN is the only position ever confirmed to PostgreSQL.
+//   - A position confirmed to PostgreSQL is either a Commit.EndLSN (its
+//     transaction's events and every earlier one acknowledged) or, while
+//     nothing is in flight and no transaction is open, the WAL end a
+//     keepalive reported: never a position inside a transaction.
 //   - A Row's values and an Emitted message's content alias the stream's
 //     buffer and are valid only until the next message is decoded; an
 //     Event's and a RowError's bytes are their own.

@@ -1,6 +1,9 @@
 // Package sqlquote quotes and parses the SQL names and literals outboxd
-// builds statements from. It is the only place that does: every name or
-// value from a flag that ends up in SQL text goes through it.
+// builds statements from. Every value from a flag or a row that ends up in
+// SQL text goes through Literal, and every name through Identifier or
+// pgx.Identifier's Sanitize (pgx's quoting, which Identifier wraps; a
+// schema-qualified name parsed by ParseQualified is a pgx.Identifier):
+// nothing else quotes SQL.
 //
 // Invariant: for any input, Literal and Identifier produce text that
 // PostgreSQL reads back as exactly that input (no statement can be ended
