@@ -58,31 +58,43 @@ func (c *CloudEvents) validate() []error {
 	return errs
 }
 
-// appendCloudEvents adds the CloudEvents attribute headers of a row to
-// l.hdrs (see appendCloudEventsWith). col is the column at fault on error.
-func (l *Layout) appendCloudEvents(buf []byte, rel *table, row []outbox.Value, id []byte, at time.Time) (_ []byte, col int, err error) {
-	col = -1
-	buf, err = l.appendCloudEventsWith(buf, id, at, func(buf []byte) ([]byte, error) {
-		var err error
-		buf, col, err = appendTemplate(buf, "CloudEvents type template", rel.ceType, row, false)
-		return buf, err
-	})
-	return buf, col, err
+// cloudEvents is the CloudEvents shape: the plain record, with the
+// event's attributes as headers after the id and source headers, and
+// none of the row's own headers may set one of them.
+type cloudEvents struct{ opts CloudEvents }
+
+// Check resolves the type template's columns in t.
+func (s cloudEvents) Check(t *Table) []error {
+	var errs []error
+	t.ceType, errs = resolveTemplate(t.Table, t.Columns, "CloudEvents type template", s.opts.Type)
+	return errs
 }
 
-// appendCloudEventsWith adds the CloudEvents attribute headers to l.hdrs,
+func (s cloudEvents) Record(b *Builder, t *Table, row []outbox.Value) (outbox.Event, error) {
+	attrs := func(buf, id []byte, at time.Time) ([]byte, int, error) {
+		col := -1
+		buf, err := s.appendAttributes(b, buf, id, at, func(buf []byte) ([]byte, error) {
+			var err error
+			buf, col, err = appendTemplate(buf, "CloudEvents type template", t.ceType, row, false)
+			return buf, err
+		})
+		return buf, col, err
+	}
+	return b.record(t, row, attrs, reservedByCloudEvents)
+}
+
+// appendAttributes adds the CloudEvents attribute headers to b.hdrs,
 // their values carved from buf (ce_id shares the id header's bytes);
 // appendType appends ce_type.
-func (l *Layout) appendCloudEventsWith(buf, id []byte, at time.Time, appendType func([]byte) ([]byte, error)) ([]byte, error) {
-	ce := l.cols.CloudEvents
+func (s cloudEvents) appendAttributes(b *Builder, buf, id []byte, at time.Time, appendType func([]byte) ([]byte, error)) ([]byte, error) {
 	start := 0
 	put := func(key string) {
-		l.hdrs = append(l.hdrs, outbox.Header{Key: key, Value: buf[start:len(buf):len(buf)]})
+		b.hdrs = append(b.hdrs, outbox.Header{Key: key, Value: buf[start:len(buf):len(buf)]})
 	}
 	start, buf = len(buf), append(buf, "1.0"...)
 	put("ce_specversion")
-	l.hdrs = append(l.hdrs, outbox.Header{Key: "ce_id", Value: id})
-	start, buf = len(buf), append(buf, ce.Source...)
+	b.hdrs = append(b.hdrs, outbox.Header{Key: "ce_id", Value: id})
+	start, buf = len(buf), append(buf, s.opts.Source...)
 	put("ce_source")
 	start = len(buf)
 	var err error
@@ -92,22 +104,16 @@ func (l *Layout) appendCloudEventsWith(buf, id []byte, at time.Time, appendType 
 	put("ce_type")
 	start, buf = len(buf), at.UTC().AppendFormat(buf, time.RFC3339Nano)
 	put("ce_time")
-	start, buf = len(buf), append(buf, ce.ContentType...)
+	start, buf = len(buf), append(buf, s.opts.ContentType...)
 	put("content-type")
 	return buf, nil
 }
 
-// checkCloudEventsHeaders refuses, in CloudEvents mode, a header of the
-// event's own (l.hdrs from fixed on) that sets one of the attributes
-// outboxd sets.
-func (l *Layout) checkCloudEventsHeaders(fixed int) error {
-	if l.cols.CloudEvents == nil {
-		return nil
-	}
-	for _, h := range l.hdrs[fixed:] {
-		if ceReserved(h.Key) {
-			return fmt.Errorf("header %q is set by CloudEvents", h.Key)
-		}
+// reservedByCloudEvents refuses a header of the record's own that sets
+// one of the attributes outboxd sets.
+func reservedByCloudEvents(key string) error {
+	if ceReserved(key) {
+		return fmt.Errorf("header %q is set by CloudEvents", key)
 	}
 	return nil
 }

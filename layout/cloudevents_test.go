@@ -55,7 +55,7 @@ const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 func ceMapping() Columns {
 	return Columns{ID: "seq", Key: "aggregateid", TopicTemplate: "{aggregatetype}", HeaderColumns: []string{"tenant"}, Headers: "meta",
-		Timestamp: "occurred_at", CloudEvents: &CloudEvents{Source: "/orders", Type: "com.example.{type}"}}
+		Timestamp: "occurred_at", Shape: ShapeCloudEvents, CloudEvents: CloudEvents{Source: "/orders", Type: "com.example.{type}"}}
 }
 
 func ceDecoder(t *testing.T, m Columns) *Decoder {
@@ -83,7 +83,7 @@ func TestDecodeCloudEvents(t *testing.T) {
 		{
 			name: "fixed type, commit time, own content type, extension attribute",
 			mapping: func(c *Columns) {
-				c.CloudEvents = &CloudEvents{Source: "https://example.com/orders", Type: "com.example.event", ContentType: "text/plain"}
+				c.Shape, c.CloudEvents = ShapeCloudEvents, CloudEvents{Source: "https://example.com/orders", Type: "com.example.event", ContentType: "text/plain"}
 				c.Timestamp = ""
 			},
 			insert: ceInsert(text("OrderCreated"), ts, text(`{"ce_subject": "o-1"}`)),
@@ -135,14 +135,14 @@ func TestDecodeCloudEventsRowErrors(t *testing.T) {
 }
 
 func TestCloudEventsValidate(t *testing.T) {
-	c := Columns{HeaderColumns: []string{"ce_id"}, CloudEvents: &CloudEvents{Type: "x.{"}}
+	c := Columns{HeaderColumns: []string{"ce_id"}, Shape: ShapeCloudEvents, CloudEvents: CloudEvents{Type: "x.{"}}
 	err := c.Validate()
 	for _, want := range []string{`header columns: "ce_id" is set by CloudEvents`, "CloudEvents source: required", `CloudEvents type template "x.{": '{' without '}'`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate = %v, want it to say %s", err, want)
 		}
 	}
-	if err := (Columns{CloudEvents: &CloudEvents{Source: "/s"}}).Validate(); err == nil || !strings.Contains(err.Error(), "CloudEvents type: required") {
+	if err := (Columns{Shape: ShapeCloudEvents, CloudEvents: CloudEvents{Source: "/s"}}).Validate(); err == nil || !strings.Contains(err.Error(), "CloudEvents type: required") {
 		t.Errorf("Validate without a type = %v", err)
 	}
 	if err := (Columns{HeaderColumns: []string{"ce_id"}}).Validate(); err != nil {

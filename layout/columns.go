@@ -1,7 +1,6 @@
 package layout
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -40,20 +39,25 @@ type Columns struct {
 	// named after its column, its value the column's text form (NULL: a
 	// header with a null value). Default none.
 	HeaderColumns []string
-	// CloudEvents, when set, makes every record a CloudEvent in the Kafka
-	// protocol binding's binary content mode. Default nil: plain records.
-	CloudEvents *CloudEvents
+	// Shape names what a row becomes (see Shape): ShapePlain (the
+	// default, ""), ShapeCloudEvents or ShapeDebezium. Each reads its own
+	// options below and no other's.
+	Shape string
+	// CloudEvents are the options of ShapeCloudEvents: every record a
+	// CloudEvent in the Kafka protocol binding's binary content mode, and
+	// table-less events too.
+	CloudEvents CloudEvents
 	// MessagePrefix, when set, also makes an event of every transactional
 	// logical decoding message with exactly this prefix (table-less
 	// events: pg_logical_emit_message(true, prefix, envelope), see
 	// envelope.go); the stream must be started with messages 'true'.
 	// Default "": messages are ignored.
 	MessagePrefix string
-	// Debezium, when set, makes records as Debezium's outbox EventRouter
-	// does (--layout debezium): its topic routing replaces Topic and
-	// TopicTemplate, its additional placement HeaderColumns, and there is
-	// no headers column. Default nil.
-	Debezium *Debezium
+	// Debezium are the options of ShapeDebezium, records as Debezium's
+	// outbox EventRouter makes them (--layout debezium): its topic routing
+	// replaces Topic and TopicTemplate, its additional placement
+	// HeaderColumns, and there is no headers column.
+	Debezium Debezium
 	// Source is the server's system identifier and database,
 	// "<system identifier>/<database>", naming where the events come from
 	// (cdc sets it for every session and backfill from IDENTIFY_SYSTEM).
@@ -85,13 +89,14 @@ func DefaultColumns() Columns {
 // there is a topic template).
 func (c Columns) WithDefaults() Columns {
 	d := DefaultColumns()
+	if c.Shape == "" {
+		c.Shape = ShapePlain
+	}
 	if c.ID == "" {
 		c.ID = d.ID
 	}
-	if ce := c.CloudEvents; ce != nil && ce.ContentType == "" {
-		withType := *ce
-		withType.ContentType = DefaultCloudEventsContentType
-		c.CloudEvents = &withType
+	if c.Shape == ShapeCloudEvents && c.CloudEvents.ContentType == "" {
+		c.CloudEvents.ContentType = DefaultCloudEventsContentType
 	}
 	switch {
 	case c.TopicTemplate != "":
@@ -111,9 +116,9 @@ func (c Columns) WithDefaults() Columns {
 	if c.Headers == "" {
 		c.Headers = d.Headers
 	}
-	if c.Debezium != nil {
+	if c.Shape == ShapeDebezium {
 		dz := c.Debezium.withDefaults()
-		c.Debezium = &dz
+		c.Debezium = dz
 		c.Topic, c.TopicTemplate = "", dz.topicTemplate()
 		c.Headers = "" // Debezium reads no headers column
 		c.HeaderColumns = nil
@@ -260,41 +265,22 @@ type plan struct {
 	pos  [numRoles]int    // per role: its column position, or -1 (absent or not mapped)
 	oid  [numRoles]uint32 // per role: the column's type OID
 	tmpl []tmplPart       // the topic template, its placeholders resolved to positions; nil: the topic column
-	// ceType is the CloudEvents type template, resolved; nil without CloudEvents.
-	ceType []tmplPart
-	hdr    []int // per Columns.HeaderColumns: its column position
-	trace  int   // Debezium's tracing span context column, or -1
-	// emptyTemplateValue lets a placeholder's value be empty (Debezium
-	// routes an empty aggregatetype to "outbox.event.").
+	hdr  []int            // per Columns.HeaderColumns: its column position
+	// What a shape's Check notes besides: the CloudEvents type template,
+	// resolved (nil without CloudEvents); Debezium's tracing span context
+	// column (-1: none); whether a topic template's placeholder may be
+	// empty (Debezium routes an empty aggregatetype to "outbox.event.").
+	ceType             []tmplPart
+	trace              int
 	emptyTemplateValue bool
 }
 
-// locate finds the columns of the mapping want in cols and reports every
-// problem: an invalid mapping, a name mapped to two roles, a missing
-// column, a column whose type its role does not accept.
+// locate finds the columns of the mapping want (with defaults, valid) in
+// cols and reports every problem: a name mapped to two roles, a missing
+// column, a column whose type its role does not accept, a missing
+// placeholder or header column. What a shape needs besides, its Check
+// checks.
 func locate(table string, cols []outbox.Column, want Columns) (l plan, errs []error) {
-	want = want.WithDefaults()
-	if err := want.Validate(); err != nil {
-		return l, []error{fmt.Errorf("table %s: %w", table, err)}
-	}
-	find := func(name string) int {
-		for i, c := range cols {
-			if c.Name == name {
-				return i
-			}
-		}
-		return -1
-	}
-	check := func(what string, role, at int) {
-		oid := cols[at].TypeOID
-		for _, a := range accepted(role) {
-			if a == oid {
-				return
-			}
-		}
-		errs = append(errs, fmt.Errorf("table %s: %s %q has %s, want %s",
-			table, what, cols[at].Name, describeType(oid), describeAccepted(accepted(role))))
-	}
 	names := want.names()
 	for r, name := range names {
 		l.pos[r] = -1
@@ -307,65 +293,68 @@ func locate(table string, cols []outbox.Column, want Columns) (l plan, errs []er
 					table, name, roleName(o), roleName(r)))
 			}
 		}
-		if l.pos[r] = find(name); l.pos[r] < 0 {
+		if l.pos[r] = findColumn(cols, name); l.pos[r] < 0 {
 			if !optional(r) {
 				errs = append(errs, fmt.Errorf("table %s: missing %s column %q", table, roleName(r), name))
 			}
 			continue
 		}
 		l.oid[r] = cols[l.pos[r]].TypeOID
-		check(roleName(r)+" column", r, l.pos[r])
-	}
-	resolve := func(what, tmpl string) []tmplPart {
-		parts, _ := parseTemplate(what, tmpl) // valid: checked above
-		var out []tmplPart
-		for _, p := range parts {
-			if p.column != "" {
-				if p.col = find(p.column); p.col < 0 {
-					errs = append(errs, fmt.Errorf("table %s: missing column %q of the %s", table, p.column, what))
-					continue
-				}
-				p.oid = cols[p.col].TypeOID
-				check(what+" column", roleTemplate, p.col)
-			}
-			out = append(out, p)
+		if err := checkType(table, roleName(r)+" column", r, cols[l.pos[r]]); err != nil {
+			errs = append(errs, err)
 		}
-		return out
 	}
-	l.tmpl = resolve("topic template", want.TopicTemplate)
-	if want.CloudEvents != nil {
-		l.ceType = resolve("CloudEvents type template", want.CloudEvents.Type)
-	}
+	var terrs []error
+	l.tmpl, terrs = resolveTemplate(table, cols, "topic template", want.TopicTemplate)
+	errs = append(errs, terrs...)
 	for _, name := range want.HeaderColumns {
-		at := find(name)
+		at := findColumn(cols, name)
 		if at < 0 {
 			errs = append(errs, fmt.Errorf("table %s: missing header column %q", table, name))
-		} else if want.Debezium != nil && !headerPlaceable(cols[at].TypeOID) {
-			errs = append(errs, fmt.Errorf("table %s: additional placement column %q has %s, which outboxd cannot write as Debezium's header converter would",
-				table, name, describeType(cols[at].TypeOID)))
 		}
 		l.hdr = append(l.hdr, at)
 	}
 	l.trace = -1
-	if dz := want.Debezium; dz != nil {
-		l.emptyTemplateValue = true
-		if dz.TracingSpanContextField != "" {
-			// Like Debezium, a table without the column has no trace context.
-			if l.trace = find(dz.TracingSpanContextField); l.trace >= 0 && cols[l.trace].TypeOID != oidText && cols[l.trace].TypeOID != oidVarchar {
-				errs = append(errs, fmt.Errorf("table %s: tracing span context column %q has %s, want text or character varying",
-					table, dz.TracingSpanContextField, describeType(cols[l.trace].TypeOID)))
-			}
-		}
-	}
 	return l, errs
 }
 
-// ValidateTable checks that a table has the outbox columns with usable types.
-// table is schema-qualified. Returns an error naming the table and the column
-// (missing, or its type name/oid and what is accepted). Reports every problem
-// at once (errors.Join). Empty names in want mean their defaults; the headers
-// column may be absent.
-func ValidateTable(table string, cols []outbox.Column, want Columns) error {
-	_, errs := locate(table, cols, want)
-	return errors.Join(errs...)
+// findColumn is the position of the column called name, or -1.
+func findColumn(cols []outbox.Column, name string) int {
+	for i, c := range cols {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// checkType refuses a column whose type role does not accept.
+func checkType(table, what string, role int, c outbox.Column) error {
+	for _, a := range accepted(role) {
+		if a == c.TypeOID {
+			return nil
+		}
+	}
+	return fmt.Errorf("table %s: %s %q has %s, want %s", table, what, c.Name, describeType(c.TypeOID), describeAccepted(accepted(role)))
+}
+
+// resolveTemplate parses a template (valid: Columns.Validate checked it)
+// and finds each placeholder's column in cols; a missing column, or one
+// of a type a placeholder cannot read, is a problem.
+func resolveTemplate(table string, cols []outbox.Column, what, tmpl string) (out []tmplPart, errs []error) {
+	parts, _ := parseTemplate(what, tmpl)
+	for _, p := range parts {
+		if p.column != "" {
+			if p.col = findColumn(cols, p.column); p.col < 0 {
+				errs = append(errs, fmt.Errorf("table %s: missing column %q of the %s", table, p.column, what))
+				continue
+			}
+			p.oid = cols[p.col].TypeOID
+			if err := checkType(table, what+" column", roleTemplate, cols[p.col]); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		out = append(out, p)
+	}
+	return out, errs
 }

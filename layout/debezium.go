@@ -84,7 +84,7 @@ const (
 // DebeziumColumns returns the column names of Debezium's default outbox
 // table: id (uuid), aggregateid, payload; no headers column.
 func DebeziumColumns() Columns {
-	return Columns{ID: "id", Key: "aggregateid", Payload: "payload", Debezium: &Debezium{}}
+	return Columns{ID: "id", Key: "aggregateid", Payload: "payload", Shape: ShapeDebezium}
 }
 
 // ParsePlacements parses table.fields.additional.placement:
@@ -174,7 +174,7 @@ func headerPlaceable(oid uint32) bool {
 }
 
 // appendDebeziumHeader appends a placed column's header value.
-func (l *Layout) appendDebeziumHeader(buf []byte, v outbox.Value, c outbox.Column) ([]byte, error) {
+func (b *Builder) appendDebeziumHeader(buf []byte, v outbox.Value, c outbox.Column) ([]byte, error) {
 	if v.Format != outbox.ValueText {
 		return buf, fmt.Errorf("binary value of %s: only text format is placed as a Debezium header", describeType(c.TypeOID))
 	}
@@ -194,7 +194,7 @@ func (l *Layout) appendDebeziumHeader(buf []byte, v outbox.Value, c outbox.Colum
 		}
 		return base64.StdEncoding.AppendEncode(buf, raw), nil
 	case oidTimestamptz, oidTimestamp, oidDate:
-		return l.appendDebeziumTime(buf, v, c)
+		return b.appendDebeziumTime(buf, v, c)
 	}
 	return append(buf, v.Data...), nil
 }
@@ -205,19 +205,19 @@ func (l *Layout) appendDebeziumHeader(buf []byte, v outbox.Value, c outbox.Colum
 // column's precision (6 when it has none); timestamp as epoch
 // milliseconds for a precision up to 3, else microseconds; date as days
 // since the epoch.
-func (l *Layout) appendDebeziumTime(buf []byte, v outbox.Value, c outbox.Column) ([]byte, error) {
+func (b *Builder) appendDebeziumTime(buf []byte, v outbox.Value, c outbox.Column) ([]byte, error) {
 	var t time.Time
 	var err error
 	if c.TypeOID == oidDate {
 		// pgx's codec reads every form PostgreSQL writes (BC, offsets
 		// with seconds); infinity is refused, as for a timestamp column.
 		var dt pgtype.Date
-		if err = l.typeMap().Scan(c.TypeOID, pgtype.TextFormatCode, v.Data, &dt); err == nil && dt.InfinityModifier != pgtype.Finite {
+		if err = b.typeMap().Scan(c.TypeOID, pgtype.TextFormatCode, v.Data, &dt); err == nil && dt.InfinityModifier != pgtype.Finite {
 			err = errors.New("not a finite date")
 		}
 		t = dt.Time
 	} else {
-		t, err = l.parseTimestamp(v, c.TypeOID)
+		t, err = b.parseTimestamp(v, c.TypeOID)
 	}
 	if err != nil {
 		return buf, fmt.Errorf("%s value %s: %w", typeName(c.TypeOID), quoteShort(v.Data), err)
@@ -302,77 +302,91 @@ func tracingHeaders(text []byte) []outbox.Header {
 	return hs
 }
 
-// buildDebeziumEvent is buildEvent for --layout debezium.
-func (l *Layout) buildDebeziumEvent(rel *table, row []outbox.Value) (outbox.Event, error) {
-	dz := l.cols.Debezium
-	id := rel.val(row, roleID)
-	topic, col, err := l.appendTopic(l.scratch[:0], rel, row)
-	l.scratch = topic[:0]
-	if err != nil {
-		return outbox.Event{}, l.rowError(rel, row, col, err)
-	}
-	ev := outbox.Event{Table: rel.Table, Topic: l.intern(topic), CommitTime: l.commitTime, CommitLSN: l.commitLSN, Index: l.index}
-	if ts := rel.val(row, roleTimestamp); ts.Present() {
-		if ev.Timestamp, err = l.parseTimestamp(ts, rel.oid[roleTimestamp]); err != nil {
-			return outbox.Event{}, l.rowError(rel, row, rel.pos[roleTimestamp], err)
+// debezium is the Debezium shape (see Debezium): its own key and value
+// converters, the additional placement's headers as Debezium's header
+// converter writes them, and the tracing span context's headers.
+type debezium struct {
+	opts  Debezium // with defaults
+	noKey bool     // Columns.NoKey
+}
+
+// Check checks the additional placement's columns (Columns.HeaderColumns,
+// which the mapping found) and the tracing span context column.
+func (s debezium) Check(t *Table) []error {
+	var errs []error
+	for i, at := range t.hdr {
+		if at >= 0 && !headerPlaceable(t.Columns[at].TypeOID) {
+			errs = append(errs, fmt.Errorf("table %s: additional placement column %q has %s, which outboxd cannot write as Debezium's header converter would",
+				t.Table, s.opts.AdditionalPlacement[i].Column, describeType(t.Columns[at].TypeOID)))
 		}
 	}
-	key, payload := rel.val(row, roleKey), rel.val(row, rolePayload)
-	size := 40 + len(id.Data) + 2*len(key.Data) + 2*len(payload.Data) + len(rel.source)
-	for _, p := range rel.hdr {
+	t.emptyTemplateValue = true
+	if f := s.opts.TracingSpanContextField; f != "" {
+		// Like Debezium, a table without the column has no trace context.
+		if t.trace = findColumn(t.Columns, f); t.trace >= 0 && t.Columns[t.trace].TypeOID != oidText && t.Columns[t.trace].TypeOID != oidVarchar {
+			errs = append(errs, fmt.Errorf("table %s: tracing span context column %q has %s, want text or character varying",
+				t.Table, f, describeType(t.Columns[t.trace].TypeOID)))
+		}
+	}
+	return errs
+}
+
+func (s debezium) Record(b *Builder, t *Table, row []outbox.Value) (outbox.Event, error) {
+	dz := &s.opts
+	ev, err := b.event(t, row)
+	if err != nil {
+		return ev, err
+	}
+	id, key, payload := t.val(row, roleID), t.val(row, roleKey), t.val(row, rolePayload)
+	size := 40 + len(id.Data) + 2*len(key.Data) + 2*len(payload.Data) + len(t.source)
+	for _, p := range t.hdr {
 		size += 2 * len(row[p].Data)
 	}
-	buf, err := appendID(make([]byte, 0, size), id, rel.oid[roleID])
+	buf, idValue, err := b.alloc(t, row, size)
 	if err != nil {
-		return outbox.Event{}, l.rowError(rel, row, rel.pos[roleID], err)
+		return outbox.Event{}, err
 	}
-	idValue := buf[:len(buf):len(buf)]
 	// With NoKey, no key at all: a JSON null would send every record to
 	// one partition.
-	if !l.cols.NoKey && (key.Present() || dz.KeyConverter == ConverterJSON) {
-		k, err := appendKey(nil, key, rel.oid[roleKey])
+	if !s.noKey && (key.Present() || dz.KeyConverter == ConverterJSON) {
+		k, err := appendKey(nil, key, t.oid[roleKey])
 		if err != nil {
-			return outbox.Event{}, l.rowError(rel, row, rel.pos[roleKey], err)
+			return outbox.Event{}, b.rowError(t, row, t.pos[roleKey], err)
 		}
 		start := len(buf)
-		integer := rel.oid[roleKey] == oidInt8 || rel.oid[roleKey] == oidInt4 || rel.oid[roleKey] == oidInt2
+		integer := t.oid[roleKey] == oidInt8 || t.oid[roleKey] == oidInt4 || t.oid[roleKey] == oidInt2
 		buf = dz.appendKey(buf, k, key.Present(), integer)
 		ev.Key = buf[start:len(buf):len(buf)]
 	}
 	if payload.Present() || dz.ValueConverter == ConverterJSON {
 		var raw []byte
 		if payload.Present() {
-			if raw, err = appendPayload(nil, payload, rel.oid[rolePayload]); err != nil {
-				return outbox.Event{}, l.rowError(rel, row, rel.pos[rolePayload], err)
+			if raw, err = appendPayload(nil, payload, t.oid[rolePayload]); err != nil {
+				return outbox.Event{}, b.rowError(t, row, t.pos[rolePayload], err)
 			}
 		}
 		start := len(buf)
-		if buf, err = dz.appendValue(buf, raw, payload.Present(), rel.oid[rolePayload]); err != nil {
-			return outbox.Event{}, l.rowError(rel, row, rel.pos[rolePayload], err)
+		if buf, err = dz.appendValue(buf, raw, payload.Present(), t.oid[rolePayload]); err != nil {
+			return outbox.Event{}, b.rowError(t, row, t.pos[rolePayload], err)
 		}
 		ev.Value = buf[start:len(buf):len(buf)]
 	}
-	l.hdrs = append(l.hdrs[:0], outbox.Header{Key: "id", Value: idValue})
-	buf = l.appendSource(buf, rel.source)
-	for i, p := range rel.hdr {
+	buf = b.headersFrom(buf, idValue, t.source)
+	for i, p := range t.hdr {
 		h := outbox.Header{Key: dz.AdditionalPlacement[i].Alias}
 		if v := row[p]; v.Present() {
 			start := len(buf)
-			if buf, err = l.appendDebeziumHeader(buf, v, rel.Columns[p]); err != nil {
-				clear(l.hdrs)
-				return outbox.Event{}, l.rowError(rel, row, p, fmt.Errorf("additional placement: %w", err))
+			if buf, err = b.appendDebeziumHeader(buf, v, t.Columns[p]); err != nil {
+				return outbox.Event{}, b.fail(t, row, p, fmt.Errorf("additional placement: %w", err))
 			}
 			h.Value = buf[start:len(buf):len(buf)]
 		}
-		l.hdrs = append(l.hdrs, h)
+		b.hdrs = append(b.hdrs, h)
 	}
-	if rel.trace >= 0 {
-		if v := row[rel.trace]; v.Present() {
-			l.hdrs = append(l.hdrs, tracingHeaders(v.Data)...)
+	if t.trace >= 0 {
+		if v := row[t.trace]; v.Present() {
+			b.hdrs = append(b.hdrs, tracingHeaders(v.Data)...)
 		}
 	}
-	ev.Headers = make([]outbox.Header, len(l.hdrs))
-	copy(ev.Headers, l.hdrs)
-	clear(l.hdrs)
-	return ev, nil
+	return b.finish(ev), nil
 }

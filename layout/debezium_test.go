@@ -47,7 +47,7 @@ func dzRow(aggType, aggID tv, payload tv, mod map[string]tv) []byte {
 func dzDecoder(t *testing.T, dz Debezium) *Decoder {
 	t.Helper()
 	m := DebeziumColumns()
-	m.Debezium = &dz
+	m.Shape, m.Debezium = ShapeDebezium, dz
 	if err := m.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -182,12 +182,11 @@ func TestDebeziumValidate(t *testing.T) {
 		// Regression (issue 37, review): an alias could name the source
 		// header outboxd sets.
 		{"the source header", Debezium{AdditionalPlacement: []Placement{{"type", "outboxd.source"}}}, Columns{}, `header "outboxd.source" twice`},
-		{"not with CloudEvents", Debezium{}, Columns{CloudEvents: &CloudEvents{Source: "/s", Type: "t"}}, "CloudEvents and the Debezium layout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := tt.cols
-			c.Debezium = &tt.dz
+			c.Shape, c.Debezium = ShapeDebezium, tt.dz
 			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Validate = %v, want %s", err, tt.want)
 			}
@@ -201,7 +200,7 @@ func TestDebeziumValidate(t *testing.T) {
 	// A placed column whose type has no known header form is refused at
 	// the Relation, naming it.
 	m := DebeziumColumns()
-	m.Debezium = &Debezium{AdditionalPlacement: []Placement{{"amount", "amount"}}}
+	m.Shape, m.Debezium = ShapeDebezium, Debezium{AdditionalPlacement: []Placement{{"amount", "amount"}}}
 	err := ValidateTable("public.outbox_debezium", append(dzColumns(), Column{Name: "amount", TypeOID: 1700}), m)
 	if err == nil || !strings.Contains(err.Error(), `additional placement column "amount" has type numeric`) {
 		t.Errorf("ValidateTable = %v, want the numeric column refused", err)
@@ -247,7 +246,7 @@ func TestDecodeDebeziumIntegerKeyAndNoKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := DebeziumColumns()
-			m.Debezium = &Debezium{KeyConverter: ConverterJSON}
+			m.Shape, m.Debezium = ShapeDebezium, Debezium{KeyConverter: ConverterJSON}
 			m.NoKey = tc.noKey
 			d := NewDecoder(m)
 			decodeAll(t, d, encRelation(77, "public", "outbox_intkey", cols...), testBegin())

@@ -36,34 +36,52 @@ import (
 // messageTable is what Event.Table and RowError.Table say for a message.
 func messageTable(prefix string) string { return "message:" + prefix }
 
-// envelope is the JSON content of a table-less event.
+// envelope is the shape of table-less events: what a message under
+// Columns.MessagePrefix becomes. With ShapeCloudEvents its records carry
+// CloudEvents attributes too, ce_type from the type template's {topic}
+// and {key}.
 type envelope struct {
+	table  string       // messageTable(prefix)
+	source string       // the source header's value; "" without Columns.Source
+	ce     *cloudEvents // nil: no CloudEvents attributes
+}
+
+func newEnvelope(cols Columns) envelope {
+	e := envelope{table: messageTable(cols.MessagePrefix)}
+	if cols.MessagePrefix != "" {
+		e.source = source(cols, e.table)
+	}
+	if cols.Shape == ShapeCloudEvents {
+		e.ce = &cloudEvents{opts: cols.CloudEvents}
+	}
+	return e
+}
+
+// envelopeContent is the JSON content of a table-less event.
+type envelopeContent struct {
 	Topic, Key       *string // nil: absent or null
 	Headers, Payload json.RawMessage
 }
 
-// Emitted makes the record of a logical decoding message under the
-// events' prefix: an Event, or a *outbox.RowError for a message that cannot
-// become one (among them every non-transactional message, which is sent
-// even when its transaction rolls back). The Event's bytes are its own.
-func (l *Layout) Emitted(m *outbox.Emitted) (outbox.Event, error) {
-	l.commitTime, l.commitLSN, l.index = m.CommitTime, m.CommitLSN, m.Index
+// record makes the record of a message: an Event, or a *outbox.RowError
+// for a message that cannot become one.
+func (s envelope) record(b *Builder, m *outbox.Emitted) (outbox.Event, error) {
 	lsn, content := m.LSN, m.Content
 	if !m.Transactional {
-		e := &outbox.RowError{Table: messageTable(l.cols.MessagePrefix), ID: lsn.String(), Source: l.msgSource, MessageLSN: lsn, Standalone: true,
+		e := &outbox.RowError{Table: s.table, ID: lsn.String(), Source: s.source, MessageLSN: lsn, Standalone: true,
 			CommitLSN: lsn, Err: errors.New("a non-transactional message (pg_logical_emit_message(false, ...)) is sent even when its transaction rolls back: " +
 				"emit events with pg_logical_emit_message(true, ...) or outboxd_emit")}
 		if m.InTxn {
 			e.Standalone, e.CommitLSN, e.CommitTime, e.Index = false, m.CommitLSN, m.CommitTime, m.Index
 		}
-		l.fillFromEnvelope(e, content)
+		fillFromEnvelope(b, e, content)
 		return outbox.Event{}, e
 	}
-	ev, err := l.messageEvent(lsn, content)
+	ev, err := s.event(b, lsn, content)
 	if err != nil {
-		e := &outbox.RowError{Table: messageTable(l.cols.MessagePrefix), ID: lsn.String(), Source: l.msgSource, MessageLSN: lsn, Err: err,
+		e := &outbox.RowError{Table: s.table, ID: lsn.String(), Source: s.source, MessageLSN: lsn, Err: err,
 			CommitTime: m.CommitTime, CommitLSN: m.CommitLSN, Index: m.Index}
-		l.fillFromEnvelope(e, content)
+		fillFromEnvelope(b, e, content)
 		return outbox.Event{}, e
 	}
 	return ev, nil
@@ -73,8 +91,8 @@ func (l *Layout) Emitted(m *outbox.Emitted) (outbox.Event, error) {
 // known members, each once, named exactly (encoding/json's struct decoding
 // would match "Topic" too, and let a repeated member win silently), each of
 // its type.
-func parseEnvelope(content []byte) (envelope, error) {
-	var env envelope
+func parseEnvelope(content []byte) (envelopeContent, error) {
+	var env envelopeContent
 	if !json.Valid(content) {
 		return env, errors.New("envelope is not valid JSON")
 	}
@@ -122,8 +140,8 @@ func parseEnvelope(content []byte) (envelope, error) {
 	return env, nil
 }
 
-// messageEvent builds the event of a message, its bytes in one allocation.
-func (l *Layout) messageEvent(lsn outbox.LSN, content []byte) (outbox.Event, error) {
+// event builds the event of a message, its bytes in one allocation.
+func (s envelope) event(b *Builder, lsn outbox.LSN, content []byte) (outbox.Event, error) {
 	env, err := parseEnvelope(content)
 	if err != nil {
 		return outbox.Event{}, err
@@ -131,12 +149,12 @@ func (l *Layout) messageEvent(lsn outbox.LSN, content []byte) (outbox.Event, err
 	if env.Topic == nil || *env.Topic == "" {
 		return outbox.Event{}, errors.New("envelope: topic missing or empty")
 	}
-	if err := l.checkTopic([]byte(*env.Topic)); err != nil {
+	if err := b.checkTopic([]byte(*env.Topic)); err != nil {
 		return outbox.Event{}, fmt.Errorf("envelope: %w", err)
 	}
-	ev := outbox.Event{Table: messageTable(l.cols.MessagePrefix), Topic: l.intern([]byte(*env.Topic)),
-		CommitTime: l.commitTime, CommitLSN: l.commitLSN, Index: l.index}
-	buf := make([]byte, 0, 20+len(content)+len(l.msgSource))
+	ev := outbox.Event{Table: s.table, Topic: b.intern([]byte(*env.Topic)),
+		CommitTime: b.commitTime, CommitLSN: b.commitLSN, Index: b.index}
+	buf := make([]byte, 0, 20+len(content)+len(s.source))
 	buf = append(buf, lsn.String()...)
 	idValue := buf[:len(buf):len(buf)]
 	if env.Key != nil {
@@ -149,43 +167,41 @@ func (l *Layout) messageEvent(lsn outbox.LSN, content []byte) (outbox.Event, err
 		buf = append(buf, p...)
 		ev.Value = buf[start:len(buf):len(buf)]
 	}
-	l.hdrs = append(l.hdrs[:0], outbox.Header{Key: "id", Value: idValue})
-	buf = l.appendSource(buf, l.msgSource)
-	if ce := l.cols.CloudEvents; ce != nil {
-		if buf, err = l.appendCloudEventsWith(buf, idValue, ev.RecordTime(), func(buf []byte) ([]byte, error) {
-			return appendEnvelopeType(buf, ce.Type, ev.Topic, env.Key)
+	buf = b.headersFrom(buf, idValue, s.source)
+	var reserved func(string) error
+	if ce := s.ce; ce != nil {
+		if buf, err = ce.appendAttributes(b, buf, idValue, ev.RecordTime(), func(buf []byte) ([]byte, error) {
+			return appendEnvelopeType(buf, ce.opts.Type, ev.Topic, env.Key)
 		}); err != nil {
-			clear(l.hdrs)
+			clear(b.hdrs)
 			return outbox.Event{}, err
 		}
+		reserved = reservedByCloudEvents
 	}
-	fixed := len(l.hdrs)
+	fixed := len(b.hdrs)
 	if h := bytes.TrimSpace(env.Headers); len(h) > 0 && !bytes.Equal(h, []byte("null")) {
-		if l.hdrs, _, err = l.appendHeaders(l.hdrs, buf, h); err != nil {
-			clear(l.hdrs)
+		if b.hdrs, _, err = b.appendHeaders(b.hdrs, buf, h); err != nil {
+			clear(b.hdrs)
 			return outbox.Event{}, fmt.Errorf("envelope headers: %w", err)
 		}
 	}
-	if err := l.checkCloudEventsHeaders(fixed); err != nil {
-		clear(l.hdrs)
+	if err := b.checkOwnHeaders(fixed, reserved); err != nil {
+		clear(b.hdrs)
 		return outbox.Event{}, err
 	}
-	ev.Headers = make([]outbox.Header, len(l.hdrs))
-	copy(ev.Headers, l.hdrs)
-	clear(l.hdrs)
-	return ev, nil
+	return b.finish(ev), nil
 }
 
 // fillFromEnvelope copies what can be read of a refused message into e:
 // its topic, key and payload, for a dead-letter record; the whole content
 // as the value when the envelope cannot be read at all.
-func (l *Layout) fillFromEnvelope(e *outbox.RowError, content []byte) {
+func fillFromEnvelope(b *Builder, e *outbox.RowError, content []byte) {
 	env, err := parseEnvelope(content)
 	if err != nil {
 		e.Value = append([]byte(nil), content...)
 		return
 	}
-	if env.Topic != nil && l.checkTopic([]byte(*env.Topic)) == nil {
+	if env.Topic != nil && b.checkTopic([]byte(*env.Topic)) == nil {
 		e.Topic = *env.Topic
 	}
 	if env.Key != nil {

@@ -71,6 +71,37 @@ func FuzzDecodeMapped(f *testing.F) {
 	})
 }
 
+// FuzzDecodeShapes is FuzzDecode for the other shapes (issue 50: each
+// shape is a type of its own, and each must keep the invariants): the
+// Debezium shape over its table, with the JSON converters, the expanded
+// payload, the additional placement and the tracing column, and the
+// CloudEvents shape over the default table.
+func FuzzDecodeShapes(f *testing.F) {
+	f.Add(dzRow(text("order"), text("o-1"), text(`{"n": 1, "items": [1, 2.5, "x"]}`), nil))
+	f.Add(dzRow(text(""), null, null, map[string]tv{"occurred_at": text("infinity"), "flag": text("x")}))
+	f.Add(outboxInsert(text("42"), text(testKey), text("orders"), text(testPayload), text(`{"ce_type": "x"}`)))
+	dz := DebeziumColumns()
+	dz.Debezium = Debezium{KeyConverter: ConverterJSON, ValueConverter: ConverterJSON, ExpandJSONPayload: true, TracingSpanContextField: "tracingspancontext",
+		AdditionalPlacement: []Placement{{"type", "eventType"}, {"tenant", "tenant"}, {"occurred_at", "at"}, {"local_ms", "ms"}, {"flag", "flag"}, {"day", "day"}}}
+	ce := Columns{Shape: ShapeCloudEvents, CloudEvents: CloudEvents{Source: "/orders", Type: "com.example.{topic}"}}
+	shapes := []struct {
+		cols     Columns
+		relation []byte
+	}{
+		{dz, encRelation(dzRelID, "public", "outbox_debezium", dzColumns()...)},
+		{ce, outboxRelation()},
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		for _, sh := range shapes {
+			checkDecode(t, func() *Decoder {
+				d := NewDecoder(sh.cols)
+				decodeAll(t, d, sh.relation, testBegin())
+				return d
+			}, in)
+		}
+	})
+}
+
 // FuzzDecodeMessages is FuzzDecode for a decoder that takes table-less
 // events (a message prefix, and CloudEvents so that the type template is
 // resolved from the envelope), primed inside a transaction. The seeds in
@@ -79,7 +110,7 @@ func FuzzDecodeMessages(f *testing.F) {
 	f.Add(encLogicalMessage(true, 0x2A00, "outboxd.event", `{"topic": "t", "key": "k", "headers": {"a": [1]}, "payload": {"x": null}}`))
 	f.Add(encLogicalMessage(false, 0x2A00, "outboxd.event", `{"topic": "t"}`))
 	f.Add(encLogicalMessage(true, 0x2A00, "outboxd.event", `{"topic": "t", "headers": {"ce_id": "x"}}`))
-	mapping := Columns{MessagePrefix: "outboxd.event", CloudEvents: &CloudEvents{Source: "/s", Type: "x.{topic}.{key}"}}
+	mapping := Columns{MessagePrefix: "outboxd.event", Shape: ShapeCloudEvents, CloudEvents: CloudEvents{Source: "/s", Type: "x.{topic}.{key}"}}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		checkDecode(t, func() *Decoder {
 			d := NewDecoder(mapping)

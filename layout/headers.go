@@ -21,7 +21,7 @@ import (
 // The text is checked with json.Valid first, so the scan below only has to
 // find the boundaries of valid JSON; it still checks every index, and reports
 // anything unexpected as an error rather than panicking.
-func (l *Layout) appendHeaders(hdrs []outbox.Header, buf []byte, raw []byte) ([]outbox.Header, []byte, error) {
+func (b *Builder) appendHeaders(hdrs []outbox.Header, buf []byte, raw []byte) ([]outbox.Header, []byte, error) {
 	if !json.Valid(raw) {
 		return hdrs, buf, errors.New("headers are not valid JSON")
 	}
@@ -38,7 +38,7 @@ func (l *Layout) appendHeaders(hdrs []outbox.Header, buf []byte, raw []byte) ([]
 		if end < 0 {
 			return hdrs, buf, errMalformed
 		}
-		key, err := l.headerKey(raw[i:end])
+		key, err := b.headerKey(raw[i:end])
 		if err != nil {
 			return hdrs, buf, err
 		}
@@ -82,9 +82,9 @@ func (l *Layout) appendHeaders(hdrs []outbox.Header, buf []byte, raw []byte) ([]
 const errMalformed = constError("malformed JSON object")
 
 // headerKey returns the unescaped member name of a quoted JSON string.
-func (l *Layout) headerKey(quoted []byte) (string, error) {
+func (b *Builder) headerKey(quoted []byte) (string, error) {
 	if plainString(quoted) {
-		return l.intern(quoted[1 : len(quoted)-1]), nil
+		return b.intern(quoted[1 : len(quoted)-1]), nil
 	}
 	var s string
 	if err := json.Unmarshal(quoted, &s); err != nil {

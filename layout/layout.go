@@ -2,39 +2,27 @@ package layout
 
 import (
 	"errors"
+	"fmt"
 	"strings"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outboxd/outboxd/outbox"
 )
 
 // Layout makes the records of one replication stream's rows and emitted
-// messages, in order, as its Columns say. It remembers each table's
-// description, checked against the mapping once per description. It is
-// not safe for concurrent use.
+// messages, in order, as its Columns say: rows in the Shape Columns.Shape
+// names, messages as envelopes (envelope.go). It remembers each table's
+// description, checked against the mapping and the shape once per
+// description. It is not safe for concurrent use.
 type Layout struct {
-	cols   Columns
-	format format            // what a row's record looks like
-	tables map[uint32]*table // by relation id
-	// msgSource is the outbox.SourceHeader's value for table-less events; "" without Columns.Source.
-	msgSource string
-
-	// The place of the row or message being laid out.
-	commitTime time.Time
-	commitLSN  outbox.LSN
-	index      int
-
-	hdrs    []outbox.Header   // scratch for the headers of the event being built
-	scratch []byte            // scratch: the topic being built
-	names   map[string]string // interned topics and header keys
-	types   *pgtype.Map       // pgx's codecs, for a timestamp column; made when first needed
+	b      Builder
+	shape  Shape
+	msgs   envelope
+	tables map[uint32]*Table // by relation id
 }
 
-// table is a table's description checked against the mapping: where its
-// rows keep the parts of a record.
-type table struct {
+// Table is a table's description checked against the mapping and its
+// layout's shape: where its rows keep the parts of a record.
+type Table struct {
 	*outbox.Relation // the description it was checked against
 	plan             // where the parts of a record are
 	// unusable lists why rows of this table cannot become records (missing
@@ -45,48 +33,26 @@ type table struct {
 	source string
 }
 
-// Bounds of the string interning in Layout.names.
-const (
-	maxInterned    = 4096
-	maxInternedLen = 256
-)
+// val is the value of the role's column in row; absent (kind 0) when the
+// table has no such column.
+func (t *Table) val(row []outbox.Value, role int) outbox.Value {
+	if p := t.pos[role]; p >= 0 {
+		return row[p]
+	}
+	return outbox.Value{}
+}
 
 // New returns a Layout for tables with the given columns. Empty names in
 // cols mean their defaults (see [DefaultColumns]).
 func New(cols Columns) *Layout {
+	cols = cols.WithDefaults()
 	l := &Layout{
-		cols:   cols.WithDefaults(),
-		tables: make(map[uint32]*table),
-		names:  make(map[string]string),
+		b:      Builder{cols: cols, names: make(map[string]string)},
+		shape:  cols.shape(),
+		tables: make(map[uint32]*Table),
 	}
-	if l.cols.MessagePrefix != "" {
-		l.msgSource = l.source(messageTable(l.cols.MessagePrefix))
-	}
-	l.format = plain{}
-	if l.cols.Debezium != nil {
-		l.format = debezium{}
-	}
+	l.msgs = newEnvelope(cols)
 	return l
-}
-
-// A format makes the record of one row of a checked table, its bytes in
-// one allocation: the default layout (plain.go; with CloudEvents
-// attributes when Columns.CloudEvents is set) or Debezium's
-// (debezium.go). A new record layout is a new format, chosen in New.
-type format interface {
-	record(l *Layout, t *table, row []outbox.Value) (outbox.Event, error)
-}
-
-type plain struct{}
-
-func (plain) record(l *Layout, t *table, row []outbox.Value) (outbox.Event, error) {
-	return l.buildEvent(t, row)
-}
-
-type debezium struct{}
-
-func (debezium) record(l *Layout, t *table, row []outbox.Value) (outbox.Event, error) {
-	return l.buildDebeziumEvent(t, row)
 }
 
 // Row makes the record of an inserted row: an Event whose bytes are its
@@ -97,27 +63,62 @@ func (debezium) record(l *Layout, t *table, row []outbox.Value) (outbox.Event, e
 // from its text form (\x hex, or escape) to raw bytes; nil when NULL (a
 // tombstone).
 func (l *Layout) Row(r *outbox.Row) (outbox.Event, error) {
-	l.commitTime, l.commitLSN, l.index = r.CommitTime, r.CommitLSN, r.Index
+	l.b.at(r.CommitTime, r.CommitLSN, r.Index)
 	t := l.tables[r.Relation.ID]
 	if t == nil || t.Relation != r.Relation {
 		t = l.describe(r.Relation)
 	}
 	if t.unusable != nil {
-		return outbox.Event{}, l.rowError(t, r.Values, -1, t.unusable)
+		return outbox.Event{}, l.b.rowError(t, r.Values, -1, t.unusable)
 	}
-	return l.format.record(l, t, r.Values)
+	return l.shape.Record(&l.b, t, r.Values)
 }
 
-// describe checks a table's new description against the mapping. A table
-// without usable outbox columns (or one an ALTER TABLE made unusable) is
-// remembered with its problems: its rows become *outbox.RowErrors, which
-// the pipeline stops on or dead-letters.
-func (l *Layout) describe(rel *outbox.Relation) *table {
-	p, errs := locate(rel.Table, rel.Columns, l.cols)
-	t := &table{Relation: rel, plan: p, unusable: errors.Join(errs...),
-		source: l.source(SourceName(rel.Schema) + "." + SourceName(rel.Name))}
+// Emitted makes the record of a logical decoding message under the
+// events' prefix (Columns.MessagePrefix): an Event, or a
+// *outbox.RowError for a message that cannot become one (among them
+// every non-transactional message, which is sent even when its
+// transaction rolls back). The Event's bytes are its own.
+func (l *Layout) Emitted(m *outbox.Emitted) (outbox.Event, error) {
+	l.b.at(m.CommitTime, m.CommitLSN, m.Index)
+	return l.msgs.record(&l.b, m)
+}
+
+// describe checks a table's new description against the mapping and the
+// shape. A table without usable outbox columns (or one an ALTER TABLE
+// made unusable) is remembered with its problems: its rows become
+// *outbox.RowErrors, which the pipeline stops on or dead-letters.
+func (l *Layout) describe(rel *outbox.Relation) *Table {
+	t := check(rel, l.b.cols, l.shape)
+	t.source = source(l.b.cols, SourceName(rel.Schema)+"."+SourceName(rel.Name))
 	l.tables[rel.ID] = t
 	return t
+}
+
+// check checks a table against the mapping cols (with defaults) and the
+// shape: the mapping itself, the roles' columns (locate), then the
+// shape's own needs.
+func check(rel *outbox.Relation, cols Columns, shape Shape) *Table {
+	t := &Table{Relation: rel}
+	if err := cols.Validate(); err != nil {
+		t.unusable = fmt.Errorf("table %s: %w", rel.Table, err)
+		return t
+	}
+	var errs []error
+	t.plan, errs = locate(rel.Table, rel.Columns, cols)
+	errs = append(errs, shape.Check(t)...)
+	t.unusable = errors.Join(errs...)
+	return t
+}
+
+// ValidateTable checks that a table has the outbox columns with usable types.
+// table is schema-qualified. Returns an error naming the table and the column
+// (missing, or its type name/oid and what is accepted). Reports every problem
+// at once (errors.Join). Empty names in want mean their defaults; the headers
+// column may be absent.
+func ValidateTable(table string, cols []outbox.Column, want Columns) error {
+	want = want.WithDefaults()
+	return check(&outbox.Relation{Table: table, Columns: cols}, want, want.shape()).unusable
 }
 
 // SourceName is a name as it stands in a source (Columns.Source and the
@@ -141,34 +142,9 @@ func SourceName(name string) string {
 
 // source is the outbox.SourceHeader's value for the events of table (see
 // Columns.Source): "" without a Source.
-func (l *Layout) source(table string) string {
-	if l.cols.Source == "" {
+func source(cols Columns, table string) string {
+	if cols.Source == "" {
 		return ""
 	}
-	return l.cols.Source + "/" + table
-}
-
-// appendSource appends the source header's value to buf and l.hdrs (which
-// holds the id header): nothing when source is "".
-func (l *Layout) appendSource(buf []byte, source string) []byte {
-	if source == "" {
-		return buf
-	}
-	start := len(buf)
-	buf = append(buf, source...)
-	l.hdrs = append(l.hdrs, outbox.Header{Key: outbox.SourceHeader, Value: buf[start:len(buf):len(buf)]})
-	return buf
-}
-
-// intern returns b as a string, reusing an earlier string with the same
-// bytes: topics and header keys repeat from row to row.
-func (l *Layout) intern(b []byte) string {
-	if s, ok := l.names[string(b)]; ok {
-		return s
-	}
-	s := string(b)
-	if len(l.names) < maxInterned && len(s) <= maxInternedLen {
-		l.names[s] = s
-	}
-	return s
+	return cols.Source + "/" + table
 }

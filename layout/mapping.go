@@ -3,10 +3,8 @@ package layout
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outboxd/outboxd/outbox"
 )
@@ -57,10 +55,18 @@ func parseTemplate(what, tmpl string) ([]tmplPart, error) {
 }
 
 // Validate reports every problem of the mapping itself, before any table
-// is looked at: a topic template that does not parse, a header column
-// listed twice, empty or named "id" (that header is the outbox id).
+// is looked at: a shape that does not exist or options of its that do not
+// work, a topic template that does not parse, a header column listed
+// twice, empty or named "id" (that header is the outbox id).
 func (c Columns) Validate() error {
 	var errs []error
+	shape := c.Shape
+	if shape == "" {
+		shape = ShapePlain
+	}
+	if !slices.Contains(Shapes(), shape) {
+		errs = append(errs, fmt.Errorf("shape %q: want one of %s", c.Shape, strings.Join(Shapes(), ", ")))
+	}
 	if _, err := parseTemplate("topic template", c.TopicTemplate); err != nil {
 		errs = append(errs, err)
 	}
@@ -75,21 +81,18 @@ func (c Columns) Validate() error {
 			errs = append(errs, errors.New(`header columns: "`+outbox.SourceHeader+`" is reserved for the record's source`))
 		case h == outbox.TransactionalIDHeader:
 			errs = append(errs, errors.New(`header columns: "`+outbox.TransactionalIDHeader+`" is reserved for outboxd's exactly-once progress records`))
-		case c.CloudEvents != nil && ceReserved(h):
+		case shape == ShapeCloudEvents && ceReserved(h):
 			errs = append(errs, fmt.Errorf("header columns: %q is set by CloudEvents", h))
 		case seen[h]:
 			errs = append(errs, fmt.Errorf("header columns: %q listed twice", h))
 		}
 		seen[h] = true
 	}
-	if c.CloudEvents != nil {
+	switch shape {
+	case ShapeCloudEvents:
 		errs = append(errs, c.CloudEvents.validate()...)
-	}
-	if dz := c.Debezium; dz != nil {
-		errs = append(errs, dz.withDefaults().validate()...)
-		if c.CloudEvents != nil {
-			errs = append(errs, errors.New("CloudEvents and the Debezium layout do not go together: Debezium's records have no CloudEvents attributes"))
-		}
+	case ShapeDebezium:
+		errs = append(errs, c.Debezium.withDefaults().validate()...)
 		if c.MessagePrefix != "" {
 			errs = append(errs, errors.New("table-less events and the Debezium layout do not go together: the EventRouter reads a table"))
 		}
@@ -98,65 +101,4 @@ func (c Columns) Validate() error {
 		errs = append(errs, fmt.Errorf("message prefix %q is outboxd's heartbeat's", c.MessagePrefix))
 	}
 	return errors.Join(errs...)
-}
-
-// appendText appends a column value's text form: a text-format value as
-// sent; a binary one for the types that have an obvious text form
-// (integers, uuid, text, json), an error for any other.
-func appendText(buf []byte, v outbox.Value, oid uint32) ([]byte, error) {
-	if v.Format == outbox.ValueText {
-		return append(buf, v.Data...), nil
-	}
-	switch oid {
-	case oidInt8, oidInt4, oidInt2:
-		return appendID(buf, v, oid)
-	case oidUUID:
-		if len(v.Data) != 16 {
-			return buf, fmt.Errorf("binary uuid is %d bytes, want 16", len(v.Data))
-		}
-		return appendUUID(buf, v.Data), nil
-	case oidText, oidVarchar, oidJSON:
-		return append(buf, v.Data...), nil
-	case oidJSONB:
-		raw, err := jsonText(v, oid)
-		if err != nil {
-			return buf, err
-		}
-		return append(buf, raw...), nil
-	}
-	return buf, fmt.Errorf("binary value of %s has no text form here", describeType(oid))
-}
-
-// typeMap returns pgx's codecs, made when first needed.
-func (l *Layout) typeMap() *pgtype.Map {
-	if l.types == nil {
-		l.types = pgtype.NewMap()
-	}
-	return l.types
-}
-
-// parseTimestamp reads a timestamptz or timestamp value (text as the
-// walsender's DateStyle ISO writes it, or binary) with pgx's codecs; a
-// timestamp without time zone is UTC. infinity is an error: a record
-// timestamp is a finite time.
-func (l *Layout) parseTimestamp(v outbox.Value, oid uint32) (time.Time, error) {
-	l.typeMap()
-	format := int16(pgtype.TextFormatCode)
-	if v.Format == outbox.ValueBinary {
-		format = pgtype.BinaryFormatCode
-	}
-	var ts pgtype.Timestamptz
-	if oid == oidTimestamp {
-		var t pgtype.Timestamp
-		if err := l.types.Scan(oid, format, v.Data, &t); err != nil {
-			return time.Time{}, fmt.Errorf("timestamp %s: %w", quoteShort(v.Data), err)
-		}
-		ts = pgtype.Timestamptz{Time: t.Time, InfinityModifier: t.InfinityModifier, Valid: t.Valid}
-	} else if err := l.types.Scan(oid, format, v.Data, &ts); err != nil {
-		return time.Time{}, fmt.Errorf("timestamp %s: %w", quoteShort(v.Data), err)
-	}
-	if ts.InfinityModifier != pgtype.Finite {
-		return time.Time{}, fmt.Errorf("timestamp %s is not a finite time", quoteShort(v.Data))
-	}
-	return ts.Time, nil
 }

@@ -56,7 +56,7 @@ func TestDecodeMessage(t *testing.T) {
 		},
 		{
 			name:    "CloudEvents: the type template over topic and key",
-			mapping: Columns{CloudEvents: &CloudEvents{Source: "/orders", Type: "com.example.{topic}.{key}"}},
+			mapping: Columns{Shape: ShapeCloudEvents, CloudEvents: CloudEvents{Source: "/orders", Type: "com.example.{topic}.{key}"}},
 			content: `{"topic": "orders.created", "key": "o-1", "headers": {"ce_subject": "s"}, "payload": {}}`,
 			want: msgEvent([]byte("o-1"), []byte(`{}`), hdr("ce_specversion", "1.0"), hdr("ce_id", "0/2A00"), hdr("ce_source", "/orders"),
 				hdr("ce_type", "com.example.orders.created.o-1"), hdr("ce_time", "2026-01-02T03:04:05.123456Z"),
@@ -76,7 +76,7 @@ func TestDecodeMessage(t *testing.T) {
 			if diff := diffEvent(got.Event, tt.want); diff != "" {
 				t.Error(diff)
 			}
-			if tt.mapping.CloudEvents != nil {
+			if tt.mapping.Shape == ShapeCloudEvents {
 				return // {key} is no column of the outbox table: its inserts are row errors
 			}
 			// The message is the transaction's first event; an insert after
@@ -139,9 +139,9 @@ func TestDecodeMessageRowErrors(t *testing.T) {
 		// an exactly-once progress reader trusts.
 		{name: "the transactional id header set", transactional: true, content: `{"topic": "t", "headers": {"outboxd-transactional-id": "x"}}`,
 			err: `header "outboxd-transactional-id" is reserved`, topic: "t"},
-		{name: "a CloudEvents attribute set", mapping: Columns{CloudEvents: &CloudEvents{Source: "/s", Type: "x"}}, transactional: true,
+		{name: "a CloudEvents attribute set", mapping: Columns{Shape: ShapeCloudEvents, CloudEvents: CloudEvents{Source: "/s", Type: "x"}}, transactional: true,
 			content: `{"topic": "t", "headers": {"ce_type": "x"}}`, err: `header "ce_type" is set by CloudEvents`, topic: "t"},
-		{name: "a type template placeholder a message lacks", mapping: Columns{CloudEvents: &CloudEvents{Source: "/s", Type: "x.{type}"}}, transactional: true,
+		{name: "a type template placeholder a message lacks", mapping: Columns{Shape: ShapeCloudEvents, CloudEvents: CloudEvents{Source: "/s", Type: "x.{type}"}}, transactional: true,
 			content: `{"topic": "t"}`, err: "{type} has no value in a message envelope", topic: "t"},
 		// Regression (issue 37): a table-less message could name the
 		// progress topic and forge exactly-once progress.

@@ -29,7 +29,7 @@ func headerKeys(ev outbox.Event) string {
 func TestSourceHeader(t *testing.T) {
 	withSource := func(c Columns) Columns { c.Source = testSource; return c }
 	row := outboxInsert(text("42"), text(testKey), text("orders"), text(`{"n": 1}`), text(`{"type": "OrderCreated"}`))
-	ce := Columns{CloudEvents: &CloudEvents{Source: "/orders", Type: "com.example.order"}}
+	ce := Columns{Shape: ShapeCloudEvents, CloudEvents: CloudEvents{Source: "/orders", Type: "com.example.order"}}
 	dzc := DebeziumColumns()
 	dzc.Debezium.AdditionalPlacement = []Placement{{Column: "type", Alias: "eventType"}}
 	tests := []struct {
@@ -159,5 +159,32 @@ func TestSourceNamesNeverRunTogether(t *testing.T) {
 	}
 	if ab != `7001/app/"a.b".c` {
 		t.Errorf("source %s, want 7001/app/\"a.b\".c", ab)
+	}
+}
+
+// Issue 50: splitting the layouts into shapes must keep the hot path at
+// two allocations per record, the record's bytes and its headers (an
+// Event escaping to the heap through a shape's hook cost a third), and
+// CloudEvents at the three it had (its type template's closure).
+func TestARecordIsTwoAllocations(t *testing.T) {
+	row := outboxInsert(text("42"), text(testKey), text("orders"), text(`{"n": 1}`), text(`{"type": "OrderCreated"}`))
+	for _, tt := range []struct {
+		cols Columns
+		want float64
+	}{
+		{Columns{}, 2},
+		{Columns{Source: testSource}, 2},
+		{Columns{Shape: ShapeCloudEvents, CloudEvents: CloudEvents{Source: "/orders", Type: "com.example.order"}}, 3},
+	} {
+		d := NewDecoder(tt.cols)
+		decodeAll(t, d, outboxRelation(), testBegin())
+		allocs := testing.AllocsPerRun(100, func() {
+			if m, err := d.Decode(row); err != nil || m.Kind != KindEvent {
+				t.Fatal(m.Kind, err)
+			}
+		})
+		if allocs != tt.want {
+			t.Errorf("shape %q, source %q: %v allocations per record, want %v", tt.cols.Shape, tt.cols.Source, allocs, tt.want)
+		}
 	}
 }

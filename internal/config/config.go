@@ -123,18 +123,20 @@ const (
 	LayoutDebezium = "debezium"
 )
 
-// Mapping is the column mapping the options ask for: Stream.Columns, with
-// CE when CloudEvents is on and DZ with --layout debezium.
+// Mapping is the column mapping the options ask for: Stream.Columns in
+// the shape --layout and --cloudevents name, with its options (CE, or DZ
+// with --layout debezium). --layout debezium with --cloudevents is refused
+// by --layout's check.
 func (c *Config) Mapping() layout.Columns {
 	m := c.Stream.Columns
-	if c.CloudEvents {
-		ce := c.CE
-		m.CloudEvents = &ce
-	}
-	if c.Layout == LayoutDebezium {
-		dz := c.DZ
-		dz.AdditionalPlacement, _ = layout.ParsePlacements(c.DZPlacement) // validated
-		m.Debezium = &dz
+	switch {
+	case c.Layout == LayoutDebezium:
+		m.Shape, m.Debezium = layout.ShapeDebezium, c.DZ
+		m.Debezium.AdditionalPlacement, _ = layout.ParsePlacements(c.DZPlacement) // validated
+	case c.CloudEvents:
+		m.Shape, m.CloudEvents = layout.ShapeCloudEvents, c.CE
+	default:
+		m.Shape = layout.ShapePlain
 	}
 	// Whatever the delivery mode: another outboxd on the cluster may keep
 	// its exactly-once progress in the default topic.

@@ -186,7 +186,8 @@ func flags() []flagSpec {
 				fs.Var((*stringList)(&c.Stream.Columns.HeaderColumns), name, usage)
 			},
 			check: func(c *Config) string {
-				return errText(layout.Columns{HeaderColumns: c.Stream.Columns.HeaderColumns, CloudEvents: c.Mapping().CloudEvents}.Validate())
+				m := c.Mapping()
+				return errText(layout.Columns{HeaderColumns: c.Stream.Columns.HeaderColumns, Shape: m.Shape, CloudEvents: m.CloudEvents}.Validate())
 			}},
 		{name: "timestamp-column", group: GroupColumns,
 			usage: "a timestamptz or timestamp (taken as UTC) column whose value is the record timestamp; NULL in a row: the commit time (empty: always the commit time)",
@@ -211,6 +212,9 @@ func flags() []flagSpec {
 					return ""
 				case LayoutDebezium:
 					var problems []string
+					if c.CloudEvents {
+						problems = append(problems, "CloudEvents and the Debezium layout do not go together: Debezium's records have no CloudEvents attributes")
+					}
 					if c.Stream.Columns.TopicTemplate != "" || len(c.Stream.Columns.HeaderColumns) > 0 {
 						problems = append(problems, "the Debezium layout routes and places headers itself: use --debezium-route-topic-replacement and --debezium-table-fields-additional-placement, not --topic-template or --header-columns")
 					}
@@ -250,7 +254,7 @@ func flags() []flagSpec {
 				if !c.CloudEvents {
 					return ""
 				}
-				return errText(layout.Columns{CloudEvents: &c.CE}.Validate())
+				return errText(layout.Columns{Shape: layout.ShapeCloudEvents, CloudEvents: c.CE}.Validate())
 			}},
 		{name: "cloudevents-type", group: GroupColumns, usage: "with --cloudevents: ce_type, fixed (com.example.order.created) or a template over columns like --topic-template (com.example.{type}) (required)",
 			bind: str(func(c *Config) *string { return &c.CE.Type })},
