@@ -10,6 +10,7 @@ import (
 
 	"github.com/outboxd/outboxd/cdc/readpace"
 	"github.com/outboxd/outboxd/layout"
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/lib/sqlquote"
 	"github.com/outboxd/outboxd/slot"
 )
@@ -219,12 +220,12 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports every problem of c at once, each a *FieldError naming
+// Validate reports every problem of c at once, each a *field.Error naming
 // the field; zero fields mean their defaults. New refuses a Config that
 // does not validate.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
+	bad := func(name, problem string) { errs = append(errs, &field.Error{Field: name, Problem: problem}) }
 	if c.DatabaseURL == "" {
 		bad("DatabaseURL", "required")
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/layout"
+	"github.com/outboxd/outboxd/lib/field"
 )
 
 // Regression (issue 38): the read linger's maximum, the server timeout
@@ -44,9 +45,9 @@ func TestConfigValidate(t *testing.T) {
 			var got []string
 			if err != nil {
 				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-					var fe *FieldError
+					var fe *field.Error
 					if !errors.As(e, &fe) {
-						t.Fatalf("problem %v is not a *FieldError", e)
+						t.Fatalf("problem %v is not a *field.Error", e)
 					}
 					got = append(got, fe.Field)
 				}

@@ -20,11 +20,3 @@ func IsPermanent(err error) bool {
 	var p *PermanentError
 	return errors.As(err, &p)
 }
-
-// FieldError is a problem with one field of a Config (see Config.Validate).
-type FieldError struct{ Field, Problem string }
-
-// FieldProblem returns the field and what is wrong with it.
-func (e *FieldError) FieldProblem() (field, problem string) { return e.Field, e.Problem }
-
-func (e *FieldError) Error() string { return "cdc: " + e.Field + ": " + e.Problem }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/pipeline"
 )
 
@@ -50,11 +51,6 @@ const (
 	DefaultUnrunCheckInterval = time.Minute
 )
 
-// FieldError is a problem with one field of a Config.
-type FieldError struct{ Field, Problem string }
-
-func (e *FieldError) Error() string { return "fleet: " + e.Field + ": " + e.Problem }
-
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	if c.Replicas == 0 {
@@ -79,7 +75,7 @@ func (c Config) WithDefaults() Config {
 // defaults.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
+	bad := func(name, problem string) { errs = append(errs, &field.Error{Field: name, Problem: problem}) }
 	d := c.WithDefaults()
 	if d.Replicas < 1 {
 		bad("Replicas", "must be at least 1")

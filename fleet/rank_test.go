@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/outboxd/outboxd/lib/field"
 )
 
 // Every replica computes the same order: for each pipeline, the ranks of
@@ -95,7 +97,7 @@ func TestConfigValidate(t *testing.T) {
 			var got []string
 			if err != nil {
 				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-					got = append(got, e.(*FieldError).Field)
+					got = append(got, e.(*field.Error).Field)
 				}
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/format"
+	"github.com/outboxd/outboxd/layout"
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/registry"
@@ -46,15 +49,6 @@ type Config struct {
 // acknowledged or dead-lettered; see pump.Observer.
 type Observer = pump.Observer
 
-// FieldError is a problem with one field of a Config, named by its path:
-// "Stream.ReadLinger", "Pump.DeadLetterTopic", "Delivery".
-type FieldError struct{ Field, Problem string }
-
-func (e *FieldError) Error() string { return "pipeline: " + e.Field + ": " + e.Problem }
-
-// FieldProblem returns the field and what is wrong with it.
-func (e *FieldError) FieldProblem() (field, problem string) { return e.Field, e.Problem }
-
 // monitor is c.Monitor with the stream's names.
 func (c Config) monitor() slot.MonitorConfig {
 	m, s := c.Monitor, c.Stream.WithDefaults()
@@ -65,65 +59,53 @@ func (c Config) monitor() slot.MonitorConfig {
 // Validate reports every problem of c at once (see Problems), joined.
 func (c Config) Validate() error { return errors.Join(c.Problems()...) }
 
-// Problems lists every problem of c: each stage's, as a *FieldError under
+// Problems lists every problem of c: each stage's, as a *field.Error under
 // the stage's field ("Stream.ReadLinger"), and the rules that span stages.
 // None: c is valid.
 func (c Config) Problems() []error {
 	var errs []error
-	add := func(stage string, err error) {
-		for _, e := range unjoin(err) {
-			var fe interface{ FieldProblem() (string, string) }
-			if errors.As(e, &fe) {
-				field, why := fe.FieldProblem()
-				e = &FieldError{Field: stage + "." + field, Problem: why}
-			}
-			errs = append(errs, e)
-		}
-	}
-	add("Stream", c.Stream.Validate())
-	add("Pump", c.Pump.Validate())
-	add("Kafka", c.Kafka.Validate())
-	add("Registry", c.Registry.Validate())
-	mon := c.monitor()
-	for _, e := range unjoin(mon.Validate()) {
+	errs = append(errs, field.Under("Stream", c.Stream.Validate())...)
+	errs = append(errs, field.Under("Pump", c.Pump.Validate())...)
+	errs = append(errs, field.Under("Kafka", c.Kafka.Validate())...)
+	errs = append(errs, field.Under("Registry", c.Registry.Validate())...)
+	for _, e := range field.Under("Monitor", c.monitor().Validate()) {
 		// Its names are the stream's, reported there already.
-		var fe *slot.FieldError
-		if errors.As(e, &fe) && (fe.Field == "DatabaseURL" || fe.Field == "Slot" || fe.Field == "Publication") {
+		var fe *field.Error
+		if errors.As(e, &fe) && (fe.Field == "Monitor.DatabaseURL" || fe.Field == "Monitor.Slot" || fe.Field == "Monitor.Publication") {
 			continue
 		}
-		add("Monitor", e)
+		errs = append(errs, e)
 	}
+	var p field.Problems
 	if c.Heartbeat < 0 {
-		errs = append(errs, &FieldError{Field: "Heartbeat", Problem: "must not be negative"})
+		p.Add("Heartbeat", "must not be negative")
 	}
 	// Checked whatever the delivery: a mistake waits for the switch to
 	// exactly-once otherwise.
-	add("Txn", c.Txn.Validate())
+	errs = append(errs, field.Under("Txn", c.Txn.Validate())...)
 	switch c.Delivery {
 	case "", AtLeastOnce:
 	case ExactlyOnce:
 		// A dead letter is published after the records behind it: the
 		// exactly-once sink would take it for one it already holds.
 		if c.Pump.DeadLetterTopic != "" {
-			errs = append(errs, &FieldError{Field: "Pump.DeadLetterTopic", Problem: "not with exactly-once delivery: " +
-				"a dead letter is published after the records behind it, and the exactly-once sink would take it for one it already holds and lose it"})
+			p.Add("Pump.DeadLetterTopic", "not with exactly-once delivery: "+
+				"a dead letter is published after the records behind it, and the exactly-once sink would take it for one it already holds and lose it")
 		}
 		if c.Stream.BackfillWhere != "" {
-			errs = append(errs, &FieldError{Field: "Stream.BackfillWhere", Problem: "not supported with exactly-once delivery yet: run the backfill with at-least-once, then switch"})
+			p.Add("Stream.BackfillWhere", "not supported with exactly-once delivery yet: run the backfill with at-least-once, then switch")
 		}
 	default:
-		errs = append(errs, &FieldError{Field: "Delivery", Problem: `"` + c.Delivery + `" is not ` + AtLeastOnce + " or " + ExactlyOnce})
+		p.Add("Delivery", `"`+c.Delivery+`" is not `+AtLeastOnce+" or "+ExactlyOnce)
 	}
-	return errs
-}
-
-// unjoin returns the errors errors.Join joined, or err alone.
-func unjoin(err error) []error {
-	if err == nil {
-		return nil
+	// A schema format encodes what the layout made: with the Debezium
+	// shape it takes the place of Debezium's value converter (Debezium's
+	// Avro converter writes the payload's text under a string schema).
+	if cols := c.Stream.Columns; cols.Shape == layout.ShapeDebezium && c.Registry.Value.Format != "" && c.Registry.Value.Format != format.JSON {
+		if dz := cols.WithDefaults().Debezium; dz.ValueConverter != layout.ConverterString || dz.ExpandJSONPayload {
+			p.Add("Registry.Value.Format", "with the Debezium layout, a schema format takes the place of Debezium's value converter (its Avro converter): "+
+				"use the string value converter and no expanded JSON payload; for an expanded payload, register a record schema for it")
+		}
 	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
+	return append(errs, p...)
 }

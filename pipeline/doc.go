@@ -14,10 +14,12 @@
 // error. A process may build and run many, each with its own Config.
 //
 // Invariants:
-//   - Config.Validate reports every problem at once, each a *FieldError
-//     naming the component field ("Stream.ReadLinger") so that a command
-//     can report it under its own name for the setting; New refuses a
-//     Config that does not validate.
+//   - Config.Validate reports every problem at once, each a *field.Error
+//     (package lib/field) naming the component field ("Stream.ReadLinger")
+//     so that a command can report it under its own name for the
+//     setting, the stages' own and the rules across stages (the Debezium
+//     layout with a schema format); New refuses a Config that does not
+//     validate, so a library user gets what the command gets.
 //   - Every goroutine of a Pipeline belongs to Run's errgroup; Run returns
 //     once all of them returned, and closes the Kafka client. The stages
 //     after the stream outlive it (its drain at a stop needs them) and

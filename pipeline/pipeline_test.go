@@ -14,11 +14,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxd/outboxd/cdc"
+	"github.com/outboxd/outboxd/format"
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/layout"
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/migrations"
 	"github.com/outboxd/outboxd/pipeline"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -48,6 +52,17 @@ func TestConfigValidate(t *testing.T) {
 		{"transactions checked whatever the delivery", func(c *pipeline.Config) { c.Txn.Interval = time.Hour }, []string{"Txn.Timeout"}},
 		{"unknown delivery", func(c *pipeline.Config) { c.Delivery = "exactly_once" }, []string{"Delivery"}},
 		{"negative heartbeat", func(c *pipeline.Config) { c.Heartbeat = -1 }, []string{"Heartbeat"}},
+		// Issue 50, item 4: this rule across stages lived in the command's
+		// flag table only, so pipeline.New took what run refused.
+		{"the Debezium layout's JSON value converter with a schema format", func(c *pipeline.Config) {
+			c.Stream.Columns = layout.DebeziumColumns()
+			c.Stream.Columns.Debezium.ValueConverter = layout.ConverterJSON
+			c.Registry = registry.Config{URLs: []string{"http://registry:8081"}, Value: registry.Side{Format: format.Avro}}
+		}, []string{"Registry.Value.Format"}},
+		{"the Debezium layout's string value converter with a schema format", func(c *pipeline.Config) {
+			c.Stream.Columns = layout.DebeziumColumns()
+			c.Registry = registry.Config{URLs: []string{"http://registry:8081"}, Value: registry.Side{Format: format.Avro}}
+		}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,9 +72,9 @@ func TestConfigValidate(t *testing.T) {
 			var got []string
 			if err != nil {
 				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-					var fe *pipeline.FieldError
+					var fe *field.Error
 					if !errors.As(e, &fe) {
-						t.Fatalf("problem %v is not a *pipeline.FieldError", e)
+						t.Fatalf("problem %v is not a *field.Error", e)
 					}
 					got = append(got, fe.Field)
 				}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outboxd/lib/field"
 )
 
 // Regression (issue 38): broker addresses, the record size and the
@@ -30,9 +32,9 @@ func TestConfigValidate(t *testing.T) {
 			var got []string
 			if tt.err != nil {
 				for _, e := range tt.err.(interface{ Unwrap() []error }).Unwrap() {
-					var fe *FieldError
+					var fe *field.Error
 					if !errors.As(e, &fe) {
-						t.Fatalf("problem %v is not a *FieldError", e)
+						t.Fatalf("problem %v is not a *field.Error", e)
 					}
 					got = append(got, fe.Field)
 				}

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/lib/rawio"
 	"github.com/outboxd/outboxd/outbox"
 )
@@ -149,12 +150,12 @@ func clientOpts(cfg Config, log *slog.Logger, onDataLoss func(string, int32)) []
 	return append(opts, cfg.Opts...)
 }
 
-// Validate reports every problem of cfg at once, each a *FieldError
+// Validate reports every problem of cfg at once, each a *field.Error
 // naming the field; zero fields mean their defaults. New and NewTxn refuse
 // a Config that does not validate.
 func (cfg Config) Validate() error {
 	var errs []error
-	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
+	bad := func(name, problem string) { errs = append(errs, &field.Error{Field: name, Problem: problem}) }
 	if len(cfg.Brokers) == 0 {
 		bad("Brokers", "required")
 	}
@@ -176,15 +177,6 @@ func (cfg Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
-
-// FieldError is a problem with one field of a Config or TxnConfig (see
-// their Validate).
-type FieldError struct{ Field, Problem string }
-
-// FieldProblem returns the field and what is wrong with it.
-func (e *FieldError) FieldProblem() (field, problem string) { return e.Field, e.Problem }
-
-func (e *FieldError) Error() string { return "publish: " + e.Field + ": " + e.Problem }
 
 // toRecord is ev as a Kafka record (see the record contract).
 func toRecord(ev *outbox.Event) *kgo.Record {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -76,12 +77,12 @@ func (c TxnConfig) WithDefaults() TxnConfig {
 	return c
 }
 
-// Validate reports every problem of c at once, each a *FieldError naming
+// Validate reports every problem of c at once, each a *field.Error naming
 // the field; zero fields mean their defaults. NewTxn refuses a TxnConfig
 // that does not validate.
 func (c TxnConfig) Validate() error {
 	var errs []error
-	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
+	bad := func(name, problem string) { errs = append(errs, &field.Error{Field: name, Problem: problem}) }
 	if t := c.ProgressTopic; t != "" {
 		if err := outbox.ValidTopic(t); err != nil {
 			bad("ProgressTopic", err.Error())

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -50,12 +51,12 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports every problem of c at once, each a *FieldError naming
+// Validate reports every problem of c at once, each a *field.Error naming
 // the field; zero fields mean their defaults. New refuses a Config that
 // does not validate.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
+	bad := func(name, problem string) { errs = append(errs, &field.Error{Field: name, Problem: problem}) }
 	if c.MaxInFlightRecords < 0 {
 		bad("MaxInFlightRecords", "must not be negative")
 	}
@@ -71,14 +72,6 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
-
-// FieldError is a problem with one field of a Config (see Config.Validate).
-type FieldError struct{ Field, Problem string }
-
-// FieldProblem returns the field and what is wrong with it.
-func (e *FieldError) FieldProblem() (field, problem string) { return e.Field, e.Problem }
-
-func (e *FieldError) Error() string { return "pump: " + e.Field + ": " + e.Problem }
 
 // errNoSink is New's answer without a sink.
 var errNoSink = errors.New("pump: no sink")

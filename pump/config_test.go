@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/outboxd/outboxd/lib/field"
 )
 
 // Regression (issue 38): a dead-letter topic Kafka cannot have, or an
@@ -40,9 +42,9 @@ func fields(t *testing.T, err error) string {
 	}
 	var got []string
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-		var fe *FieldError
+		var fe *field.Error
 		if !errors.As(e, &fe) {
-			t.Fatalf("problem %v is not a *FieldError", e)
+			t.Fatalf("problem %v is not a *field.Error", e)
 		}
 		got = append(got, fe.Field)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/format"
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/registry/srclient"
 )
 
@@ -105,20 +106,12 @@ func (c Config) Enabled() bool {
 	return c.Value.Format != format.JSON || c.Key.Format != format.JSON
 }
 
-// FieldError is a problem with one field of a Config (see Validate).
-type FieldError struct{ Field, Problem string }
-
-func (e *FieldError) Error() string { return "registry: " + e.Field + ": " + e.Problem }
-
-// FieldProblem returns the field and what is wrong with it.
-func (e *FieldError) FieldProblem() (field, problem string) { return e.Field, e.Problem }
-
-// Validate reports every problem of c at once, each a *FieldError naming
+// Validate reports every problem of c at once, each a *field.Error naming
 // the field; zero fields mean their defaults.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	var errs []error
-	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
+	bad := func(name, problem string) { errs = append(errs, &field.Error{Field: name, Problem: problem}) }
 	enabled := c.Enabled()
 	if enabled && len(c.URLs) == 0 {
 		bad("URLs", "required with a schema format: the schema registry's URL")

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/lib/field"
 )
 
 // MonitorConfig configures a Monitor.
@@ -46,7 +48,7 @@ type Monitor struct {
 	recorded time.Time // the acknowledged commit time last recorded
 }
 
-// Validate reports every problem of c at once, each a *FieldError naming
+// Validate reports every problem of c at once, each a *field.Error naming
 // the field; zero fields mean their defaults. NewMonitor refuses a
 // MonitorConfig that does not validate.
 func (c MonitorConfig) Validate() error {
@@ -60,20 +62,11 @@ func (c MonitorConfig) Validate() error {
 		{"Interval", c.Interval < 0, "must not be negative"}, {"WarnBytes", c.WarnBytes < 0, "must not be negative"},
 	} {
 		if f.bad {
-			errs = append(errs, &FieldError{Field: f.field, Problem: f.why})
+			errs = append(errs, &field.Error{Field: f.field, Problem: f.why})
 		}
 	}
 	return errors.Join(errs...)
 }
-
-// FieldError is a problem with one field of a MonitorConfig or a
-// ProvisionConfig (see their Validate).
-type FieldError struct{ Field, Problem string }
-
-// FieldProblem returns the field and what is wrong with it.
-func (e *FieldError) FieldProblem() (field, problem string) { return e.Field, e.Problem }
-
-func (e *FieldError) Error() string { return "slot: " + e.Field + ": " + e.Problem }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c MonitorConfig) WithDefaults() MonitorConfig {

@@ -4,15 +4,17 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/outboxd/outboxd/lib/field"
 )
 
 func TestMonitorConfigValidate(t *testing.T) {
 	err := MonitorConfig{Interval: -1, WarnBytes: -1}.Validate()
 	var got []string
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-		var fe *FieldError
+		var fe *field.Error
 		if !errors.As(e, &fe) {
-			t.Fatalf("problem %v is not a *FieldError", e)
+			t.Fatalf("problem %v is not a *field.Error", e)
 		}
 		got = append(got, fe.Field)
 	}

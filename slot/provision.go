@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/lib/sqlquote"
 	"github.com/outboxd/outboxd/outbox"
 )
@@ -84,7 +85,7 @@ func (c ProvisionConfig) withDefaults() ProvisionConfig {
 func (c ProvisionConfig) Validate() error {
 	c = c.withDefaults()
 	var errs []error
-	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
+	bad := func(name, problem string) { errs = append(errs, &field.Error{Field: name, Problem: problem}) }
 	if c.DatabaseURL == "" {
 		bad("DatabaseURL", "required")
 	}

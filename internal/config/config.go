@@ -24,6 +24,7 @@ import (
 	"github.com/outboxd/outboxd/fleet"
 	"github.com/outboxd/outboxd/internal/retention"
 	"github.com/outboxd/outboxd/layout"
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/lib/rawio"
 	"github.com/outboxd/outboxd/pipeline"
 	"github.com/outboxd/outboxd/publish"
@@ -384,19 +385,21 @@ func sortedPairs(files map[string]string) iter.Seq2[string, string] {
 type problem struct{ field, problem string }
 
 // componentProblems runs the pipeline's Validate: every stage's own and
-// the rules that span stages. The column mapping (Stream.Columns) is
-// checked by the column flags themselves, one flag at a time.
+// the rules that span stages. The column mapping's own problems
+// (Stream.Columns) are the column flags', which check it one flag at a
+// time; the rules across stages see it whole (the Debezium layout with a
+// schema format).
 func (c *Config) componentProblems() []problem {
-	pc := c.pipeline()
-	pc.Stream.Columns = layout.Columns{}
 	var out []problem
-	for _, e := range pc.Problems() {
-		var fe *pipeline.FieldError
-		if errors.As(e, &fe) {
+	for _, e := range c.pipeline().Problems() {
+		var fe *field.Error
+		switch {
+		case errors.As(e, &fe) && fe.Field == "Stream.Columns":
+		case fe != nil:
 			out = append(out, problem{fe.Field, fe.Problem})
-			continue
+		default:
+			out = append(out, problem{"", e.Error()})
 		}
-		out = append(out, problem{"", e.Error()})
 	}
 	return out
 }

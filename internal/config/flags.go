@@ -424,13 +424,9 @@ func flags() []flagSpec {
 				"A schema of type string (or bytes) takes the payload's text as it is",
 			field: "Registry.Value.Format",
 			bind:  str(func(c *Config) *string { return &c.Registry.Value.Format }),
-			check: func(c *Config) string {
-				if c.Layout == LayoutDebezium && c.Registry.Value.Format != format.JSON && (c.DZ.ValueConverter != layout.ConverterString || c.DZ.ExpandJSONPayload) {
-					return "with --layout debezium, a schema format takes the place of Debezium's value converter (its Avro converter): give --debezium-value-converter string and no --debezium-table-expand-json-payload; " +
-						"for an expanded payload, register a record schema for it"
-				}
-				return ""
-			}},
+			// With the Debezium layout it must be json or take the string value
+			// converter's place: pipeline.Config's rule (Problems).
+		},
 		{name: "key-format", group: GroupRegistry,
 			usage: "what a record's key becomes, as --value-format: json (the key column's text as it is), avro, protobuf or json-schema. A key schema of type string takes the text as it is, any other the text as JSON",
 			field: "Registry.Key.Format",

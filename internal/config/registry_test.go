@@ -28,7 +28,7 @@ func TestRegistryFlags(t *testing.T) {
 		{"a URL with credentials", []string{"--value-format", "avro", "--schema-registry-url", "http://u:hunter2@r:8081"},
 			[]string{"--schema-registry-url (OUTBOXD_SCHEMA_REGISTRY_URL): has credentials in it"}},
 		{"Debezium's JSON converter and a schema format", []string{"--layout", "debezium", "--value-format", "avro", "--schema-registry-url", "http://r:8081", "--debezium-value-converter", "json"},
-			[]string{"--value-format (OUTBOXD_VALUE_FORMAT): with --layout debezium, a schema format takes the place of Debezium's value converter"}},
+			[]string{"--value-format (OUTBOXD_VALUE_FORMAT): with the Debezium layout, a schema format takes the place of Debezium's value converter"}},
 		{"valid", []string{"--value-format", "avro", "--key-format", "avro", "--schema-registry-url", "https://r:8081/apis/ccompat/v7",
 			"--schema-registry-username", "u", "--schema-registry-password", "hunter2"}, nil},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/outboxd/outboxd/format"
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/registry/srclient"
 )
 
@@ -43,21 +44,13 @@ type Config struct {
 // for the same registry.
 const DefaultRequestTimeout = 10 * time.Second
 
-// FieldError is a problem with one field of a Config (see Validate).
-type FieldError struct{ Field, Problem string }
-
-func (e *FieldError) Error() string { return "decoder: " + e.Field + ": " + e.Problem }
-
-// FieldProblem returns the field and what is wrong with it.
-func (e *FieldError) FieldProblem() (field, problem string) { return e.Field, e.Problem }
-
-// Validate reports every problem of c at once, each a *FieldError naming
+// Validate reports every problem of c at once, each a *field.Error naming
 // the field: the registry's URLs and credentials follow the producer's
 // rules (package registry's Config.Validate), so one registry setting
 // serves both halves.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(field, problem string) { errs = append(errs, &FieldError{Field: field, Problem: problem}) }
+	bad := func(name, problem string) { errs = append(errs, &field.Error{Field: name, Problem: problem}) }
 	if len(c.URLs) == 0 {
 		bad("URLs", "required: the schema registry's URL")
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/outboxd/outboxd/format"
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/registry/decoder"
 )
 
@@ -87,9 +88,9 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 				t.Fatalf("Validate = %v, want problems with %v", err, tc.fields)
 			}
 			for i, p := range problems {
-				var fe *decoder.FieldError
+				var fe *field.Error
 				if !errors.As(p, &fe) || fe.Field != tc.fields[i] {
-					t.Errorf("problem %d = %v, want a *FieldError of %s", i, p, tc.fields[i])
+					t.Errorf("problem %d = %v, want a *field.Error of %s", i, p, tc.fields[i])
 				}
 			}
 			if err != nil && strings.Contains(err.Error(), "secret") {
