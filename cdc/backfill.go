@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/layout"
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/lib/sqlquote"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/slot"
@@ -42,7 +43,7 @@ func (s *Streamer) backfill(ctx context.Context, tx pgx.Tx, where string, cp out
 		t := &tables[i]
 		var n, unordered int64
 		if err := tx.QueryRow(ctx, t.countSQL(s.cfg.Columns.ID, where)).Scan(&n, &unordered); err != nil {
-			return 0, fmt.Errorf("counting the rows of %s matching --backfill-where: %w", t.Name.Sanitize(), err)
+			return 0, fmt.Errorf("counting the rows of %s matching %s: %w", t.Name.Sanitize(), s.cfg.Names.Of("BackfillWhere"), err)
 		}
 		s.log.Info("backfill order", "table", t.Name.Sanitize(), "order_by", t.orderBy(s.cfg.Columns.ID), "rows", n)
 		if unordered > 0 {
@@ -156,7 +157,7 @@ func (s *Streamer) backfillTables(ctx context.Context, q slot.Querier) ([]backfi
 	var errs []error
 	for i := range tables {
 		t := &tables[i]
-		if t.order, err = backfillOrder(t.Name.Sanitize(), t.Columns, s.cfg.Columns.ID, s.cfg.Columns.Timestamp, s.cfg.BackfillOrderColumn); err != nil {
+		if t.order, err = backfillOrder(t.Name.Sanitize(), t.Columns, s.cfg.Columns.ID, s.cfg.Columns.Timestamp, s.cfg.BackfillOrderColumn, s.cfg.Names); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -177,21 +178,23 @@ var orderTypes = map[uint32]string{
 }
 
 // orderHelp says how to name an ordering column.
-const orderHelp = "name a column that holds the order rows are written in with --backfill-order-column " +
-	"(timestamptz, timestamp, bigint, integer or smallint, e.g. DEFAULT clock_timestamp() or a bigserial; ties are broken by the id column)"
+func orderHelp(n field.Names) string {
+	return "name a column that holds the order rows are written in with " + n.Of("BackfillOrderColumn") + " " +
+		"(timestamptz, timestamp, bigint, integer or smallint, e.g. DEFAULT clock_timestamp() or a bigserial; ties are broken by the id column)"
+}
 
 // backfillOrder chooses the column a table's backfill is read in order
 // of, so that each key's rows are published in the order they were
 // written (a key's rows are all in one table: keys are per table). The
 // rule, in this order:
 //
-//  1. orderColumn (--backfill-order-column), when given: every table must
+//  1. orderColumn (BackfillOrderColumn), when given: every table must
 //     have it, of a type in orderTypes.
 //  2. The id column, when it is an integer filled from a sequence
 //     (identity, serial, bigserial: the default table): a sequence's
 //     values are taken in insert order, and a key's rows are written by
 //     one writer at a time.
-//  3. timestampColumn (--timestamp-column), when the table has it, a
+//  3. timestampColumn (Columns.Timestamp), when the table has it, a
 //     timestamptz or timestamp.
 //
 // Anything else (a uuid, text or varchar id, an integer id the
@@ -200,7 +203,7 @@ const orderHelp = "name a column that holds the order rows are written in with -
 //
 // cols are every column of the table, published or not: a column list may
 // leave the ordering column out, and ORDER BY can still read it.
-func backfillOrder(table string, cols []slot.Column, idColumn, timestampColumn, orderColumn string) (string, error) {
+func backfillOrder(table string, cols []slot.Column, idColumn, timestampColumn, orderColumn string, n field.Names) (string, error) {
 	find := func(name string) (slot.Column, bool) {
 		for _, c := range cols {
 			if c.Name == name {
@@ -212,11 +215,11 @@ func backfillOrder(table string, cols []slot.Column, idColumn, timestampColumn, 
 	if orderColumn != "" {
 		c, ok := find(orderColumn)
 		if !ok {
-			return "", fmt.Errorf("%w: table %s has no column %q (--backfill-order-column)", ErrBackfillUnordered, table, orderColumn)
+			return "", fmt.Errorf("%w: table %s has no column %q (%s)", ErrBackfillUnordered, table, orderColumn, n.Of("BackfillOrderColumn"))
 		}
 		if _, ok := orderTypes[c.TypeOID]; !ok {
-			return "", fmt.Errorf("%w: table %s: ordering column %q (--backfill-order-column) has %s, want timestamptz, timestamp, bigint, integer or smallint",
-				ErrBackfillUnordered, table, orderColumn, describeOID(c.TypeOID))
+			return "", fmt.Errorf("%w: table %s: ordering column %q (%s) has %s, want timestamptz, timestamp, bigint, integer or smallint",
+				ErrBackfillUnordered, table, orderColumn, n.Of("BackfillOrderColumn"), describeOID(c.TypeOID))
 		}
 		return orderColumn, nil
 	}
@@ -237,12 +240,12 @@ func backfillOrder(table string, cols []slot.Column, idColumn, timestampColumn, 
 	if isInt {
 		why = fmt.Sprintf("its id column %q is an integer not filled from a sequence (no identity, no DEFAULT nextval(...)), so it need not sort in the order rows are written", idColumn)
 	}
-	ts := "no --timestamp-column is given"
+	ts := "no " + n.Of("Columns.Timestamp") + " is given"
 	if timestampColumn != "" {
-		ts = fmt.Sprintf("the table has no timestamptz or timestamp column %q (--timestamp-column)", timestampColumn)
+		ts = fmt.Sprintf("the table has no timestamptz or timestamp column %q (%s)", timestampColumn, n.Of("Columns.Timestamp"))
 	}
 	return "", fmt.Errorf("%w: table %s: %s, and %s: %s",
-		ErrBackfillUnordered, table, why, ts, orderHelp)
+		ErrBackfillUnordered, table, why, ts, orderHelp(n))
 }
 
 // describeOID names a column type for the ordering errors.

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/slot"
 )
@@ -54,7 +55,7 @@ func TestBackfillOrderRule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := backfillOrder(`"public"."t"`, tt.cols, "id", tt.timestamp, tt.order)
+			got, err := backfillOrder(`"public"."t"`, tt.cols, "id", tt.timestamp, tt.order, testNames)
 			if tt.want != "" {
 				if err != nil || got != tt.want {
 					t.Fatalf("backfillOrder = %q, %v; want %q", got, err, tt.want)
@@ -94,3 +95,8 @@ func TestBackfillSelectOrdersByTheColumnThenID(t *testing.T) {
 		t.Errorf("countSQL with an ordering column:\n got %s\nwant %s", got, want)
 	}
 }
+
+// testNames renders the stream's settings as run's flags do.
+var testNames = field.Flags(func(path string) string {
+	return map[string]string{"BackfillOrderColumn": "backfill-order-column", "Columns.Timestamp": "timestamp-column"}[path]
+})

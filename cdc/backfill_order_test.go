@@ -66,7 +66,7 @@ func TestBackfillKeepsPerKeyWriteOrderWithUUIDIds(t *testing.T) {
 				if !errors.Is(err, cdc.ErrBackfillUnordered) || !cdc.IsPermanent(err) {
 					t.Fatalf("Run = %v, want a permanent error wrapping ErrBackfillUnordered", err)
 				}
-				for _, w := range []string{"--backfill-order-column", "uuid_events", `id column "id" has type uuid`, "nothing was published"} {
+				for _, w := range []string{"BackfillOrderColumn", "uuid_events", `id column "id" has type uuid`, "nothing was published"} {
 					if !strings.Contains(err.Error(), w) {
 						t.Errorf("error does not say %q:\n%v", w, err)
 					}

@@ -45,8 +45,8 @@ func TestMissingSlotStopsWithTheRecoveryCommand(t *testing.T) {
 		recorded bool
 		want     []string
 	}{
-		{"never created", false, []string{"outboxd migrate", "--create-slot --backfill-where"}},
-		{"lost", true, []string{"is gone", "in no slot", "outboxd run --create-slot --backfill-where \"created_at >= '2026-11-30T09:55:00Z'\"", "Kafka acknowledged commits up to 2026-11-30T10:00:00Z"}},
+		{"never created", false, []string{"outboxd migrate", "`CreateSlot = true` and `BackfillWhere = \"<predicate>\"`"}},
+		{"lost", true, []string{"is gone", "in no slot", "`CreateSlot = true` and `BackfillWhere = \"created_at >= '2026-11-30T09:55:00Z'\"`", "Kafka acknowledged commits up to 2026-11-30T10:00:00Z"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -214,7 +214,7 @@ func TestInterruptedBackfillRunsAgainWhole(t *testing.T) {
 	// and --create-slot alone backfills with its recorded predicate.
 	b.dropSlot(t)
 	err = b.start(cdc.Config{}).wait(time.Minute)
-	if !errors.Is(err, slot.ErrMissing) || !strings.Contains(err.Error(), "Its backfill (true) had not finished") || !strings.Contains(err.Error(), `--backfill-where "(true) OR created_at >= '`) {
+	if !errors.Is(err, slot.ErrMissing) || !strings.Contains(err.Error(), "Its backfill (true) had not finished") || !strings.Contains(err.Error(), `BackfillWhere = "(true) OR created_at >= '`) {
 		t.Fatalf("Run with the pending backfill's slot gone = %v, want the refusal naming the unfinished backfill in its command", err)
 	}
 	r := b.start(cdc.Config{CreateSlot: true})

@@ -156,6 +156,19 @@ type Config struct {
 	// Default DefaultServerTimeout (60 s, for wal_sender_timeout's 60 s);
 	// it must exceed StatusInterval.
 	ServerTimeout time.Duration
+	// Names renders the settings the stream's messages name (by this
+	// Config's field names) as its user set them: a command's flags or a
+	// pipelines file's keys. The zero Names shows the field names.
+	Names field.Names
+}
+
+// SlotNames are the stream's Names for the slot package's messages,
+// whose ProvisionConfig calls CreateSlot and FailoverSlot Create and
+// Failover.
+func (c Config) SlotNames() field.Names {
+	return c.Names.Renamed(func(p string) string {
+		return map[string]string{"Create": "CreateSlot", "Failover": "FailoverSlot"}[p]
+	})
 }
 
 // Defaults.

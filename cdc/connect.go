@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/lib/rawio"
 	"github.com/outboxd/outboxd/lib/sqlquote"
 	"github.com/outboxd/outboxd/outbox"
@@ -66,7 +67,7 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info sl
 		return permanent(err)
 	}
 	prev := s.ident.get()
-	changed, err := serverChange(prev, now, info, s.cfg.Slot, s.cfg.StopOnServerChange)
+	changed, err := serverChange(prev, now, info, s.cfg.Slot, s.cfg.StopOnServerChange, s.cfg.SlotNames())
 	if err != nil {
 		return permanent(err)
 	}
@@ -118,7 +119,7 @@ func carriedFits(carried, walEnd outbox.LSN) bool {
 //     the new timeline's progress);
 //   - a new timeline of the same system (a promoted standby) whose slot
 //     was not synchronized from the old primary (slot.SyncedAcrossFailover).
-func serverChange(prev, now slot.ServerID, info slot.Status, slotName string, stopOnChange bool) (changed bool, err error) {
+func serverChange(prev, now slot.ServerID, info slot.Status, slotName string, stopOnChange bool, names field.Names) (changed bool, err error) {
 	if prev == (slot.ServerID{}) || prev == now {
 		return false, nil
 	}
@@ -129,7 +130,7 @@ func serverChange(prev, now slot.ServerID, info slot.Status, slotName string, st
 		return true, fmt.Errorf("the server changed (system identifier %s timeline %d, was %s timeline %d: a failover, a restore or another cluster): exactly-once mode stops here, and the next start reads the progress of the new timeline (the slot's unconfirmed tail is sent again: duplicates, no loss)",
 			now.SystemID, now.Timeline, prev.SystemID, prev.Timeline)
 	case prev.SystemID == now.SystemID && !slot.SyncedAcrossFailover(info):
-		return true, slot.UnsyncedError(slotName, slot.Record{SystemID: prev.SystemID, Timeline: prev.Timeline}, now.Timeline, info.ServerVersion)
+		return true, slot.UnsyncedError(slotName, slot.Record{SystemID: prev.SystemID, Timeline: prev.Timeline}, now.Timeline, info.ServerVersion, names)
 	}
 	return true, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/slot"
 )
@@ -64,7 +65,7 @@ func TestBackfillsServerIsComparedByTheFirstSession(t *testing.T) {
 	t.Parallel()
 	s := &Streamer{}
 	s.ident.set(slot.ServerID{SystemID: "7001", Timeline: 1, Database: "app"}, 0x5000) // as createSlotWithBackfill does
-	_, err := serverChange(s.ident.get(), slot.ServerID{SystemID: "7001", Timeline: 2, Database: "app"}, slot.Status{ServerVersion: 170006}, "s", true)
+	_, err := serverChange(s.ident.get(), slot.ServerID{SystemID: "7001", Timeline: 2, Database: "app"}, slot.Status{ServerVersion: 170006}, "s", true, field.Names{})
 	if err == nil {
 		t.Error("a server change between the backfill and the first session went unnoticed in exactly-once mode")
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/outboxd/outboxd/decode"
 	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/lib/contain"
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -45,6 +46,7 @@ type reader struct {
 	readLinger     time.Duration    // Config.ReadLinger
 	sharedLinger   *readpace.Shared // Config.SharedLinger
 	serverTimeout  time.Duration    // silence after which the connection is taken for broken
+	names          field.Names      // the stream's, for its messages
 	act            *activity        // when bytes last arrived (nil in tests without a socket)
 	log            *slog.Logger
 	serverWALEnd   *atomic.Uint64 // for lag metrics
@@ -122,8 +124,8 @@ func (r *reader) run(ctx, stop context.Context) error {
 			if pgconn.Timeout(err) || stopped || ctx.Err() != nil {
 				if silent := r.silence(); silent > r.serverTimeout && ctx.Err() == nil {
 					r.broken = true
-					return fmt.Errorf("the server sent nothing on the replication connection for %s (--server-timeout %s), not even a reply to a status that asked for one: "+
-						"taking the connection for broken (a network partition or a half-open connection)", silent.Round(time.Millisecond), r.serverTimeout)
+					return fmt.Errorf("the server sent nothing on the replication connection for %s (%s %s), not even a reply to a status that asked for one: "+
+						"taking the connection for broken (a network partition or a half-open connection)", silent.Round(time.Millisecond), r.names.Of("ServerTimeout"), r.serverTimeout)
 				}
 				pacer.TimedOut()
 				continue

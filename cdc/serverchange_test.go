@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -37,7 +38,7 @@ func TestServerChange(t *testing.T) {
 		{"exactly-once, old primary back", t2, t1, synced17, true, true, "old primary that came back"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			changed, err := serverChange(tc.prev, tc.now, tc.info, "s", tc.stopOnChange)
+			changed, err := serverChange(tc.prev, tc.now, tc.info, "s", tc.stopOnChange, field.Names{})
 			if changed != tc.changed {
 				t.Errorf("changed = %v, want %v", changed, tc.changed)
 			}

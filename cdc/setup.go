@@ -26,6 +26,7 @@ func (s *Streamer) provisioner(cfg Config, log *slog.Logger) (*slot.Provisioner,
 		Create:        create,
 		BackfillWhere: cfg.BackfillWhere,
 		Backfill:      streamBackfill{s},
+		Names:         cfg.SlotNames(),
 		// A backfill over a missing or misspelled publication would find
 		// nothing and be recorded as done: checked first, as every
 		// session does.
@@ -36,7 +37,7 @@ func (s *Streamer) provisioner(cfg Config, log *slog.Logger) (*slot.Provisioner,
 			// A publication that does not publish the configured table
 			// would stream without ever publishing its rows.
 			if cfg.Table != "" {
-				return slot.CheckCovers(ctx, conn, cfg.Publication, cfg.Table)
+				return slot.CheckCovers(ctx, conn, cfg.Publication, cfg.Table, cfg.SlotNames())
 			}
 			return nil
 		},

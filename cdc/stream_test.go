@@ -281,7 +281,7 @@ type refusal struct {
 // from before it, or a table of the user's own).
 var refusals = []refusal{
 	{"oversize payload, refused before sending", func(_ *testing.T, b *bed) string { return b.topic },
-		`{"big": "` + strings.Repeat("x", 2<<20) + `"}`, "--max-record-bytes 1048588"},
+		`{"big": "` + strings.Repeat("x", 2<<20) + `"}`, "MaxRecordBytes 1048588"},
 	{"oversize payload, refused by the broker", func(t *testing.T, b *bed) string {
 		limit := "100000"
 		return testenv.CreateTopicWithConfig(t, b.brokers, testenv.Name(t, "small"), 1, map[string]*string{"max.message.bytes": &limit})

@@ -367,7 +367,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	defer cancelSetup()
 	info, err := prepare(setup, s.cfg, s.prov, s.log)
 	if err != nil {
-		return false, setupError(setup, err)
+		return false, s.setupError(setup, err)
 	}
 	// A standby learns from the regular connection that the slot is still
 	// held, without opening a replication connection for START_REPLICATION
@@ -381,7 +381,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	act := &activity{}
 	conn, err := s.connectReplication(setup, act)
 	if err != nil {
-		return false, setupError(setup, err)
+		return false, s.setupError(setup, err)
 	}
 	s.authenticated = true
 	defer func() {
@@ -390,15 +390,15 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 		_ = conn.Close(cctx) // the session's outcome is already decided
 	}()
 	if err := s.checkServer(setup, conn, info); err != nil {
-		return false, setupError(setup, err)
+		return false, s.setupError(setup, err)
 	}
 	if err := s.checkServerTimeout(setup, conn); err != nil {
-		return false, setupError(setup, err)
+		return false, s.setupError(setup, err)
 	}
 	start := max(s.confirmed, info.ConfirmedFlushLSN)
 	s.win.Start(start)
 	if err := startReplication(setup, conn, s.cfg.Slot, s.cfg.Publication, start, s.cfg.Columns.MessagePrefix != ""); err != nil {
-		err = slot.ClassifyStart(s.cfg.Slot, setupError(setup, err))
+		err = slot.ClassifyStart(s.cfg.Slot, s.setupError(setup, err))
 		var inUse *slot.InUseError
 		if errors.As(err, &inUse) {
 			inUse.PID, inUse.Holder = slotHolder(setup, s.cfg)
@@ -411,7 +411,7 @@ func (s *Streamer) session(ctx context.Context) (streamed bool, err error) {
 	s.counters.confirmed.Store(uint64(start))
 
 	r := &reader{conn: conn, dec: decode.NewDecoder(s.cfg.Columns.MessagePrefix), lay: layout.New(s.columns()), out: s.out, wm: s.win, slot: s.cfg.Slot,
-		statusInterval: s.cfg.StatusInterval, idleWait: s.cfg.IdleWait, readLinger: s.cfg.ReadLinger, sharedLinger: s.cfg.SharedLinger, serverTimeout: s.cfg.ServerTimeout, act: act, log: s.log, serverWALEnd: &s.counters.serverWALEnd,
+		statusInterval: s.cfg.StatusInterval, idleWait: s.cfg.IdleWait, readLinger: s.cfg.ReadLinger, sharedLinger: s.cfg.SharedLinger, serverTimeout: s.cfg.ServerTimeout, names: s.cfg.Names, act: act, log: s.log, serverWALEnd: &s.counters.serverWALEnd,
 		confirmedLSN: &s.counters.confirmed, confirmed: start}
 	// A graceful stop (ctx) finishes the open transaction and drains; past
 	// ShutdownTimeout the reader and the drain give up (hard).
@@ -555,9 +555,9 @@ var errShutdownTimeout = errors.New("shutdown timeout reached")
 // active process.
 var errSlotActive = errors.New("the slot is active")
 
-var errSetupTimeout = errors.New("setting the replication session up took longer than --server-timeout (the server or the network is not answering)")
+var errSetupTimeout = errors.New("setting the replication session up took longer than the server timeout (the server or the network is not answering)")
 
-// checkServerTimeout warns, once per process, when --server-timeout is too
+// checkServerTimeout warns, once per process, when ServerTimeout is too
 // short for the server's wal_sender_timeout: while the walsender replays a
 // long transaction none of whose changes is published (another table's
 // rows, updates), it reads standby statuses, and so answers them, only
@@ -584,7 +584,7 @@ func (s *Streamer) checkServerTimeout(ctx context.Context, conn *pgconn.PgConn) 
 	wst, ok := parsePGDuration(string(res[0].Rows[0][0]))
 	if need := wst/2 + s.cfg.StatusInterval; ok && wst > 0 && s.cfg.ServerTimeout < need {
 		s.warnedTimeout = true
-		s.log.Warn("--server-timeout is shorter than the server's wal_sender_timeout/2 plus --status-interval: a long transaction of unpublished changes can look like a broken connection",
+		s.log.Warn(s.cfg.Names.Of("ServerTimeout")+" is shorter than the server's wal_sender_timeout/2 plus "+s.cfg.Names.Of("StatusInterval")+": a long transaction of unpublished changes can look like a broken connection",
 			"server_timeout", s.cfg.ServerTimeout, "wal_sender_timeout", wst, "status_interval", s.cfg.StatusInterval, "want_at_least", need)
 	}
 	return nil
@@ -609,9 +609,9 @@ func parsePGDuration(v string) (time.Duration, bool) {
 
 // setupError says that a session's set-up ran out of time, when it did:
 // the error itself is then only a cancelled context or a broken read.
-func setupError(setup context.Context, err error) error {
+func (s *Streamer) setupError(setup context.Context, err error) error {
 	if err != nil && errors.Is(context.Cause(setup), errSetupTimeout) {
-		return fmt.Errorf("%w: %w", errSetupTimeout, err)
+		return fmt.Errorf("%w (%s %s): %w", errSetupTimeout, s.cfg.Names.Of("ServerTimeout"), s.cfg.ServerTimeout, err)
 	}
 	return err
 }

@@ -14,7 +14,7 @@ import (
 type Config struct {
 	// Replica is this replica's number, 0 to Replicas-1; Replicas is how
 	// many run the same pipelines (default 1: this one alone). A replica
-	// numbered Replicas or above (a StatefulSet scaled past --replicas
+	// numbered Replicas or above (a StatefulSet scaled past its replicas
 	// with kubectl scale or an autoscaler) runs too, as a standby of last
 	// resort: ranked after every other for every pipeline.
 	Replica, Replicas int
@@ -40,6 +40,9 @@ type Config struct {
 	// said once), and the fleet does not look for slots no pipeline of it
 	// runs, since such a process usually runs one slot of several.
 	Single bool
+	// Names renders the settings the fleet's messages name (by this
+	// Config's field names) as its user set them.
+	Names field.Names
 }
 
 // Defaults.

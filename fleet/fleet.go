@@ -131,8 +131,9 @@ func (f *Fleet) Run(ctx context.Context) error {
 		f.log.Info("starting pipelines", "pipelines", len(f.members), "replica", f.cfg.Replica, "replicas", f.cfg.Replicas)
 	}
 	if f.cfg.Replica >= f.cfg.Replicas {
-		f.log.Warn("this replica's number is beyond the replicas (scaled past --replicas, by kubectl scale or an autoscaler?): it stands by for every pipeline, "+
-			"ranked after every other replica; change --replicas (the chart's replicas) to spread the pipelines over it", "replica", f.cfg.Replica, "replicas", f.cfg.Replicas)
+		replicas := f.cfg.Names.Of("Replicas")
+		f.log.Warn("this replica's number is beyond the replicas (scaled past "+replicas+", by kubectl scale or an autoscaler?): it stands by for every pipeline, "+
+			"ranked after every other replica; change "+replicas+" (the chart's replicas) to spread the pipelines over it", "replica", f.cfg.Replica, "replicas", f.cfg.Replicas)
 	}
 	for _, m := range f.Members() {
 		start(m, nil)

@@ -43,6 +43,12 @@ type Config struct {
 	// Observer, when set, learns about the pipeline's transactions read
 	// and records acknowledged or dead-lettered (metrics).
 	Observer Observer
+	// Names renders the settings the stages' messages name (by this
+	// Config's field paths, "Stream.Slot") as its user set them: a
+	// command's flags or a pipelines file's keys. The zero Names shows the
+	// paths. The stages get theirs from it (a stage's own Names is
+	// replaced).
+	Names field.Names
 }
 
 // Observer learns about a pipeline's transactions read and records
@@ -53,7 +59,17 @@ type Observer = pump.Observer
 func (c Config) monitor() slot.MonitorConfig {
 	m, s := c.Monitor, c.Stream.WithDefaults()
 	m.DatabaseURL, m.Slot, m.Publication = s.DatabaseURL, s.Slot, s.Publication
+	m.Names = c.Stream.SlotNames()
 	return m
+}
+
+// named is c with each stage's Names from c's.
+func (c Config) named() Config {
+	c.Stream.Names = c.Names.Under("Stream")
+	c.Pump.Names = c.Names.Under("Pump")
+	c.Kafka.Names = c.Names.Under("Kafka")
+	c.Txn.Names = c.Names.Under("Txn")
+	return c
 }
 
 // Validate reports every problem of c at once (see Problems), joined.
@@ -63,6 +79,7 @@ func (c Config) Validate() error { return errors.Join(c.Problems()...) }
 // the stage's field ("Stream.ReadLinger"), and the rules that span stages.
 // None: c is valid.
 func (c Config) Problems() []error {
+	c = c.named()
 	var errs []error
 	errs = append(errs, field.Under("Stream", c.Stream.Validate())...)
 	errs = append(errs, field.Under("Pump", c.Pump.Validate())...)

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/publish"
 )
 
@@ -32,10 +33,14 @@ func TestDeadLetterTopicCheck(t *testing.T) {
 	}{
 		{name: "existing", exists: true, wantExists: true},
 		{name: "existing, creation allowed", exists: true, allowCreate: true, wantExists: true},
-		{name: "missing", wantErr: "create it first, or pass --allow-auto-topic-creation"},
+		{name: "missing", wantErr: "--dead-letter-topic: Kafka topic does not exist: dlq: create it first, or set --allow-auto-topic-creation"},
 		{name: "missing, creation allowed", allowCreate: true, wantExists: true,
 			wantLog: "created the dead-letter topic with the broker's default partitions and replication factor (--allow-auto-topic-creation)"},
 	}
+	// The settings as run's flags name them.
+	flags := field.Flags(func(path string) string {
+		return map[string]string{"Pump.DeadLetterTopic": "dead-letter-topic", "Kafka.AllowAutoTopicCreation": "allow-auto-topic-creation"}[path]
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -55,7 +60,7 @@ func TestDeadLetterTopicCheck(t *testing.T) {
 			}
 			t.Cleanup(p.Close)
 			var logs bytes.Buffer
-			err = checkDeadLetterTopic(t.Context(), p, topic, tt.allowCreate, slog.New(slog.NewJSONHandler(&logs, nil)))
+			err = checkDeadLetterTopic(t.Context(), p, topic, tt.allowCreate, flags, slog.New(slog.NewJSONHandler(&logs, nil)))
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("checkDeadLetterTopic = %v, want nil", err)

@@ -51,7 +51,7 @@ func New(cfg Config, log *slog.Logger) (*Pipeline, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, log: log}
+	p := &Pipeline{cfg: cfg.named(), log: log}
 	if err := p.build(); err != nil {
 		if p.sink != nil {
 			p.sink.Close()
@@ -67,7 +67,7 @@ func (p *Pipeline) build() error {
 	// reach counts every Kafka client's failed dials and requests: a wrong
 	// broker address is retried for ever, and must not look healthy
 	// meanwhile.
-	p.reach = publish.NewReachability(cfg.Kafka.Brokers, p.log)
+	p.reach = publish.NewReachability(cfg.Kafka.Brokers, cfg.Kafka.Names, p.log)
 	kafka := cfg.Kafka
 	kafka.Opts = append(slices.Clone(kafka.Opts), p.reach.Hooks())
 	stream := cfg.Stream
@@ -143,7 +143,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	}()
 	defer p.Close()
 	if t := p.cfg.Pump.DeadLetterTopic; t != "" {
-		if err := checkDeadLetterTopic(ctx, p.sink, t, p.cfg.Kafka.AllowAutoTopicCreation, p.log); err != nil {
+		if err := checkDeadLetterTopic(ctx, p.sink, t, p.cfg.Kafka.AllowAutoTopicCreation, p.cfg.Names, p.log); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outboxd/outboxd/lib/field"
 )
 
 // kgoLogger routes franz-go's own log lines into the injected logger:
@@ -45,14 +47,17 @@ func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 // says so only at its debug level. A broker that stopped answering (a
 // half-open connection, a partition) shows here as an i/o timeout once
 // the request's timeout passed.
-type readErrors struct{ log *slog.Logger }
+type readErrors struct {
+	names field.Names
+	log   *slog.Logger
+}
 
 func (h readErrors) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
 	if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) {
 		return
 	}
 	addr := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
-	if what, ok := wrongProtocol(err); ok {
+	if what, ok := wrongProtocol(err, h.names); ok {
 		h.log.Warn("kafka: the peer at the broker address "+what+"; retrying on a new connection",
 			"broker", meta.NodeID, "addr", addr, "request", kmsg.Key(key).Name(), "err", err)
 		return

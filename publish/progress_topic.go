@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -20,7 +21,7 @@ import (
 // the broker's replication factor) or checks that the existing one is
 // compacted: the sink keeps one live record per slot there, and a topic
 // that deletes by age would forget it.
-func ensureProgressTopic(ctx context.Context, adm *kadm.Client, topic string) (created bool, err error) {
+func ensureProgressTopic(ctx context.Context, adm *kadm.Client, topic string, n field.Names) (created bool, err error) {
 	compact := "compact"
 	_, err = adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &compact}, topic)
 	switch {
@@ -43,7 +44,7 @@ func ensureProgressTopic(ctx context.Context, adm *kadm.Client, topic string) (c
 	}
 	for _, c := range rc.Configs {
 		if c.Key == "cleanup.policy" && c.Value != nil && (!strings.Contains(*c.Value, "compact") || strings.Contains(*c.Value, "delete")) {
-			return false, fmt.Errorf("%w: %s has cleanup.policy=%s, so Kafka would delete outboxd's progress by age (alter the topic, or choose another with --progress-topic)", errNotCompacted, topic, *c.Value)
+			return false, fmt.Errorf("%w: %s has cleanup.policy=%s, so Kafka would delete outboxd's progress by age (alter the topic, or choose another with %s)", errNotCompacted, topic, *c.Value, n.Of("ProgressTopic"))
 		}
 	}
 	return false, nil
@@ -73,7 +74,7 @@ var errNotCompacted = errors.New("the progress topic must have cleanup.policy=co
 // It reads up to the high watermark seen first, waiting while other keys'
 // open transactions hold the last stable offset below it: a progress record
 // committed after another slot's transaction began is still read.
-func readProgress(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic string, key []byte, txnID string, log *slog.Logger) (outbox.Position, error) {
+func readProgress(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic string, key []byte, txnID string, n field.Names, log *slog.Logger) (outbox.Position, error) {
 	hwm, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = hwm.Error()
@@ -152,7 +153,7 @@ func readProgress(ctx context.Context, opts []kgo.Opt, adm *kadm.Client, topic s
 	}
 	if ignored > 0 {
 		log.Warn("ignored records on the progress topic under this slot's key that this transactional id did not write in a committed transaction "+
-			"(a changed --transactional-id starts progress anew; anything else is not outboxd's: restrict Write on the topic to outboxd)",
+			"(a changed "+n.Of("TransactionalID")+" starts progress anew; anything else is not outboxd's: restrict Write on the topic to outboxd)",
 			"topic", topic, "key", string(key), "ignored", ignored, "last_offset", last.Offset, "last_partition", last.Partition, "resume_after", pos)
 	}
 	return pos, nil

@@ -52,8 +52,17 @@ type Config struct {
 	// know (the broker must have auto.create.topics.enable=true). Default
 	// false: a record for an unknown topic fails for good.
 	AllowAutoTopicCreation bool
-	// Opts are appended to the client options (TLS, SASL, ...).
+	// TLS and SASL secure the connections to the brokers.
+	TLS  TLS
+	SASL SASL
+	// Opts are appended to the client options (hooks, ...).
 	Opts []kgo.Opt
+	// Names renders the settings the producer's messages name (by this
+	// Config's field names) as its user set them: a command's flags or a
+	// pipelines file's keys. The zero Names shows the field names.
+	Names field.Names
+
+	dialer kgo.Opt // the one dialer of every client (secured)
 }
 
 // Defaults for Config.
@@ -92,6 +101,7 @@ func (c Config) WithDefaults() Config {
 type Producer struct {
 	cl             *kgo.Client
 	maxRecordBytes int
+	names          field.Names
 	dataLoss       *dataLossCounter
 	explain        errgroup.Group // goroutines looking up a broker's limit for an error
 	closeOnce      sync.Once
@@ -103,8 +113,11 @@ func New(cfg Config, log *slog.Logger) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
-	p := &Producer{maxRecordBytes: cfg.MaxRecordBytes, dataLoss: &dataLossCounter{log: log}}
+	cfg, err := cfg.WithDefaults().secured(log)
+	if err != nil {
+		return nil, err
+	}
+	p := &Producer{maxRecordBytes: cfg.MaxRecordBytes, names: cfg.Names, dataLoss: &dataLossCounter{log: log}}
 	cl, err := kgo.NewClient(clientOpts(cfg, log, p.dataLoss.detected)...)
 	if err != nil {
 		return nil, fmt.Errorf("creating Kafka producer: %w", err)
@@ -116,12 +129,15 @@ func New(cfg Config, log *slog.Logger) (*Producer, error) {
 // clientOpts are the options of every producing client, transactional or
 // not; cfg has its defaults.
 func clientOpts(cfg Config, log *slog.Logger, onDataLoss func(string, int32)) []kgo.Opt {
+	if cfg.dialer == nil { // no TLS (secured)
+		cfg.dialer = kgo.Dialer(rawio.Dialer(dialTimeout, nil))
+	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
-		// franz-go's own dialer, with raw reads and writes (see package
-		// rawio: each acknowledgment wakes the process); TLS options
-		// replace it with one that wraps the same way.
-		kgo.Dialer(rawio.Dialer(10*time.Second, nil)),
+		// The one dialer (secured): franz-go's own, with raw reads and
+		// writes (see package rawio: each acknowledgment wakes the
+		// process), in TLS when the settings ask for it.
+		cfg.dialer,
 		kgo.ClientID(cfg.ClientID),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchMaxBytes(int32(cfg.MaxRecordBytes)),
@@ -142,10 +158,13 @@ func clientOpts(cfg Config, log *slog.Logger, onDataLoss func(string, int32)) []
 		kgo.AlwaysRetryEOF(),
 		kgo.ProducerOnDataLossDetected(onDataLoss),
 		kgo.WithLogger(kgoLogger{log}),
-		kgo.WithHooks(readErrors{log}),
+		kgo.WithHooks(readErrors{cfg.Names, log}),
 	}
 	if cfg.AllowAutoTopicCreation {
 		opts = append(opts, kgo.AllowAutoTopicCreation())
+	}
+	if m := cfg.SASL.mechanism(); m != nil {
+		opts = append(opts, kgo.SASL(m))
 	}
 	return append(opts, cfg.Opts...)
 }
@@ -175,7 +194,9 @@ func (cfg Config) Validate() error {
 	if cfg.Linger < 0 {
 		bad("Linger", "must not be negative")
 	}
-	return errors.Join(errs...)
+	var p field.Problems
+	cfg.securityProblems(&p)
+	return errors.Join(append(errs, p...)...)
 }
 
 // toRecord is ev as a Kafka record (see the record contract).
@@ -194,9 +215,9 @@ func toRecord(ev *outbox.Event) *kgo.Record {
 }
 
 // tooLarge is the error for a record over maxRecordBytes, nil if it fits.
-func tooLarge(ev *outbox.Event, maxRecordBytes int) error {
+func tooLarge(ev *outbox.Event, maxRecordBytes int, names field.Names) error {
 	if need := wireSize(ev); need > maxRecordBytes {
-		return &Error{ID: ev.ID(), Topic: ev.Topic, Err: &TooLargeError{Bytes: need, Limit: maxRecordBytes, Client: true}}
+		return &Error{ID: ev.ID(), Topic: ev.Topic, Err: &TooLargeError{Bytes: need, Limit: maxRecordBytes, Client: true, Setting: names.Of("MaxRecordBytes")}}
 	}
 	return nil
 }
@@ -207,7 +228,7 @@ func tooLarge(ev *outbox.Event, maxRecordBytes int) error {
 // good (a *Error). Records are produced in the order of Publish calls; per
 // partition Kafka keeps that order, also across retries (idempotence).
 func (p *Producer) Publish(ev *outbox.Event, done func(error)) {
-	if err := tooLarge(ev, p.maxRecordBytes); err != nil {
+	if err := tooLarge(ev, p.maxRecordBytes, p.names); err != nil {
 		done(err)
 		return
 	}
@@ -227,15 +248,15 @@ func (p *Producer) Publish(ev *outbox.Event, done func(error)) {
 			})
 			return
 		}
-		done(&Error{ID: id, Topic: r.Topic, Err: explainUnknownTopic(err)})
+		done(&Error{ID: id, Topic: r.Topic, Err: explainUnknownTopic(err, p.names)})
 	})
 }
 
 // explainUnknownTopic adds to an unknown-topic error what to do about it:
 // outboxd creates no topic unless allowed to.
-func explainUnknownTopic(err error) error {
+func explainUnknownTopic(err error, n field.Names) error {
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return fmt.Errorf("%w (outboxd creates no topics: create it, or let the broker create unknown topics with --allow-auto-topic-creation)", err)
+		return fmt.Errorf("%w (outboxd creates no topics: create it, or let the broker create unknown topics with %s)", err, n.Of("AllowAutoTopicCreation"))
 	}
 	return err
 }
@@ -424,16 +445,22 @@ func (e *Error) Unwrap() error { return e.Err }
 // sending) or the broker's (MESSAGE_TOO_LARGE). It matches
 // outbox.ErrRecordTooLarge and, for the broker's, kerr.MessageTooLarge.
 type TooLargeError struct {
-	Client bool   // refused by outboxd's own limit, before sending
-	Bytes  int    // client: the record's batch size
-	Limit  int    // client: --max-record-bytes; broker: the topic's max.message.bytes (0 if unknown)
-	Topic  string // broker
-	Cause  error  // broker: the error franz-go reported
+	Client bool // refused by outboxd's own limit, before sending
+	Bytes  int  // client: the record's batch size
+	Limit  int  // client: Config.MaxRecordBytes; broker: the topic's max.message.bytes (0 if unknown)
+	// Setting names the client's limit as its user set it ("--max-record-bytes").
+	Setting string
+	Topic   string // broker
+	Cause   error  // broker: the error franz-go reported
 }
 
 func (e *TooLargeError) Error() string {
 	if e.Client {
-		return fmt.Sprintf("record too large: it needs a batch of %d bytes, over --max-record-bytes %d (outboxd's limit, checked before sending)", e.Bytes, e.Limit)
+		setting := e.Setting
+		if setting == "" {
+			setting = "MaxRecordBytes"
+		}
+		return fmt.Sprintf("record too large: it needs a batch of %d bytes, over %s %d (outboxd's limit, checked before sending)", e.Bytes, setting, e.Limit)
 	}
 	limit := "the topic's max.message.bytes (or the broker's message.max.bytes)"
 	if e.Limit > 0 {

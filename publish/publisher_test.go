@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
 )
@@ -114,7 +115,8 @@ func TestOversizeRecordFailsNamingIDTopicAndLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	p, err := publish.New(publish.Config{Brokers: c.ListenAddrs()}, quiet())
+	names := field.Flags(func(path string) string { return map[string]string{"MaxRecordBytes": "max-record-bytes"}[path] })
+	p, err := publish.New(publish.Config{Brokers: c.ListenAddrs(), Names: names}, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,12 +14,14 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxd/outboxd/lib/field"
 )
 
 // Reachability follows whether Kafka answers, from franz-go's hooks on
 // every client it is added to (Hooks, in Config.Opts): it counts the dials
 // and requests that failed, and knows since when none has succeeded. A
-// wrong --brokers shows as a rising count and a growing time, where the
+// wrong Brokers shows as a rising count and a growing time, where the
 // producer itself only retries (it never fails a record for that).
 //
 // A dial counts as a success once the broker answered its ApiVersions
@@ -28,6 +30,7 @@ import (
 // neither. Safe for concurrent use.
 type Reachability struct {
 	brokers string
+	names   field.Names
 	log     *slog.Logger
 
 	errors atomic.Uint64
@@ -42,8 +45,9 @@ type Reachability struct {
 type peerFault struct{ addr, what string }
 
 // NewReachability returns the tracker for a client of brokers.
-func NewReachability(brokers []string, log *slog.Logger) *Reachability {
-	return &Reachability{brokers: strings.Join(brokers, ","), log: log}
+// names renders the client's settings its messages name (Config.Names).
+func NewReachability(brokers []string, names field.Names, log *slog.Logger) *Reachability {
+	return &Reachability{brokers: strings.Join(brokers, ","), names: names, log: log}
 }
 
 // Hooks is the client option that feeds r; add it to Config.Opts.
@@ -65,7 +69,7 @@ func (r *Reachability) UnreachableSince() time.Time {
 // observeBroker is observe for a dial or request to the broker at addr,
 // keeping the address when the peer does not speak Kafka.
 func (r *Reachability) observeBroker(addr string, err error) {
-	if what, ok := wrongProtocol(err); ok {
+	if what, ok := wrongProtocol(err, r.names); ok {
 		r.wrongPeer.Store(&peerFault{addr: addr, what: what})
 	}
 	r.observe(err)
@@ -110,20 +114,20 @@ func brokerAddr(m kgo.BrokerMetadata) string {
 // is another protocol (its text names a TLS alert or HTTP when it sees
 // one); a TLS client reading a plaintext answer gets a record header
 // error.
-func wrongProtocol(err error) (string, bool) {
+func wrongProtocol(err error, n field.Names) (string, bool) {
 	if err == nil {
 		return "", false
 	}
 	var rh tls.RecordHeaderError
 	if errors.As(err, &rh) {
-		return "does not speak TLS: --kafka-tls is on, and this is a plaintext listener (or not Kafka at all)", true
+		return "does not speak TLS: " + n.Of("TLS.Enabled") + " is on, and this is a plaintext listener (or not Kafka at all)", true
 	}
 	msg := err.Error()
 	switch {
 	case !strings.Contains(msg, "invalid large response size"):
 		return "", false
 	case strings.Contains(msg, "tls alert"):
-		return "speaks TLS: turn --kafka-tls on (with --kafka-tls-ca-file when its certificate is not from a public authority), or use its plaintext listener", true
+		return "speaks TLS: turn " + n.Of("TLS.Enabled") + " on (with " + n.Of("TLS.CAFile") + " when its certificate is not from a public authority), or use its plaintext listener", true
 	case strings.Contains(msg, "'HTTP'"):
 		return "speaks HTTP, not Kafka: is the port the broker's?", true
 	}

@@ -2,7 +2,6 @@ package publish_test
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -14,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxd/outboxd/harness/testenv"
-	"github.com/outboxd/outboxd/lib/rawio"
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/publish"
 )
 
@@ -37,7 +36,7 @@ func closedAddr(t *testing.T) string {
 func TestReachabilityCountsFailedDials(t *testing.T) {
 	t.Parallel()
 	bad := closedAddr(t)
-	reach := publish.NewReachability([]string{bad}, quiet())
+	reach := publish.NewReachability([]string{bad}, field.Names{}, quiet())
 	p, err := publish.New(publish.Config{Brokers: []string{bad}, Opts: []kgo.Opt{reach.Hooks()}}, quiet())
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +92,7 @@ func TestCheckAtStartWarnsThenInforms(t *testing.T) {
 	t.Parallel()
 	var buf testenv.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	reach := publish.NewReachability([]string{"kafka-a:9092", "kafka-b:9092"}, log)
+	reach := publish.NewReachability([]string{"kafka-a:9092", "kafka-b:9092"}, field.Names{}, log)
 	pings := 0
 	ping := func(ctx context.Context) error {
 		if _, ok := ctx.Deadline(); !ok {
@@ -176,7 +175,7 @@ func TestCheckAtStartNamesAPeerThatDoesNotSpeakKafka(t *testing.T) {
 		{name: "another service", reply: append([]byte("E\x00\x00\x00\x54SFATAL"), make([]byte, 80)...), want: "does not speak Kafka"},
 		{name: "HTTP", reply: []byte("HTTP/1.1 400 Bad Request\r\n\r\n"), want: "speaks HTTP"},
 		// A TLS listener answers plaintext with an alert record.
-		{name: "TLS, the client plaintext", reply: []byte{21, 3, 3, 0, 2, 2, 10}, want: "speaks TLS: turn --kafka-tls on"},
+		{name: "TLS, the client plaintext", reply: []byte{21, 3, 3, 0, 2, 2, 10}, want: "speaks TLS: turn --kafka-tls on (with --kafka-tls-ca-file"},
 		{name: "plaintext, the client TLS", reply: []byte("E\x00\x00\x00\x54SFATAL plaintext"), tls: true, want: "does not speak TLS"},
 	}
 	for _, tt := range tests {
@@ -185,13 +184,14 @@ func TestCheckAtStartNamesAPeerThatDoesNotSpeakKafka(t *testing.T) {
 			addr := answering(t, tt.reply)
 			var buf testenv.SyncBuffer
 			log := slog.New(slog.NewTextHandler(&buf, nil))
-			reach := publish.NewReachability([]string{addr}, log)
-			opts := []kgo.Opt{reach.Hooks()}
-			if tt.tls {
-				tc := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // a test peer
-				opts = append(opts, kgo.Dialer(rawio.DialerTLS(5*time.Second, func() (*tls.Config, error) { return tc, nil })))
-			}
-			p, err := publish.New(publish.Config{Brokers: []string{addr}, Opts: opts}, quiet())
+			// The settings as run's flags name them.
+			flags := field.Flags(func(path string) string {
+				return map[string]string{"TLS.Enabled": "kafka-tls", "TLS.CAFile": "kafka-tls-ca-file"}[path]
+			})
+			reach := publish.NewReachability([]string{addr}, flags, log)
+			cfg := publish.Config{Brokers: []string{addr}, Opts: []kgo.Opt{reach.Hooks()}}
+			cfg.TLS.InsecureSkipVerify = tt.tls // a test peer
+			p, err := publish.New(cfg, quiet())
 			if err != nil {
 				t.Fatal(err)
 			}

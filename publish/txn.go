@@ -98,6 +98,10 @@ func NewTxn(cfg TxnConfig, kafka Config, slot string, identify func(context.Cont
 		return nil, fmt.Errorf("creating the transactional Kafka producer: %w", err)
 	}
 	cfg, kafka = cfg.WithDefaults(), kafka.WithDefaults()
+	kafka, err := kafka.secured(log)
+	if err != nil {
+		return nil, fmt.Errorf("creating the transactional Kafka producer: %w", err)
+	}
 	t := &TxnProducer{cfg: cfg, kafka: kafka, slot: slot, identify: identify, log: log,
 		wake: make(chan struct{}, 1), abort: make(chan struct{}, 1), stopped: make(chan struct{})}
 	t.dataLoss = &dataLossCounter{log: log}
@@ -112,7 +116,7 @@ func NewTxn(cfg TxnConfig, kafka Config, slot string, identify func(context.Cont
 // Publish queues ev for the next Kafka transaction. A record too large for
 // --max-record-bytes is refused before Publish returns, as in Producer.
 func (t *TxnProducer) Publish(ev *outbox.Event, done func(error)) {
-	if err := tooLarge(ev, t.kafka.MaxRecordBytes); err != nil {
+	if err := tooLarge(ev, t.kafka.MaxRecordBytes, t.kafka.Names); err != nil {
 		done(err)
 		return
 	}
@@ -307,7 +311,7 @@ func (t *TxnProducer) produced(r *kgo.Record, err error) {
 		t.recErr = fmt.Errorf("writing the progress record to topic %s: %w", r.Topic, err)
 	default:
 		id, _ := headerValue(r, "id")
-		t.recErr = &Error{ID: id, Topic: r.Topic, Err: explainUnknownTopic(err)}
+		t.recErr = &Error{ID: id, Topic: r.Topic, Err: explainUnknownTopic(err, t.kafka.Names)}
 	}
 }
 
@@ -360,7 +364,7 @@ func (t *TxnProducer) commit(ctx context.Context) error {
 	if aerr := t.cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
 		return t.classify("committing a Kafka transaction ("+err.Error()+"), then aborting it", aerr)
 	}
-	pos, rerr := readProgress(ctx, t.readOpts(), kadm.NewClient(t.admin), t.cfg.ProgressTopic, t.key, t.txnID, t.log)
+	pos, rerr := readProgress(ctx, t.readOpts(), kadm.NewClient(t.admin), t.cfg.ProgressTopic, t.key, t.txnID, t.cfg.Names, t.log)
 	if rerr != nil {
 		return fmt.Errorf("committing a Kafka transaction (%v): its outcome is unknown and %w", err, rerr)
 	}
@@ -469,7 +473,7 @@ func (t *TxnProducer) tryInit(ctx context.Context) error {
 		id = "outboxd-" + t.slot + "-" + sys
 	}
 	adm := kadm.NewClient(t.admin)
-	created, err := ensureProgressTopic(actx, adm, t.cfg.ProgressTopic)
+	created, err := ensureProgressTopic(actx, adm, t.cfg.ProgressTopic, t.cfg.Names)
 	if err != nil {
 		return err
 	}
@@ -491,7 +495,7 @@ func (t *TxnProducer) tryInit(ctx context.Context) error {
 	}
 	fenced := time.Now()
 	key := progressKey(t.slot, sys, timeline)
-	pos, err := readProgress(actx, t.readOpts(), adm, t.cfg.ProgressTopic, key, id, t.log)
+	pos, err := readProgress(actx, t.readOpts(), adm, t.cfg.ProgressTopic, key, id, t.cfg.Names, t.log)
 	if err != nil {
 		cl.Close()
 		return err
@@ -500,8 +504,8 @@ func (t *TxnProducer) tryInit(ctx context.Context) error {
 		cl.Close()
 		return &permanentError{fmt.Errorf("the progress topic %s records position %s for key %s, past the server's WAL end %s on the same system and timeline: "+
 			"the server's storage was rolled back (a restore or a snapshot without a new timeline), and the rows it commits now below %s would be skipped; "+
-			"start with another --progress-topic (the slot's unconfirmed tail is published again) once the server is where it should be",
-			t.cfg.ProgressTopic, pos, key, srv.WALEnd, pos.CommitLSN)}
+			"start with another %s (the slot's unconfirmed tail is published again) once the server is where it should be",
+			t.cfg.ProgressTopic, pos, key, srv.WALEnd, pos.CommitLSN, t.cfg.Names.Of("ProgressTopic"))}
 	}
 	t.cl, t.txnID, t.key, t.committed, t.last = cl, id, key, pos, pos
 	t.log.Info("exactly-once producer ready", "transactional_id", id, "progress_topic", t.cfg.ProgressTopic, "resume_after", pos,
@@ -544,7 +548,9 @@ var ErrFenced = errors.New("fenced by another outboxd process with the same tran
 // classify wraps a transaction-level error, naming fencing as such.
 func (t *TxnProducer) classify(what string, err error) error {
 	if fenced(err) {
-		return fmt.Errorf("%s: %w (a standby took the slot over, or --transactional-id is shared; Kafka 4 also says so when it aborted a transaction open longer than --transaction-timeout); this process stops and writes nothing more, and a restart resumes from the progress topic: %w", what, ErrFenced, err)
+		n := t.cfg.Names
+		return fmt.Errorf("%s: %w (a standby took the slot over, or %s is shared; Kafka 4 also says so when it aborted a transaction open longer than %s); this process stops and writes nothing more, and a restart resumes from the progress topic: %w",
+			what, ErrFenced, n.Of("TransactionalID"), n.Of("Timeout"), err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

@@ -47,6 +47,9 @@ type TxnConfig struct {
 	// the brokers' transaction.max.timeout.ms (Kafka's default 15 min), or
 	// initializing the producer fails. Default DefaultTransactionTimeout.
 	Timeout time.Duration
+	// Names renders the settings the transactional producer's messages
+	// name (by this Config's field names) as its user set them.
+	Names field.Names
 }
 
 // Defaults of TxnConfig.

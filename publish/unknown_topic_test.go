@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
 )
@@ -16,7 +17,12 @@ import (
 // that outboxd creates no topics, nor how to let the broker create them.
 func TestUnknownTopicSaysWhatToDo(t *testing.T) {
 	t.Parallel()
-	p, err := publish.New(publish.Config{Brokers: fakeCluster(t, "t")}, quiet())
+	// Named as run's flags name it (a pipelines file's key, a library's
+	// field: lib/field's tests).
+	names := field.Flags(func(path string) string {
+		return map[string]string{"AllowAutoTopicCreation": "allow-auto-topic-creation"}[path]
+	})
+	p, err := publish.New(publish.Config{Brokers: fakeCluster(t, "t"), Names: names}, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,9 @@ type Config struct {
 	// other pipelines (see Budget): a record also needs room there. nil:
 	// this pipeline's caps alone.
 	Budget *Budget
+	// Names renders the settings the pump's messages name (by this
+	// Config's field names) as its user set them.
+	Names field.Names
 }
 
 // Defaults of Config.

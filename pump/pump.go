@@ -143,8 +143,8 @@ func (p *Pump) Apply(ctx context.Context, c outbox.Change) error {
 func (p *Pump) Reject(ctx context.Context, re *outbox.RowError) error {
 	if p.cfg.DeadLetterTopic == "" {
 		if re.Standalone {
-			return fmt.Errorf("%w (to move past it: --dead-letter-topic; or, with run stopped and every transaction before it confirmed, "+
-				"SELECT pg_replication_slot_advance('<slot>', '%s'::pg_lsn + 1), which skips whatever before it is not confirmed yet too)", re, re.MessageLSN)
+			return fmt.Errorf("%w (to move past it: %s; or, with run stopped and every transaction before it confirmed, "+
+				"SELECT pg_replication_slot_advance('<slot>', '%s'::pg_lsn + 1), which skips whatever before it is not confirmed yet too)", re, p.cfg.Names.Of("DeadLetterTopic"), re.MessageLSN)
 		}
 		return fmt.Errorf("%w (commit LSN %s)", re, re.CommitLSN)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -125,11 +126,11 @@ func MarkBackfilled(ctx context.Context, q Querier, slot string, consistentPoint
 // (SyncedAcrossFailover) is refused with UnsyncedError, wrapping
 // ErrUnusable, and its record left as it is: recording it as moved would
 // hide it from the next check.
-func Adopt(ctx context.Context, q Querier, st Status, rec Record, found bool, systemID string, timeline int32, log *slog.Logger) error {
+func Adopt(ctx context.Context, q Querier, st Status, rec Record, found bool, systemID string, timeline int32, n field.Names, log *slog.Logger) error {
 	slot := st.Slot
 	switch {
 	case found && rec.SystemID == systemID && rec.Timeline != timeline && !SyncedAcrossFailover(st):
-		return UnsyncedError(slot, rec, timeline, st.ServerVersion)
+		return UnsyncedError(slot, rec, timeline, st.ServerVersion, n)
 	case !found:
 		return SaveRecord(ctx, q, Record{Slot: slot, SystemID: systemID, Timeline: timeline, CreatedBy: CreatedByAdopted})
 	case rec.SystemID != systemID || rec.Timeline != timeline:

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -66,7 +67,7 @@ func TestReadCoverage(t *testing.T) {
 		if c.Exists != tc.exists || c.Published != tc.published || c.Table != tc.name {
 			t.Errorf("ReadCoverage(%s, %s) = %+v, want exists %v, published %v, table %q", tc.publication, tc.table, c, tc.exists, tc.published, tc.name)
 		}
-		err = slot.CheckCovers(ctx, conn, tc.publication, tc.table)
+		err = slot.CheckCovers(ctx, conn, tc.publication, tc.table, field.Names{})
 		switch {
 		case !tc.exists:
 			if !errors.Is(err, slot.ErrTableMissing) || !slot.Permanent(err) {

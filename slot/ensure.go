@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/outbox"
 )
 
@@ -13,24 +14,24 @@ import (
 // and has not been invalidated, and returns its state. Its errors wrap
 // ErrMissing, ErrUnusable or ErrInvalidated when the slot cannot be used.
 // It never creates a slot: see Create.
-func Ensure(ctx context.Context, conn *pgx.Conn, slot string) (Status, error) {
+func Ensure(ctx context.Context, conn *pgx.Conn, slot string, n field.Names) (Status, error) {
 	info, err := Read(ctx, conn, slot)
 	if err != nil {
 		return Status{}, err
 	}
 	if info.InRecovery {
-		return info, StandbyError(slot)
+		return info, StandbyError(slot, n)
 	}
 	if !info.Exists {
 		return Status{}, fmt.Errorf("%w: %s", ErrMissing, slot)
 	}
 	switch {
 	case info.Plugin != "pgoutput":
-		return info, fmt.Errorf("%w: %s uses plugin %q, not pgoutput: drop it or choose another --slot", ErrUnusable, slot, info.Plugin)
+		return info, fmt.Errorf("%w: %s uses plugin %q, not pgoutput: drop it or choose another %s", ErrUnusable, slot, info.Plugin, n.Of("Slot"))
 	case info.OtherDatabase:
-		return info, OtherDatabaseError(info)
+		return info, OtherDatabaseError(info, n)
 	case info.Lost():
-		return info, invalidatedError(info)
+		return info, invalidatedError(info, n)
 	}
 	return info, nil
 }
@@ -53,22 +54,22 @@ func Create(ctx context.Context, conn *pgx.Conn, slot string, failover bool) (ou
 	return outbox.ParseLSN(lsn)
 }
 
-// CheckCovers checks that table (SQL syntax, as --table) exists and that
+// CheckCovers checks that table (SQL syntax) exists and that
 // publication publishes its rows (ReadCoverage). Its errors wrap
 // ErrTableMissing or ErrTableNotPublished and say what to do: outboxd
 // never changes what an existing publication publishes on its own.
-func CheckCovers(ctx context.Context, q Querier, publication, table string) error {
+func CheckCovers(ctx context.Context, q Querier, publication, table string, n field.Names) error {
 	c, err := ReadCoverage(ctx, q, publication, table)
 	switch {
 	case err != nil:
 		return err
 	case !c.Exists:
-		return fmt.Errorf("checking publication %s covers %s: %w: create it, or give --table the name of the existing outbox table", publication, table, ErrTableMissing)
+		return fmt.Errorf("checking publication %s covers %s: %w: create it, or give %s the name of the existing outbox table", publication, table, ErrTableMissing, n.Of("Table"))
 	case !c.Published:
 		return fmt.Errorf("checking publication %s covers %s: %w, so its rows would never be published: "+
 			"add it with `ALTER PUBLICATION %s ADD TABLE %s` (every table of the publication is streamed, so each must fit the column flags), "+
-			"or give it a publication and slot of its own (--publication and --slot, on migrate and run)",
-			publication, table, ErrTableNotPublished, c.Publication, c.Table)
+			"or give it a publication and slot of its own (%s and %s, on migrate and run)",
+			publication, table, ErrTableNotPublished, c.Publication, c.Table, n.Of("Publication"), n.Of("Slot"))
 	}
 	return nil
 }

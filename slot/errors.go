@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxd/outboxd/lib/field"
 )
 
 // Problems with the slot or the publication that retrying cannot fix.
@@ -34,12 +36,12 @@ func Permanent(err error) bool {
 // OtherDatabaseError is the error for a slot of another database of the
 // server (st.OtherDatabase): slot names are per server, so the name was
 // taken there first. It wraps ErrUnusable.
-func OtherDatabaseError(st Status) error {
+func OtherDatabaseError(st Status, n field.Names) error {
 	return fmt.Errorf("%w: %s belongs to database %q, not to this one (%q): slot names are per server, so two databases on one server need two slot names; "+
-		"choose another --slot for this database (and leave %s to %q)", ErrUnusable, st.Slot, st.Database, st.CurrentDatabase, st.Slot, st.Database)
+		"choose another %s for this database (and leave %s to %q)", ErrUnusable, st.Slot, st.Database, st.CurrentDatabase, n.Of("Slot"), st.Slot, st.Database)
 }
 
-func invalidatedError(st Status) error {
+func invalidatedError(st Status, n field.Names) error {
 	why := "PostgreSQL removed WAL it still needed (max_slot_wal_keep_size)"
 	switch st.InvalidationReason {
 	case "", "wal_removed":
@@ -53,7 +55,7 @@ func invalidatedError(st Status) error {
 		why = "PostgreSQL invalidated it"
 	}
 	return fmt.Errorf("%w: %s (%s): %s, "+
-		"so outbox rows may be missing from Kafka; recover as from a lost slot: drop it, then `outboxd run --create-slot --backfill-where ...` (docs/recovery.md)", ErrInvalidated, st.Slot, st.Why(), why)
+		"so outbox rows may be missing from Kafka; recover as from a lost slot: drop it, then %s (docs/recovery.md)", ErrInvalidated, st.Slot, st.Why(), why, n.Run("run", createSetting(true), backfillSetting("...")))
 }
 
 // InUseError is START_REPLICATION's answer while another process streams

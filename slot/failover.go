@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/outboxd/outboxd/lib/field"
 )
 
 // Failover slots (PostgreSQL 17+): a logical slot created with FAILOVER
@@ -47,22 +49,22 @@ func ParseFailoverMode(s string) (FailoverMode, error) {
 // CreateFailover says whether a slot created now on a server of version
 // (server_version_num) is a failover slot; FailoverOn before 17 is an
 // error wrapping ErrUnusable.
-func (m FailoverMode) CreateFailover(version int) (bool, error) {
+func (m FailoverMode) CreateFailover(version int, n field.Names) (bool, error) {
 	switch {
 	case m == FailoverOff:
 		return false, nil
 	case version >= FailoverVersion:
 		return true, nil
 	case m == FailoverOn:
-		return false, fmt.Errorf("%w: --failover-slot=on needs PostgreSQL 17 or later (this server is %d.%d): use --failover-slot=auto or off",
-			ErrUnusable, version/10000, version%10000)
+		return false, fmt.Errorf("%w: %s needs PostgreSQL 17 or later (this server is %d.%d): use %s or %s",
+			ErrUnusable, n.Set(failoverSetting(FailoverOn)), version/10000, version%10000, n.Set(failoverSetting(FailoverAuto)), n.Set(failoverSetting(FailoverOff)))
 	}
 	return false, nil
 }
 
 // AlterFailover says whether to turn failover on for the existing slot st,
 // logging the offer where the mode only offers it.
-func (m FailoverMode) AlterFailover(st Status, log *slog.Logger) bool {
+func (m FailoverMode) AlterFailover(st Status, n field.Names, log *slog.Logger) bool {
 	if m == FailoverOff || st.Failover == nil || *st.Failover {
 		return false
 	}
@@ -70,7 +72,7 @@ func (m FailoverMode) AlterFailover(st Status, log *slog.Logger) bool {
 		return true
 	}
 	log.Warn("the slot is not a failover slot: a failover to a standby loses it (then see the recovery command); "+
-		"start once with --failover-slot=on to turn failover on (PostgreSQL 17+, with sync_replication_slots on the standby: docs/recovery.md, Failover slots)",
+		"start once with "+n.Set(failoverSetting(FailoverOn))+" to turn failover on (PostgreSQL 17+, with sync_replication_slots on the standby: docs/recovery.md, Failover slots)",
 		"slot", st.Slot)
 	return false
 }
@@ -82,10 +84,10 @@ func (m FailoverMode) AlterFailover(st Status, log *slog.Logger) bool {
 var ErrStandby = errors.New("the server is a standby (in recovery)")
 
 // StandbyError is the refusal to run against a standby.
-func StandbyError(slot string) error {
+func StandbyError(slot string, n field.Names) error {
 	return fmt.Errorf("%w: outboxd streams from the primary only (slot %s). Decoding on a standby (PostgreSQL 16+) is not supported: "+
 		"the standby's slot is not carried over when it is promoted, and moving an idle slot along needs writes on the primary. "+
-		"Point --database-url at the primary; with several hosts, add target_session_attrs=read-write", ErrStandby, slot)
+		"Point %s at the primary; with several hosts, add target_session_attrs=read-write", ErrStandby, slot, n.Of("DatabaseURL"))
 }
 
 // SyncedAcrossFailover reports whether the slot st, found on a new
@@ -106,18 +108,18 @@ func SyncedAcrossFailover(st Status) bool {
 // system (a promoted standby) that was not synchronized from the old
 // primary: whatever it holds was not the position outboxd confirmed there,
 // so streaming from it could skip or invent commits.
-func UnsyncedError(slot string, rec Record, timeline int32, version int) error {
+func UnsyncedError(slot string, rec Record, timeline int32, version int, n field.Names) error {
 	why := "pg_replication_slots.synced is false, so its position is not the one outboxd confirmed there"
-	after := "Make it a failover slot (--failover-slot) so the next failover needs none of this"
+	after := "Make it a failover slot (" + n.Set(failoverSetting(FailoverOn)) + ") so the next failover needs none of this"
 	if version < FailoverVersion {
 		why = "PostgreSQL 16 cannot tell a slot carried over by a restore from one created on the standby (decoding on a standby), " +
 			"whose position is not the one outboxd confirmed there"
 		after = "PostgreSQL 17's failover slots are carried over with a synced flag"
 	}
 	return fmt.Errorf("%w: %s exists on this server (system %s timeline %d) but was not synchronized from the primary it was recorded on "+
-		"(timeline %d): %s. Drop it, then recover as from a lost slot: outboxd run --create-slot --backfill-where \"created_at >= '<time before the failover>'\" "+
+		"(timeline %d): %s. Drop it, then recover as from a lost slot: %s "+
 		"(docs/recovery.md). %s",
-		ErrUnusable, slot, rec.SystemID, timeline, rec.Timeline, why, after)
+		ErrUnusable, slot, rec.SystemID, timeline, rec.Timeline, why, n.Run("run", createSetting(true), backfillSetting("created_at >= '<time before the failover>'")), after)
 }
 
 // ServerVersion reads server_version_num (150000 for 15.0).

@@ -24,7 +24,7 @@ func TestFailoverModeCreateFailover(t *testing.T) {
 		{FailoverOff, 180001, false, false},
 		{FailoverOff, 150018, false, false},
 	} {
-		got, err := tc.mode.CreateFailover(tc.version)
+		got, err := tc.mode.CreateFailover(tc.version, flagNames)
 		if got != tc.want || (err != nil) != tc.err {
 			t.Errorf("%s.CreateFailover(%d) = %v, %v; want %v, error %v", tc.mode, tc.version, got, err, tc.want, tc.err)
 		}
@@ -51,7 +51,7 @@ func TestFailoverModeAlterFailover(t *testing.T) {
 		{FailoverOff, &no, false, false},
 	} {
 		var log bytes.Buffer
-		got := tc.mode.AlterFailover(Status{Slot: "s", Failover: tc.failover}, slog.New(slog.NewTextHandler(&log, nil)))
+		got := tc.mode.AlterFailover(Status{Slot: "s", Failover: tc.failover}, flagNames, slog.New(slog.NewTextHandler(&log, nil)))
 		offered := strings.Contains(log.String(), "--failover-slot=on")
 		if got != tc.want || offered != tc.offered {
 			t.Errorf("%s.AlterFailover(failover %v) = %v, offered %v; want %v, offered %v", tc.mode, deref(boolText(tc.failover)), got, offered, tc.want, tc.offered)
@@ -124,7 +124,7 @@ func TestStatusLost(t *testing.T) {
 			if why := tc.st.Why(); why != tc.why {
 				t.Errorf("%s: Why() = %q, want %q", tc.name, why, tc.why)
 			}
-			if err := invalidatedError(tc.st); !errors.Is(err, ErrInvalidated) || !strings.Contains(err.Error(), tc.why) {
+			if err := invalidatedError(tc.st, flagNames); !errors.Is(err, ErrInvalidated) || !strings.Contains(err.Error(), tc.why) {
 				t.Errorf("%s: invalidatedError = %v", tc.name, err)
 			}
 		}
@@ -135,7 +135,7 @@ func TestStatusLost(t *testing.T) {
 // one of the Permanent errors: a running process that lands on a standby
 // during a failover retries until it is promoted.
 func TestStandbyErrorIsRetriedBySessions(t *testing.T) {
-	err := StandbyError("s")
+	err := StandbyError("s", flagNames)
 	if !errors.Is(err, ErrStandby) || Permanent(err) {
 		t.Errorf("StandbyError: errors.Is(ErrStandby) = %v, Permanent = %v; want true, false", errors.Is(err, ErrStandby), Permanent(err))
 	}

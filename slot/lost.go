@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/lib/field"
 )
 
 // Lock takes the session advisory lock that serializes creating the slot
@@ -33,11 +35,11 @@ const RecoveryMargin = 5 * time.Minute
 // that what was committed since is in no slot, and gives the recovery
 // command with a suggested predicate. Without one it asks for migrate (a
 // fresh install) or a backfill (a table that already holds rows).
-func LostError(slot string, rec Record, found bool, systemID string, timeline int32) error {
+func LostError(slot string, rec Record, found bool, systemID string, timeline int32, n field.Names) error {
 	if !found {
 		return fmt.Errorf("%w: %s: run `outboxd migrate` to create it on a fresh install; if the outbox table already holds rows "+
-			"that must be published (a cutover from a polling relay), create it with `outboxd run --create-slot --backfill-where \"<predicate>\"` instead "+
-			"(e.g. \"published_at IS NULL\")", ErrMissing, slot)
+			"that must be published (a cutover from a polling relay), create it with %s instead "+
+			"(e.g. \"published_at IS NULL\")", ErrMissing, slot, n.Run("run", createSetting(true), backfillSetting("<predicate>")))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: it was created by %s at %s on system %s timeline %d and is gone",
@@ -60,8 +62,8 @@ func LostError(slot string, rec Record, found bool, systemID string, timeline in
 		pred = "(" + rec.BackfillWhere + ") OR " + pred
 	}
 	fmt.Fprintf(&b, "To publish what may be missing and start a new slot with no gap, run:\n"+
-		"  outboxd run --create-slot --backfill-where \"%s\"\n"+
+		"  %s\n"+
 		"(a predicate on the outbox table, whose rows must still be there; rows it matches that were published already are sent again, so make it as narrow as you safely can, and wider if a transaction may have run longer than %s)",
-		pred, RecoveryMargin)
+		n.Run("run", createSetting(true), backfillSetting(pred)), RecoveryMargin)
 	return fmt.Errorf("%w: %s", ErrMissing, b.String())
 }

@@ -28,6 +28,8 @@ type MonitorConfig struct {
 	// outboxd_slots, where a lost slot's recovery command takes its
 	// suggested predicate from. Nil: nothing is recorded.
 	AcknowledgedCommit func() time.Time
+	// Names renders the settings its messages name, as ProvisionConfig's.
+	Names field.Names
 }
 
 // Defaults of MonitorConfig.
@@ -122,7 +124,7 @@ func (m *Monitor) check(ctx context.Context) error {
 		return nil
 	}
 	if st.Lost() {
-		return invalidatedError(st)
+		return invalidatedError(st, m.cfg.Names)
 	}
 	m.retained.Store(st.RetainedWALBytes + 1)
 	m.recordAcknowledged(cctx, conn)

@@ -60,6 +60,10 @@ type ProvisionConfig struct {
 	// slot. Nil: an unfinished backfill recorded there is left to a
 	// provisioner that has one (migrate leaves it to run).
 	Backfill Backfiller
+	// Names renders the settings the provisioner's messages name (by this
+	// Config's field names) as its user set them; the zero Names shows
+	// the field names.
+	Names field.Names
 	// Precheck, when set, runs under the lock before anything is read or
 	// created: the caller's conditions for a slot (run: the publication
 	// and the outbox table).
@@ -207,7 +211,7 @@ func (p *Provisioner) Provision(ctx context.Context, conn *pgx.Conn) (Outcome, e
 		return Outcome{}, err
 	}
 	out := Outcome{Status: st}
-	if err := refuse(st); err != nil {
+	if err := refuse(st, p.cfg.Names); err != nil {
 		return out, err
 	}
 	// An old primary that came back (a newer primary among the URL's
@@ -215,7 +219,7 @@ func (p *Provisioner) Provision(ctx context.Context, conn *pgx.Conn) (Outcome, e
 	if err := NoNewerPrimary(ctx, p.cfg.DatabaseURL, server, p.log); err != nil {
 		return out, err
 	}
-	failover, err := p.cfg.Failover.CreateFailover(st.ServerVersion)
+	failover, err := p.cfg.Failover.CreateFailover(st.ServerVersion, p.cfg.Names)
 	if err != nil {
 		return out, err
 	}
@@ -239,7 +243,7 @@ func (p *Provisioner) Provision(ctx context.Context, conn *pgx.Conn) (Outcome, e
 		}
 	}
 	pl, err := decide(facts{slot: name, st: st, rec: rec, found: found, server: server, writers: writers,
-		create: p.cfg.Create, backfill: p.cfg.Backfill != nil, where: p.cfg.BackfillWhere})
+		create: p.cfg.Create, backfill: p.cfg.Backfill != nil, where: p.cfg.BackfillWhere, names: p.cfg.Names})
 	if err != nil {
 		return out, err
 	}
@@ -289,12 +293,12 @@ func (p *Provisioner) createdBy() string {
 // another database of the server (slot names are per server: another
 // database's slot is never adopted, recorded, dropped for a backfill or
 // streamed from here).
-func refuse(st Status) error {
+func refuse(st Status, n field.Names) error {
 	switch {
 	case st.InRecovery:
-		return StandbyError(st.Slot)
+		return StandbyError(st.Slot, n)
 	case st.OtherDatabase:
-		return OtherDatabaseError(st)
+		return OtherDatabaseError(st, n)
 	}
 	return nil
 }
@@ -329,6 +333,7 @@ type facts struct {
 	// unfinished backfill recorded in outboxd_slots.
 	backfill bool
 	where    string // ProvisionConfig.BackfillWhere
+	names    field.Names
 }
 
 // decide is the decision tree of Provision, from what it observed to what
@@ -368,7 +373,7 @@ func decide(f facts) (plan, error) {
 	case f.st.Exists:
 		return plan{step: stepAdopt}, nil
 	case f.create == CreateNever, f.create == CreateOnFreshInstall && f.found:
-		return plan{}, LostError(f.slot, f.rec, f.found, f.server.SystemID, f.server.Timeline)
+		return plan{}, LostError(f.slot, f.rec, f.found, f.server.SystemID, f.server.Timeline, f.names)
 	case f.found:
 		return plan{step: stepCreateLost, where: where}, nil
 	}
@@ -380,7 +385,7 @@ func decide(f facts) (plan, error) {
 // a failover is returned; failing to write the record is returned only
 // with RecordRequired, and logged otherwise.
 func (p *Provisioner) adopt(ctx context.Context, conn *pgx.Conn, st Status, rec Record, found bool, server ServerID) error {
-	err := Adopt(ctx, conn, st, rec, found, server.SystemID, server.Timeline, p.log)
+	err := Adopt(ctx, conn, st, rec, found, server.SystemID, server.Timeline, p.cfg.Names, p.log)
 	switch {
 	case Permanent(err), err != nil && p.cfg.RecordRequired:
 		return err
@@ -388,9 +393,9 @@ func (p *Provisioner) adopt(ctx context.Context, conn *pgx.Conn, st Status, rec 
 		p.log.Warn("could not record the slot in outboxd_slots; a lost slot will not be recognized as lost", "slot", st.Slot, "err", err)
 	}
 	if p.cfg.BackfillWhere != "" {
-		p.log.Info("the slot exists: no backfill (--backfill-where applies only when the slot is created)", "slot", st.Slot)
+		p.log.Info("the slot exists: no backfill ("+p.cfg.Names.Of("BackfillWhere")+" applies only when the slot is created)", "slot", st.Slot)
 	}
-	if p.cfg.Failover.AlterFailover(st, p.log) {
+	if p.cfg.Failover.AlterFailover(st, p.cfg.Names, p.log) {
 		return turnFailoverOn(ctx, p.cfg.DatabaseURL, st, p.log)
 	}
 	return nil
@@ -403,7 +408,7 @@ func (p *Provisioner) create(ctx context.Context, conn *pgx.Conn, out Outcome, r
 		return out, err
 	}
 	out.Created, out.ConsistentPoint = true, lsn
-	p.log.Warn("created the replication slot: outbox rows committed before now are not published (use --backfill-where to publish them)",
+	p.log.Warn("created the replication slot: outbox rows committed before now are not published (use "+p.cfg.Names.Of("BackfillWhere")+" to publish them)",
 		"slot", rec.Slot, "lsn", lsn, "failover", failover)
 	rec.ConsistentPoint = lsn
 	return out, p.record(ctx, conn, rec)
@@ -423,9 +428,11 @@ func (p *Provisioner) createIfEmpty(ctx context.Context, conn *pgx.Conn, out Out
 		return out, err
 	}
 	if !empty {
-		return out, fmt.Errorf("%s already holds rows, which a slot created now would never publish: to publish them, run `outboxd migrate --create-slot=false` "+
-			"and then `outboxd run --create-slot --backfill-where \"<predicate>\"` (e.g. \"published_at IS NULL\" after a polling relay); "+
-			"to leave them unpublished, run `outboxd migrate --create-slot=false` and then `outboxd run --create-slot`", p.cfg.Table)
+		n := p.cfg.Names
+		noSlot := n.Run("migrate", createSetting(false))
+		return out, fmt.Errorf("%s already holds rows, which a slot created now would never publish: to publish them, run %s "+
+			"and then %s (e.g. \"published_at IS NULL\" after a polling relay); "+
+			"to leave them unpublished, run %s and then %s", p.cfg.Table, noSlot, n.Run("run", createSetting(true), backfillSetting("<predicate>")), noSlot, n.Run("run", createSetting(true)))
 	}
 	out.Created, out.ConsistentPoint = true, lsn
 	rec.ConsistentPoint = lsn
@@ -500,7 +507,7 @@ var ErrBackfillUnderWay = errors.New("a backfill of the slot is under way")
 // ErrBackfillUnderWay): wait as for a slot in use.
 func (p *Provisioner) Ready(ctx context.Context, conn *pgx.Conn) (Status, error) {
 	name := p.cfg.Slot
-	info, err := Ensure(ctx, conn, name)
+	info, err := Ensure(ctx, conn, name, p.cfg.Names)
 	if errors.Is(err, ErrMissing) {
 		return Status{}, p.lost(ctx, conn)
 	}
@@ -525,5 +532,5 @@ func (p *Provisioner) lost(ctx context.Context, conn *pgx.Conn) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s (and %w)", ErrMissing, name, err)
 	}
-	return LostError(name, rec, found, server.SystemID, server.Timeline)
+	return LostError(name, rec, found, server.SystemID, server.Timeline, p.cfg.Names)
 }

@@ -71,7 +71,7 @@ func TestDecide(t *testing.T) {
 			want: plan{step: stepAdopt}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.f.slot, tc.f.server = "s", here
+			tc.f.slot, tc.f.server, tc.f.names = "s", here, flagNames
 			got, err := decide(tc.f)
 			if tc.errIs == nil && tc.errWants == nil {
 				if err != nil || got != tc.want {
@@ -98,13 +98,13 @@ func TestDecide(t *testing.T) {
 // else is read or decided.
 func TestRefuse(t *testing.T) {
 	t.Parallel()
-	if err := refuse(Status{Slot: "s", Exists: true}); err != nil {
+	if err := refuse(Status{Slot: "s", Exists: true}, flagNames); err != nil {
 		t.Errorf("refuse(a usable slot) = %v", err)
 	}
-	if err := refuse(Status{Slot: "s", InRecovery: true}); !errors.Is(err, ErrStandby) {
+	if err := refuse(Status{Slot: "s", InRecovery: true}, flagNames); !errors.Is(err, ErrStandby) {
 		t.Errorf("refuse(on a standby) = %v, want ErrStandby", err)
 	}
-	err := refuse(Status{Slot: "s", Exists: true, OtherDatabase: true, Database: "other", CurrentDatabase: "app"})
+	err := refuse(Status{Slot: "s", Exists: true, OtherDatabase: true, Database: "other", CurrentDatabase: "app"}, flagNames)
 	if !errors.Is(err, ErrUnusable) || !strings.Contains(err.Error(), `belongs to database "other"`) {
 		t.Errorf("refuse(another database's slot) = %v, want ErrUnusable naming the database", err)
 	}

@@ -122,7 +122,7 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	// never published. migrate does not add it: that would change what
 	// every run streaming the publication publishes; the error names the
 	// ALTER PUBLICATION that does.
-	if err := slot.CheckCovers(ctx, conn, cfg.Stream.Publication, cfg.Table); err != nil {
+	if err := slot.CheckCovers(ctx, conn, cfg.Stream.Publication, cfg.Table, cfg.SlotNames()); err != nil {
 		return err
 	}
 	// What run checks at start, checked now: the column mapping fits
@@ -188,6 +188,7 @@ func migrateSlot(ctx context.Context, conn *pgx.Conn, cfg config.Config, log *sl
 		Create:         slot.CreateOnFreshInstall,
 		Table:          cfg.Table,
 		RecordRequired: true, // migrate has just made outboxd_slots: a record it cannot write is a fault
+		Names:          cfg.SlotNames(),
 	}, log)
 	if err != nil {
 		return err

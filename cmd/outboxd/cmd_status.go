@@ -74,7 +74,7 @@ func slotProblem(cfg config.Config, st slot.Status) string {
 	case !st.Exists:
 		return fmt.Sprintf("replication slot %s does not exist (run `outboxd migrate`)", cfg.Stream.Slot)
 	case st.OtherDatabase:
-		return slot.OtherDatabaseError(st).Error()
+		return slot.OtherDatabaseError(st, cfg.SlotNames()).Error()
 	case st.Lost():
 		return fmt.Sprintf("replication slot %s was invalidated (%s): outbox rows may be missing from Kafka", cfg.Stream.Slot, st.Why())
 	}

@@ -122,6 +122,7 @@ func set(fs *flag.FlagSet, name string) bool {
 // and --replica is not given.
 func fleetConfig(cfg *config.Config, hostname func() (string, error)) (fleet.Config, error) {
 	fc := cfg.Fleet
+	fc.Names = cfg.Names().Under("Fleet")
 	if fc.Replica < 0 {
 		fc.Replica = 0
 		if fc.Replicas > 1 {

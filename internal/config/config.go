@@ -75,17 +75,8 @@ type Config struct {
 	// limit (InFlightBudget).
 	InFlightBudgetBytes, InFlightBudgetRecords int
 
-	KafkaTLS                   bool
-	KafkaTLSCAFile             string
-	KafkaTLSCertFile           string
-	KafkaTLSKeyFile            string
-	KafkaTLSInsecureSkipVerify bool
-	KafkaSASLMechanism         string
-	KafkaSASLUsername          string
-	KafkaSASLPassword          string
-
 	// The files --database-url-file and --kafka-sasl-password-file read
-	// Stream.DatabaseURL and KafkaSASLPassword from (already read), and
+	// Stream.DatabaseURL and Kafka.SASL.Password from (already read), and
 	// the registry's password and schemas' files likewise.
 	DatabaseURLFile       string
 	KafkaSASLPasswordFile string
@@ -103,6 +94,7 @@ type Config struct {
 	// content is not; TLS files are not looked for. Set it before parsing.
 	SkipFiles bool
 	unread    map[string]bool // flags whose -file variant was not read
+	fromFile  bool            // a pipeline of a pipelines file: its settings are keys (Names)
 }
 
 // DefaultMaxProcs is run's GOMAXPROCS. One slot is sent by one walsender
@@ -404,25 +396,23 @@ func (c *Config) componentProblems() []problem {
 	return out
 }
 
-// pipeline is the pipeline the options describe, without the Kafka
-// client's TLS and SASL options (see Pipeline).
+// pipeline is the pipeline the options describe, without the schema
+// registry's TLS files read (see Pipeline).
 func (c *Config) pipeline() pipeline.Config {
 	s := c.Stream
 	s.Columns = c.Mapping()
-	return pipeline.Config{Stream: s, Pump: c.Pump, Kafka: c.Kafka, Delivery: c.Delivery, Txn: c.Txn, Registry: c.Registry, Monitor: c.Monitor, Heartbeat: c.Heartbeat}
+	return pipeline.Config{Stream: s, Pump: c.Pump, Kafka: c.Kafka, Delivery: c.Delivery, Txn: c.Txn, Registry: c.Registry, Monitor: c.Monitor, Heartbeat: c.Heartbeat,
+		Names: c.Names()}
 }
 
 // Pipeline is the pipeline run's options describe (log takes what reading
-// the TLS files at each connection has to say): each stage's Config
-// as the flags set it, the column mapping (Mapping), and the Kafka
-// client's TLS and SASL options.
+// the schema registry's TLS files at each connection has to say): each
+// stage's Config as the flags set it (Kafka's TLS and SASL in
+// Kafka), the column mapping (Mapping), and the Names its messages
+// give the settings by.
 func (c *Config) Pipeline(log *slog.Logger) (pipeline.Config, error) {
-	kopts, err := c.KafkaOpts(log)
-	if err != nil {
-		return pipeline.Config{}, err
-	}
 	pc := c.pipeline()
-	pc.Kafka.Opts = append(slices.Clone(pc.Kafka.Opts), kopts...)
+	var err error
 	if pc.Registry.TLS, err = c.registryTLS(log); err != nil {
 		return pipeline.Config{}, err
 	}

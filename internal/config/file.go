@@ -137,6 +137,7 @@ func (r *fileReader) baseSettings(top section, process, check *flag.FlagSet) (ba
 // variables the pipeline would have used, and its problems.
 func (r *fileReader) build(p *Pipeline, sec section, base settings, process *flag.FlagSet, newFlags func(*Config) *flag.FlagSet) (envUsed []string, problems []error) {
 	p.Name, p.Config = sec.name, Default()
+	p.Config.fromFile = true
 	p.Flags = newFlags(&p.Config)
 	p.Flags.SetOutput(io.Discard)
 	vals := maps.Clone(base)

@@ -126,7 +126,7 @@ pipelines:
 		{"orders: the registry's password from its file", orders.Registry.Password, "reg-s3cret"},
 		{"billing: no schema format", billing.Registry.Value.Format, "json"},
 		{"$${...} is the literal text ${...}", billing.DZ.RouteTopicReplacement, "billing.${routedByValue}"},
-		{"$$ is a literal $, a $ alone itself", billing.KafkaSASLUsername, "$user$"},
+		{"$$ is a literal $, a $ alone itself", billing.Kafka.SASL.Username, "$user$"},
 		{"the layout's defaults apply (ApplyLayout)", billing.Stream.Columns.Key, "aggregateid"},
 		{"process: the top level sets what the command line did not", proc.MetricsAddr, ":9187"},
 		{"process: the command line wins over the top level", proc.LogLevel, "warn"},

@@ -132,7 +132,8 @@ func flags() []flagSpec {
 		{name: "create-slot", group: GroupCreateSlot,
 			usage: "create the replication slot when it is missing. migrate (default true) creates it only on a fresh install: never where outboxd_slots records a slot that is gone, nor over an outbox table that already holds rows. " +
 				"run (default false) otherwise stops on a missing slot, saying whether it was lost and how to recover; with this flag it creates it, and rows committed before then are published only with --backfill-where",
-			bind: boolean(func(c *Config) *bool { return &c.Stream.CreateSlot })},
+			field: "Stream.CreateSlot",
+			bind:  boolean(func(c *Config) *bool { return &c.Stream.CreateSlot })},
 		{name: "failover-slot", group: GroupCreateSlot,
 			usage: "failover slot (PostgreSQL 17+): a slot created with FAILOVER true is kept on standbys that run with sync_replication_slots = on, so a failover to one needs no recovery (docs/recovery.md, Failover slots). " +
 				"auto: create new slots as failover slots where the server supports it, and log how to turn it on for an existing slot; " +
@@ -191,6 +192,7 @@ func flags() []flagSpec {
 			}},
 		{name: "timestamp-column", group: GroupColumns,
 			usage: "a timestamptz or timestamp (taken as UTC) column whose value is the record timestamp; NULL in a row: the commit time (empty: always the commit time)",
+			field: "Stream.Columns.Timestamp",
 			bind:  str(func(c *Config) *string { return &c.Stream.Columns.Timestamp })},
 
 		{name: "message-prefix", group: GroupColumns,
@@ -346,48 +348,35 @@ func flags() []flagSpec {
 		},
 		{name: "allow-auto-topic-creation", group: GroupKafka, usage: "let the broker create unknown topics (needs auto.create.topics.enable); otherwise a record for an unknown topic stops the run. " +
 			"A missing --dead-letter-topic is created at start instead (CreateTopics with the broker's defaults: needs the CREATE ACL, not auto.create.topics.enable)",
-			bind: boolean(func(c *Config) *bool { return &c.Kafka.AllowAutoTopicCreation })},
+			field: "Kafka.AllowAutoTopicCreation",
+			bind:  boolean(func(c *Config) *bool { return &c.Kafka.AllowAutoTopicCreation })},
 		{name: "kafka-tls", group: GroupKafka, usage: "connect to Kafka with TLS (system CAs unless --kafka-tls-ca-file)",
-			bind: boolean(func(c *Config) *bool { return &c.KafkaTLS })},
+			field: "Kafka.TLS.Enabled",
+			bind:  boolean(func(c *Config) *bool { return &c.Kafka.TLS.Enabled })},
 		{name: "kafka-tls-ca-file", group: GroupKafka, usage: "PEM file of the CA(s) that signed the brokers' certificates (implies --kafka-tls)",
-			bind: str(func(c *Config) *string { return &c.KafkaTLSCAFile }), check: readable(func(c *Config) string { return c.KafkaTLSCAFile })},
+			field: "Kafka.TLS.CAFile",
+			bind:  str(func(c *Config) *string { return &c.Kafka.TLS.CAFile }), check: readable(func(c *Config) string { return c.Kafka.TLS.CAFile })},
 		{name: "kafka-tls-cert-file", group: GroupKafka, usage: "PEM client certificate for mutual TLS (with --kafka-tls-key-file)",
-			bind: str(func(c *Config) *string { return &c.KafkaTLSCertFile }),
-			check: func(c *Config) string {
-				var msgs []string
-				if msg := readable(func(c *Config) string { return c.KafkaTLSCertFile })(c); msg != "" {
-					msgs = append(msgs, msg)
-				}
-				if (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
-					msgs = append(msgs, "a client certificate needs --kafka-tls-key-file and a key needs --kafka-tls-cert-file")
-				}
-				return strings.Join(msgs, "; ")
-			}},
+			field: "Kafka.TLS.CertFile",
+			bind:  str(func(c *Config) *string { return &c.Kafka.TLS.CertFile }), check: readable(func(c *Config) string { return c.Kafka.TLS.CertFile })},
 		{name: "kafka-tls-key-file", group: GroupKafka, usage: "PEM client key for mutual TLS",
-			bind: str(func(c *Config) *string { return &c.KafkaTLSKeyFile }), check: readable(func(c *Config) string { return c.KafkaTLSKeyFile })},
+			field: "Kafka.TLS.KeyFile",
+			bind:  str(func(c *Config) *string { return &c.Kafka.TLS.KeyFile }), check: readable(func(c *Config) string { return c.Kafka.TLS.KeyFile })},
 		{name: "kafka-tls-insecure-skip-verify", group: GroupKafka, usage: "do not verify the brokers' certificates (testing only)",
-			bind: boolean(func(c *Config) *bool { return &c.KafkaTLSInsecureSkipVerify })},
+			field: "Kafka.TLS.InsecureSkipVerify",
+			bind:  boolean(func(c *Config) *bool { return &c.Kafka.TLS.InsecureSkipVerify })},
 		{name: "kafka-sasl-mechanism", group: GroupKafka, usage: "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: none); use with TLS, PLAIN sends the password as is",
-			bind: str(func(c *Config) *string { return &c.KafkaSASLMechanism }),
-			check: func(c *Config) string {
-				switch strings.ToUpper(c.KafkaSASLMechanism) {
-				case "":
-				case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
-					if c.KafkaSASLUsername == "" || c.KafkaSASLPassword == "" && !c.unread["kafka-sasl-password"] {
-						return "needs --kafka-sasl-username and --kafka-sasl-password (or --kafka-sasl-password-file)"
-					}
-				default:
-					return "\"" + c.KafkaSASLMechanism + "\" is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
-				}
-				return ""
-			}},
+			field: "Kafka.SASL.Mechanism",
+			bind:  str(func(c *Config) *string { return &c.Kafka.SASL.Mechanism })},
 		{name: "kafka-sasl-username", group: GroupKafka, usage: "SASL user name",
-			bind: str(func(c *Config) *string { return &c.KafkaSASLUsername })},
+			field: "Kafka.SASL.Username",
+			bind:  str(func(c *Config) *string { return &c.Kafka.SASL.Username })},
 		{name: "kafka-sasl-password", group: GroupKafka, usage: "SASL password (prefer --kafka-sasl-password-file or the environment variable: flags show in ps)",
-			bind: str(func(c *Config) *string { return &c.KafkaSASLPassword }), show: secret},
+			field: "Kafka.SASL.Password",
+			bind:  str(func(c *Config) *string { return &c.Kafka.SASL.Password }), show: secret},
 		{name: "kafka-sasl-password-file", group: GroupKafka, fileOf: "kafka-sasl-password",
 			usage: "file holding the --kafka-sasl-password, e.g. a mounted secret (its trailing newline and spaces left out); not with --kafka-sasl-password",
-			bind:  secretFileFlag(func(c *Config) *string { return &c.KafkaSASLPasswordFile }, func(c *Config) *string { return &c.KafkaSASLPassword })},
+			bind:  secretFileFlag(func(c *Config) *string { return &c.KafkaSASLPasswordFile }, func(c *Config) *string { return &c.Kafka.SASL.Password })},
 
 		{name: "delivery", group: GroupDelivery,
 			usage: "at-least-once: each record is acknowledged on its own and a crash sends the unconfirmed tail again (consumers dedupe on the id header). " +
@@ -397,6 +386,7 @@ func flags() []flagSpec {
 			field: "Delivery"},
 		{name: "transactional-id", group: GroupDelivery,
 			usage: "exactly-once: Kafka transactional id; every process publishing the slot must share it, and a standby taking over fences the one it replaces; changing it starts exactly-once progress anew (the slot's unconfirmed tail is published again) (empty: outboxd-<slot>-<the server's system identifier>)",
+			field: "Txn.TransactionalID",
 			bind:  str(func(c *Config) *string { return &c.Txn.TransactionalID })},
 		{name: "progress-topic", group: GroupDelivery,
 			usage: "exactly-once: compacted topic holding each slot's last committed position, written in the same transactions; created (1 partition, cleanup.policy=compact) when missing",
@@ -561,6 +551,7 @@ func flags() []flagSpec {
 			}},
 		{name: "replicas", process: true, group: GroupFleet,
 			usage: "with --config: how many replicas run the same pipelines file; each pipeline runs on one of them, the slot being the lease (docs/fleet.md)",
+			field: "Fleet.Replicas",
 			bind:  integer(func(c *Config) *int { return &c.Fleet.Replicas }), check: positiveInt(func(c *Config) int { return c.Fleet.Replicas })},
 		{name: "rank-delay", process: true, group: GroupFleet,
 			usage: "with --config and several replicas: how long a replica waits per rank before it first tries a pipeline, and before it takes a slot another replica released; keep it above --slot-retry-interval (docs/fleet.md)",

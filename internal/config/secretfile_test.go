@@ -120,8 +120,8 @@ func TestSecretFileFlags(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Validate = %v", err)
 			}
-			if c.Stream.DatabaseURL != tt.url || c.KafkaSASLPassword != tt.pw {
-				t.Errorf("database URL %q, SASL password %q; want %q, %q", c.Stream.DatabaseURL, c.KafkaSASLPassword, tt.url, tt.pw)
+			if c.Stream.DatabaseURL != tt.url || c.Kafka.SASL.Password != tt.pw {
+				t.Errorf("database URL %q, SASL password %q; want %q, %q", c.Stream.DatabaseURL, c.Kafka.SASL.Password, tt.url, tt.pw)
 			}
 			for _, w := range tt.dump {
 				if !strings.Contains(dump.String(), w) {

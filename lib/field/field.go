@@ -1,8 +1,8 @@
 // Package field names the problems a component finds with its own
-// configuration, one field at a time, so that whoever configured it hears
-// each under the name they set it by: a command under its flag,
-// environment variable or pipelines file key, a library user under the
-// Go field.
+// configuration, one field at a time, and the settings its messages tell
+// a user to change (Names), so that whoever configured it hears each
+// under the name they set it by: a command under its flag, environment
+// variable or pipelines file key, a library user under the Go field.
 //
 // Invariants:
 //   - An Error's Field is a path of Go field names of the Config that
@@ -11,6 +11,9 @@
 //     names a flag; the command maps paths to its settings.
 //   - Validate methods report every problem at once: Problems collects
 //     them, and its Err joins them (nil for none).
+//   - A component's message names a setting only through its Config's
+//     Names, by field path: the command supplies the rendering (flags or
+//     file keys); the zero Names shows the path.
 package field
 
 import (

@@ -1,4 +1,4 @@
-package config
+package publish_test
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd/publish"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // selfSigned writes a CA-signed-by-itself certificate for 127.0.0.1 and
@@ -60,10 +60,10 @@ func selfSigned(t *testing.T) (certFile, keyFile string, cert tls.Certificate) {
 	return certFile, keyFile, cert
 }
 
-// TestKafkaTLS: the options KafkaOpts builds reach a TLS broker when the CA
-// is given, and fail to when it is not (the broker's certificate is
-// self-signed, so the system CAs reject it).
-func TestKafkaTLS(t *testing.T) {
+// The TLS settings reach a TLS broker when its CA is given, and fail to
+// when it is not (its certificate is self-signed, so the system CAs
+// reject it); every client of the producer dials the same way.
+func TestTLS(t *testing.T) {
 	t.Parallel()
 	certFile, keyFile, cert := selfSigned(t)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}}))
@@ -74,36 +74,34 @@ func TestKafkaTLS(t *testing.T) {
 	addrs := c.ListenAddrs() // once: the parallel subtests must not call into the cluster's admin loop
 	tests := []struct {
 		name string
-		cfg  Config
+		tls  publish.TLS
 		ok   bool
 	}{
-		{"trusted CA", Config{KafkaTLSCAFile: certFile}, true},
-		{"mutual TLS", Config{KafkaTLSCAFile: certFile, KafkaTLSCertFile: certFile, KafkaTLSKeyFile: keyFile}, true},
-		{"system CAs only", Config{KafkaTLS: true}, false},
-		{"plaintext against TLS", Config{}, false},
+		{"trusted CA", publish.TLS{CAFile: certFile}, true},
+		{"mutual TLS", publish.TLS{CAFile: certFile, CertFile: certFile, KeyFile: keyFile}, true},
+		{"system CAs only", publish.TLS{Enabled: true}, false},
+		{"plaintext against TLS", publish.TLS{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			opts, err := tt.cfg.KafkaOpts(slog.New(slog.DiscardHandler))
+			p, err := publish.New(publish.Config{Brokers: addrs, TLS: tt.tls}, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
-			cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addrs...))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
+			defer p.Close()
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 			defer cancel()
-			if err := cl.Ping(ctx); (err == nil) != tt.ok {
+			if err := p.Ping(ctx); (err == nil) != tt.ok {
 				t.Fatalf("Ping = %v, want ok=%v", err, tt.ok)
 			}
 		})
 	}
 }
 
-func TestKafkaOptsErrors(t *testing.T) {
+// Settings that cannot secure a connection are refused before anything
+// connects, naming the field (Validate) or the file (New).
+func TestSecurityErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	notPEM := filepath.Join(dir, "ca.pem")
@@ -112,17 +110,24 @@ func TestKafkaOptsErrors(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		cfg  Config
+		cfg  publish.Config
 		want string
 	}{
-		{"CA file without PEM", Config{KafkaTLSCAFile: notPEM}, "no PEM certificate"},
-		{"missing CA file", Config{KafkaTLSCAFile: filepath.Join(dir, "nope.pem")}, "no such file"},
-		{"bad key pair", Config{KafkaTLSCertFile: notPEM, KafkaTLSKeyFile: notPEM}, "client certificate"},
-		{"unknown SASL mechanism", Config{KafkaSASLMechanism: "GSSAPI"}, "not supported"},
+		{"CA file without PEM", publish.Config{TLS: publish.TLS{CAFile: notPEM}}, "no PEM certificate"},
+		{"missing CA file", publish.Config{TLS: publish.TLS{CAFile: filepath.Join(dir, "nope.pem")}}, "no such file"},
+		{"bad key pair", publish.Config{TLS: publish.TLS{CertFile: notPEM, KeyFile: notPEM}}, "client certificate"},
+		{"a certificate without its key", publish.Config{TLS: publish.TLS{CertFile: notPEM}}, "TLS.KeyFile: required with a client certificate (TLS.CertFile)"},
+		{"unknown SASL mechanism", publish.Config{SASL: publish.SASL{Mechanism: "GSSAPI"}}, `SASL.Mechanism: "GSSAPI" is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512`},
+		{"SASL without a password", publish.Config{SASL: publish.SASL{Mechanism: "scram-sha-512", Username: "u"}}, "SASL.Password: required with SASL mechanism SCRAM-SHA-512"},
 	}
 	for _, tt := range tests {
-		if _, err := tt.cfg.KafkaOpts(slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: KafkaOpts error = %v, want one containing %q", tt.name, err, tt.want)
+		tt.cfg.Brokers = []string{"127.0.0.1:1"}
+		p, err := publish.New(tt.cfg, slog.New(slog.DiscardHandler))
+		if err == nil {
+			p.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: New error = %v, want one containing %q", tt.name, err, tt.want)
 		}
 	}
 }

@@ -1,0 +1,29 @@
+package config
+
+import "github.com/outboxd/outboxd/lib/field"
+
+// Names renders the settings the components' messages name, by their
+// field paths in pipeline.Config ("Stream.Slot"), as this Config was
+// given them: a pipeline of a pipelines file by its keys ("`slot`"), any
+// other by its flags ("--slot"). A field no flag sets keeps its path.
+func (c *Config) Names() field.Names {
+	byField := map[string]string{}
+	for _, f := range flags() {
+		if f.field != "" {
+			byField[f.field] = f.name
+		}
+	}
+	key := func(path string) string { return byField[path] }
+	if c.fromFile {
+		return field.Names{Key: key}
+	}
+	return field.Flags(key)
+}
+
+// SlotNames are Names for the slot package's messages (see
+// cdc.Config.SlotNames), as migrate and status call it.
+func (c *Config) SlotNames() field.Names {
+	s := c.Stream
+	s.Names = c.Names().Under("Stream")
+	return s.SlotNames()
+}
