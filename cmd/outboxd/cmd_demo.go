@@ -17,7 +17,7 @@ const demoSynopsis = "Starts a throwaway PostgreSQL (the local server binaries, 
 // demoFlags builds demo's flags on cfg (logging warnings only, by default)
 // and its own options.
 func demoFlags(cfg *config.Config, stderr io.Writer) (*flag.FlagSet, *demo.Options) {
-	cfg.LogLevel = "warn"
+	cfg.Process.LogLevel = "warn"
 	fs := newFlagSet("demo", demoSynopsis, stderr)
 	cfg.Register(fs, config.GroupLog)
 	var o demo.Options

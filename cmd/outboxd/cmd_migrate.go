@@ -43,8 +43,8 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		return migrateFile(ctx, path, args, fs, &cfg, *printSQL, stdout, stderr, getenv)
 	}
 	cfg.ApplyLayout(fs)
-	if cfg.Layout == config.LayoutDebezium {
-		cfg.OwnTable = true // Debezium's outbox is the application's table
+	if cfg.Shape.Layout == config.LayoutDebezium {
+		cfg.Outbox.OwnTable = true // Debezium's outbox is the application's table
 	}
 	if *printSQL {
 		if err := printMigrationSQL(stdout, cfg); err != nil {
@@ -86,25 +86,25 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			return fmt.Errorf("checking that migrate can create the slot, over a replication connection: %w; nothing was changed", err)
 		}
 	}
-	if !cfg.OwnTable {
+	if !cfg.Outbox.OwnTable {
 		if err := checkDefaultShape(ctx, conn, cfg); err != nil {
 			return err
 		}
 	}
-	if cfg.OwnTable {
+	if cfg.Outbox.OwnTable {
 		// Nothing is applied, nor recorded as applied, for a table that
 		// is not there (the default table is created by migration 0001).
-		cov, err := slot.ReadCoverage(ctx, conn, cfg.Stream.Publication, cfg.Table)
+		cov, err := slot.ReadCoverage(ctx, conn, cfg.Stream.Publication, cfg.Outbox.Table)
 		if err != nil {
 			return err
 		}
 		if !cov.Exists {
 			return fmt.Errorf("checking publication %s covers %s: %w: --own-table publishes the application's existing outbox table: "+
-				"give its name with --table (default public.outbox), or leave out --own-table to have migrate create the default table", cfg.Stream.Publication, cfg.Table, slot.ErrTableMissing)
+				"give its name with --table (default public.outbox), or leave out --own-table to have migrate create the default table", cfg.Stream.Publication, cfg.Outbox.Table, slot.ErrTableMissing)
 		}
 		// Nor for a table whose columns do not fit the mapping: checked
 		// before the publication, outboxd_slots and outboxd_emit exist.
-		if err := slot.CheckTable(ctx, conn, cfg.Table, cfg.Mapping()); err != nil {
+		if err := slot.CheckTable(ctx, conn, cfg.Outbox.Table, cfg.Mapping()); err != nil {
 			return err
 		}
 	}
@@ -112,8 +112,8 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Partitioned {
-		if err := retention.EnsurePartitioned(ctx, conn, cfg.Table, retention.Config{}.WithDefaults().AheadDays, time.Now(), log); err != nil {
+	if cfg.Outbox.Partitioned {
+		if err := retention.EnsurePartitioned(ctx, conn, cfg.Outbox.Table, retention.Config{}.WithDefaults().AheadDays, time.Now(), log); err != nil {
 			return err
 		}
 	}
@@ -122,7 +122,7 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	// never published. migrate does not add it: that would change what
 	// every run streaming the publication publishes; the error names the
 	// ALTER PUBLICATION that does.
-	if err := slot.CheckCovers(ctx, conn, cfg.Stream.Publication, cfg.Table, cfg.SlotNames()); err != nil {
+	if err := slot.CheckCovers(ctx, conn, cfg.Stream.Publication, cfg.Outbox.Table, cfg.SlotNames()); err != nil {
 		return err
 	}
 	// What run checks at start, checked now: the column mapping fits
@@ -131,7 +131,7 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	if len(applied) == 0 {
-		log.Info("schema up to date", "table", cfg.Table, "publication", cfg.Stream.Publication)
+		log.Info("schema up to date", "table", cfg.Outbox.Table, "publication", cfg.Stream.Publication)
 	}
 	if !cfg.Stream.CreateSlot {
 		return nil
@@ -146,19 +146,19 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 // table needs --own-table.
 func checkDefaultShape(ctx context.Context, conn *pgx.Conn, cfg config.Config) error {
 	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT pg_catalog.to_regclass($1) IS NOT NULL`, cfg.Table).Scan(&exists); err != nil {
-		return fmt.Errorf("looking for table %s: %w", cfg.Table, err)
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.to_regclass($1) IS NOT NULL`, cfg.Outbox.Table).Scan(&exists); err != nil {
+		return fmt.Errorf("looking for table %s: %w", cfg.Outbox.Table, err)
 	}
 	if !exists {
 		return nil // migration 0001 creates it
 	}
 	deflt := config.Default()
-	err := slot.CheckTable(ctx, conn, cfg.Table, deflt.Mapping())
+	err := slot.CheckTable(ctx, conn, cfg.Outbox.Table, deflt.Mapping())
 	if err == nil {
 		var hasHeaders bool
 		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = $1::regclass AND attname = 'headers' AND attnum > 0 AND NOT attisdropped)`,
-			cfg.Table).Scan(&hasHeaders); err != nil {
-			return fmt.Errorf("reading the columns of %s: %w", cfg.Table, err)
+			cfg.Outbox.Table).Scan(&hasHeaders); err != nil {
+			return fmt.Errorf("reading the columns of %s: %w", cfg.Outbox.Table, err)
 		}
 		if hasHeaders {
 			return nil
@@ -167,11 +167,11 @@ func checkDefaultShape(ctx context.Context, conn *pgx.Conn, cfg config.Config) e
 	}
 	return fmt.Errorf("table %s exists and is not outboxd's default outbox table (%w): if it is the application's own outbox table, "+
 		"migrate it with --own-table (own-table: true in a pipelines file) and the column flags that fit it (--id-column, --key-column, --topic-column or --topic-template, --payload-column, ...); nothing was changed",
-		cfg.Table, err)
+		cfg.Outbox.Table, err)
 }
 
 func migrationTarget(cfg config.Config) migrations.Target {
-	return migrations.Target{Table: cfg.Table, Publication: cfg.Stream.Publication, OwnTable: cfg.OwnTable, Partitioned: cfg.Partitioned}
+	return migrations.Target{Table: cfg.Outbox.Table, Publication: cfg.Stream.Publication, OwnTable: cfg.Outbox.OwnTable, Partitioned: cfg.Outbox.Partitioned}
 }
 
 // migrateSlot creates the slot on a fresh install only
@@ -186,7 +186,7 @@ func migrateSlot(ctx context.Context, conn *pgx.Conn, cfg config.Config, log *sl
 		Slot:           cfg.Stream.Slot,
 		Failover:       cfg.Stream.FailoverSlot,
 		Create:         slot.CreateOnFreshInstall,
-		Table:          cfg.Table,
+		Table:          cfg.Outbox.Table,
 		RecordRequired: true, // migrate has just made outboxd_slots: a record it cannot write is a fault
 		Names:          cfg.SlotNames(),
 	}, log)
@@ -210,7 +210,7 @@ func printMigrationSQL(w io.Writer, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "-- outboxd %s: schema for table %s, publication %s, slot %s.\n", buildVersion(version, readBuildInfo()), cfg.Table, cfg.Stream.Publication, cfg.Stream.Slot)
+	fmt.Fprintf(w, "-- outboxd %s: schema for table %s, publication %s, slot %s.\n", buildVersion(version, readBuildInfo()), cfg.Outbox.Table, cfg.Stream.Publication, cfg.Stream.Slot)
 	fmt.Fprintln(w, "-- Each statement is safe to run again. outboxd run needs a role with REPLICATION")
 	fmt.Fprintln(w, "-- and CONNECT on the database; it never reads the outbox table itself (see docs/operating.md, Least privilege).")
 	fmt.Fprintln(w, "-- outboxd migrate itself also needs REPLICATION when it creates the slot (the default; --create-slot=false leaves it to run).")

@@ -63,7 +63,7 @@ func pruneOne(ctx context.Context, cfg config.Config, stdout io.Writer, log *slo
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	pc := cfg.Prune
-	pc.Table, pc.Slot = cfg.Table, cfg.Stream.Slot
+	pc.Table, pc.Slot = cfg.Outbox.Table, cfg.Stream.Slot
 	res, err := retention.Prune(ctx, conn, pc, time.Now(), log)
 	if res.Reason != "" {
 		fmt.Fprintf(stdout, "cutoff: %s (%s)\n", res.Cutoff.UTC().Format(time.RFC3339Nano), res.Reason)

@@ -54,8 +54,8 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer, getenv func(st
 	if code, ok := validate("run", &cfg, fs, stderr); !ok {
 		return code
 	}
-	if cfg.MaxProcs > 0 {
-		runtime.GOMAXPROCS(cfg.MaxProcs)
+	if cfg.Process.MaxProcs > 0 {
+		runtime.GOMAXPROCS(cfg.Process.MaxProcs)
 	}
 	log := cfg.Logger(os.Stderr)
 	log.Info("starting", "version", buildVersion(version, readBuildInfo()), "config", config.Dump(fs))

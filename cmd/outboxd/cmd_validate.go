@@ -45,8 +45,8 @@ func cmdValidate(args []string, stdout, stderr io.Writer, getenv func(string) st
 	fmt.Fprintln(tw, "pipeline\tdatabase\tslot\tdelivery")
 	for _, p := range f.Pipelines {
 		db := config.DescribeDatabase(p.Config.Stream.DatabaseURL)
-		if p.Config.Stream.DatabaseURL == "" && p.Config.DatabaseURLFile != "" {
-			db = "(in " + p.Config.DatabaseURLFile + ", not read)"
+		if p.Config.Stream.DatabaseURL == "" && p.Config.Files.DatabaseURLFile != "" {
+			db = "(in " + p.Config.Files.DatabaseURLFile + ", not read)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, db, p.Config.Stream.Slot, p.Config.Delivery)
 	}

@@ -44,7 +44,7 @@ func migrateFile(ctx context.Context, path string, args []string, fs *flag.FlagS
 	var failed []error
 	for i, p := range f.Pipelines {
 		plog := log.With("pipeline", p.Name)
-		plog.Info("migrating", "database", config.DescribeDatabase(cfgs[i].Stream.DatabaseURL), "table", cfgs[i].Table,
+		plog.Info("migrating", "database", config.DescribeDatabase(cfgs[i].Stream.DatabaseURL), "table", cfgs[i].Outbox.Table,
 			"publication", cfgs[i].Stream.Publication, "slot", cfgs[i].Stream.Slot)
 		if err := migrate(ctx, cfgs[i], plog); err != nil {
 			plog.Error("outboxd migrate failed", "err", err)
@@ -69,16 +69,16 @@ func migrateFile(ctx context.Context, path string, args []string, fs *flag.FlagS
 // application's own, as without a file.
 func migrateConfig(p config.Pipeline, own config.Config, ownCreateSlot bool) config.Config {
 	c := p.Config
-	c.Table = own.Table
+	c.Outbox.Table = own.Outbox.Table
 	if p.Config.Stream.Table != "" {
-		c.Table = p.Config.Stream.Table
+		c.Outbox.Table = p.Config.Stream.Table
 	}
 	c.Stream.CreateSlot = own.Stream.CreateSlot
 	if !ownCreateSlot && set(p.Flags, "create-slot") {
 		c.Stream.CreateSlot = p.Config.Stream.CreateSlot
 	}
-	c.OwnTable = own.OwnTable || p.Config.OwnTable || p.Config.Layout == config.LayoutDebezium
-	c.Partitioned = own.Partitioned || p.Config.Partitioned
+	c.Outbox.OwnTable = own.Outbox.OwnTable || p.Config.Outbox.OwnTable || p.Config.Shape.Layout == config.LayoutDebezium
+	c.Outbox.Partitioned = own.Outbox.Partitioned || p.Config.Outbox.Partitioned
 	return c
 }
 

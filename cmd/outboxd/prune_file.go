@@ -26,9 +26,9 @@ func pruneFile(ctx context.Context, path string, args []string, fs *flag.FlagSet
 		p := pl.Config
 		c := p
 		c.Prune = own.Prune
-		c.Table = "public.outbox"
+		c.Outbox.Table = "public.outbox"
 		if p.Stream.Table != "" {
-			c.Table = p.Stream.Table
+			c.Outbox.Table = p.Stream.Table
 		}
 		return c
 	})
@@ -38,7 +38,7 @@ func pruneFile(ctx context.Context, path string, args []string, fs *flag.FlagSet
 	log := own.Logger(stderr)
 	var failed []error
 	for i, p := range f.Pipelines {
-		fmt.Fprintf(stdout, "pipeline %s (%s, table %s, slot %s):\n", p.Name, config.DescribeDatabase(cfgs[i].Stream.DatabaseURL), cfgs[i].Table, cfgs[i].Stream.Slot)
+		fmt.Fprintf(stdout, "pipeline %s (%s, table %s, slot %s):\n", p.Name, config.DescribeDatabase(cfgs[i].Stream.DatabaseURL), cfgs[i].Outbox.Table, cfgs[i].Stream.Slot)
 		plog := log.With("pipeline", p.Name)
 		if err := pruneOne(ctx, cfgs[i], stdout, plog); err != nil {
 			plog.Error("outboxd prune failed", "err", err)

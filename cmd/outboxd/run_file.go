@@ -61,8 +61,8 @@ func runFile(ctx context.Context, path string, cfg *config.Config, fs *flag.Flag
 	// a fleet more wake-ups and CPU per event than the second core gave
 	// back (docs/bench/history.md); a process whose pipelines need more
 	// than a core sets it higher.
-	if cfg.MaxProcs > 0 {
-		runtime.GOMAXPROCS(cfg.MaxProcs)
+	if cfg.Process.MaxProcs > 0 {
+		runtime.GOMAXPROCS(cfg.Process.MaxProcs)
 	}
 	log.Info("starting", "version", buildVersion(version, readBuildInfo()), "config_file", path, "pipelines", len(specs),
 		"replica", fc.Replica, "replicas", fc.Replicas, "max_procs", runtime.GOMAXPROCS(0), "process", config.Dump(processFlags(fs)))
@@ -121,8 +121,8 @@ func set(fs *flag.FlagSet, name string) bool {
 // StatefulSet pod (its host name's last "-N") when --replicas is above 1
 // and --replica is not given.
 func fleetConfig(cfg *config.Config, hostname func() (string, error)) (fleet.Config, error) {
-	fc := cfg.Fleet
-	fc.Names = cfg.Names().Under("Fleet")
+	fc := cfg.Process.Fleet
+	fc.Names = cfg.SettingNames().Under("Fleet")
 	if fc.Replica < 0 {
 		fc.Replica = 0
 		if fc.Replicas > 1 {
@@ -276,7 +276,7 @@ func runPipelines(ctx context.Context, run pipelinesRun, cfg *config.Config, log
 	// and scrapes see it: /readyz says "stopping" meanwhile.
 	srvCtx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServer()
-	if cfg.MetricsAddr != "" {
+	if cfg.Process.MetricsAddr != "" {
 		list := func() []ops.Named {
 			var out []ops.Named
 			for _, m := range f.Members() {
@@ -284,7 +284,7 @@ func runPipelines(ctx context.Context, run pipelinesRun, cfg *config.Config, log
 			}
 			return out
 		}
-		srv := &ops.Server{Addr: cfg.MetricsAddr, Registry: reg, Pipelines: list, Log: log, Pprof: cfg.Pprof, Stopping: gctx.Done()}
+		srv := &ops.Server{Addr: cfg.Process.MetricsAddr, Registry: reg, Pipelines: list, Log: log, Pprof: cfg.Process.Pprof, Stopping: gctx.Done()}
 		if _, err := srv.Listen(); err != nil {
 			return err
 		}

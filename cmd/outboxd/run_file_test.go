@@ -198,7 +198,7 @@ func TestReplicaFromTheHostName(t *testing.T) {
 
 func configWithReplicas(n int) config.Config {
 	c := config.Default()
-	c.Fleet.Replicas = n
+	c.Process.Fleet.Replicas = n
 	return c
 }
 

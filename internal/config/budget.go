@@ -18,14 +18,14 @@ const DefaultInFlightBudgetBytes = 256 << 20
 // a batch, the garbage collector's headroom) and for the process itself;
 // one record per KiB of that.
 func (c *Config) InFlightBudget(memLimit int64) *pump.Budget {
-	bytes := c.InFlightBudgetBytes
+	bytes := c.Process.InFlightBudgetBytes
 	if bytes == 0 {
 		bytes = DefaultInFlightBudgetBytes
 		if memLimit > 0 && memLimit < math.MaxInt64 {
 			bytes = int(min(memLimit/4, math.MaxInt32))
 		}
 	}
-	records := c.InFlightBudgetRecords
+	records := c.Process.InFlightBudgetRecords
 	if records == 0 {
 		records = max(bytes>>10, 1)
 	}

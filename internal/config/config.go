@@ -18,7 +18,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/fleet"
@@ -33,19 +32,34 @@ import (
 	"github.com/outboxd/outboxd/slot"
 )
 
-// Config holds every option of every command; each command registers the
-// groups of flags it uses.
+// Config holds every option of every command, in the parts they set;
+// each command registers the groups of flags it uses.
 type Config struct {
-	Stream    cdc.Config         // database URL, slot, publication, timings of the replication stream
-	Pump      pump.Config        // in-flight window, dead-letter topic
-	Kafka     publish.Config     // brokers, record size, linger
-	Delivery  string             // DeliveryAtLeastOnce or DeliveryExactlyOnce
-	Txn       publish.TxnConfig  // the exactly-once sink's transactions and progress topic
-	Registry  registry.Config    // schema formats of the records' values and keys
-	Monitor   slot.MonitorConfig // WAL retention checks (its names come from Stream)
-	Heartbeat time.Duration      // 0: off
+	// Config is one pipeline's settings: each stage's Config as its flags
+	// set it. Its column mapping (Stream.Columns) holds the columns'
+	// roles; Shape chooses the records' shape (Mapping), and the command
+	// supplies the Names (Pipeline).
+	pipeline.Config
 
-	// CloudEvents turns on CE: records as CloudEvents (see Mapping).
+	Shape   Shape            // the layout flags: what shape records take
+	Process Process          // the process's own settings, one per process whatever its pipelines
+	Outbox  OutboxTable      // migrate's and prune's outbox table
+	Prune   retention.Config // prune: what to remove (its table and slot come from Outbox and Stream)
+	Files   Files            // the files settings are read from
+
+	// SkipFiles leaves the files settings name unread (outboxd validate
+	// --skip-files, for a file rendered where its secrets are not): a
+	// -file variant keeps its path, and what would be checked of the
+	// content is not; TLS files are not looked for. Set it before parsing.
+	SkipFiles bool
+	unread    map[string]bool // flags whose -file variant was not read
+	fromFile  bool            // a pipeline of a pipelines file: its settings are keys (SettingNames)
+}
+
+// Shape is what the layout flags set: the shape of the records, applied
+// to the column roles by Mapping.
+type Shape struct {
+	// CloudEvents turns on CE: records as CloudEvents.
 	CloudEvents bool
 	CE          layout.CloudEvents
 	// Layout is LayoutDefault or LayoutDebezium: DZ (with DZPlacement,
@@ -53,13 +67,11 @@ type Config struct {
 	Layout      string
 	DZ          layout.Debezium
 	DZPlacement string
+}
 
-	Table       string // migrate's and prune's outbox table, SQL syntax
-	OwnTable    bool   // migrate: the table is the application's own; create only the publication and outboxd's tables
-	Partitioned bool   // migrate: create the default table partitioned by day
-
-	Prune retention.Config // prune: what to remove (its table and slot come from Table and Stream)
-
+// Process is the process's own settings (the flags marked process): a
+// pipelines file takes them at its top level only.
+type Process struct {
 	LogLevel  string
 	LogFormat string
 
@@ -74,10 +86,20 @@ type Config struct {
 	// The process's in-flight budget (run): 0 takes it from the memory
 	// limit (InFlightBudget).
 	InFlightBudgetBytes, InFlightBudgetRecords int
+}
 
-	// The files --database-url-file and --kafka-sasl-password-file read
-	// Stream.DatabaseURL and Kafka.SASL.Password from (already read), and
-	// the registry's password and schemas' files likewise.
+// OutboxTable is the outbox table migrate creates and prune prunes.
+type OutboxTable struct {
+	Table       string // SQL syntax
+	OwnTable    bool   // migrate: the table is the application's own; create only the publication and outboxd's tables
+	Partitioned bool   // migrate: create the default table partitioned by day
+}
+
+// Files are the files the -file flags name (already read into the
+// settings they stand for: Stream.DatabaseURL, Kafka.SASL.Password, the
+// registry's password and schemas), and the schema registry's TLS files,
+// read again for each connection.
+type Files struct {
 	DatabaseURLFile       string
 	KafkaSASLPasswordFile string
 	RegistryPasswordFile  string
@@ -87,14 +109,6 @@ type Config struct {
 	RegistryTLSCAFile   string
 	RegistryTLSCertFile string
 	RegistryTLSKeyFile  string
-
-	// SkipFiles leaves the files settings name unread (outboxd validate
-	// --skip-files, for a file rendered where its secrets are not): a
-	// -file variant keeps its path, and what would be checked of the
-	// content is not; TLS files are not looked for. Set it before parsing.
-	SkipFiles bool
-	unread    map[string]bool // flags whose -file variant was not read
-	fromFile  bool            // a pipeline of a pipelines file: its settings are keys (Names)
 }
 
 // DefaultMaxProcs is run's GOMAXPROCS. One slot is sent by one walsender
@@ -123,11 +137,11 @@ const (
 func (c *Config) Mapping() layout.Columns {
 	m := c.Stream.Columns
 	switch {
-	case c.Layout == LayoutDebezium:
-		m.Shape, m.Debezium = layout.ShapeDebezium, c.DZ
-		m.Debezium.AdditionalPlacement, _ = layout.ParsePlacements(c.DZPlacement) // validated
-	case c.CloudEvents:
-		m.Shape, m.CloudEvents = layout.ShapeCloudEvents, c.CE
+	case c.Shape.Layout == LayoutDebezium:
+		m.Shape, m.Debezium = layout.ShapeDebezium, c.Shape.DZ
+		m.Debezium.AdditionalPlacement, _ = layout.ParsePlacements(c.Shape.DZPlacement) // validated
+	case c.Shape.CloudEvents:
+		m.Shape, m.CloudEvents = layout.ShapeCloudEvents, c.Shape.CE
 	default:
 		m.Shape = layout.ShapePlain
 	}
@@ -147,7 +161,7 @@ func (c *Config) Mapping() layout.Columns {
 // the environment) the defaults of the layout: with --layout debezium the
 // key column is Debezium's aggregateid. Call it after parsing.
 func (c *Config) ApplyLayout(fs *flag.FlagSet) {
-	if c.Layout != LayoutDebezium {
+	if c.Shape.Layout != LayoutDebezium {
 		return
 	}
 	set := map[string]bool{}
@@ -174,23 +188,29 @@ func Default() Config {
 		linger = 0
 	}
 	return Config{
-		Stream:   cdc.Config{ReadLinger: linger}.WithDefaults(),
-		Pump:     pump.Config{}.WithDefaults(),
-		Kafka:    publish.Config{}.WithDefaults(),
-		Delivery: DeliveryAtLeastOnce,
-		Txn:      publish.TxnConfig{}.WithDefaults(),
-		Registry: registry.Config{}.WithDefaults(),
-		Monitor:  slot.MonitorConfig{}.WithDefaults(),
-		CE:       layout.CloudEvents{ContentType: layout.DefaultCloudEventsContentType},
-		Layout:   LayoutDefault,
-		DZ: layout.Debezium{RouteByField: layout.DefaultRouteByField, RouteTopicReplacement: layout.DefaultRouteTopicReplacement,
-			KeyConverter: layout.ConverterString, ValueConverter: layout.ConverterString},
-		Table:     "public.outbox",
-		Prune:     retention.Config{RecoveryMargin: slot.RecoveryMargin}.WithDefaults(),
-		LogLevel:  "info",
-		LogFormat: "text",
-		MaxProcs:  DefaultMaxProcs,
-		Fleet:     withReplicaUnset(fleet.Config{}.WithDefaults()),
+		Config: pipeline.Config{
+			Stream:   cdc.Config{ReadLinger: linger}.WithDefaults(),
+			Pump:     pump.Config{}.WithDefaults(),
+			Kafka:    publish.Config{}.WithDefaults(),
+			Delivery: DeliveryAtLeastOnce,
+			Txn:      publish.TxnConfig{}.WithDefaults(),
+			Registry: registry.Config{}.WithDefaults(),
+			Monitor:  slot.MonitorConfig{}.WithDefaults(),
+		},
+		Shape: Shape{
+			CE:     layout.CloudEvents{ContentType: layout.DefaultCloudEventsContentType},
+			Layout: LayoutDefault,
+			DZ: layout.Debezium{RouteByField: layout.DefaultRouteByField, RouteTopicReplacement: layout.DefaultRouteTopicReplacement,
+				KeyConverter: layout.ConverterString, ValueConverter: layout.ConverterString},
+		},
+		Outbox: OutboxTable{Table: "public.outbox"},
+		Prune:  retention.Config{RecoveryMargin: slot.RecoveryMargin}.WithDefaults(),
+		Process: Process{
+			LogLevel:  "info",
+			LogFormat: "text",
+			MaxProcs:  DefaultMaxProcs,
+			Fleet:     withReplicaUnset(fleet.Config{}.WithDefaults()),
+		},
 	}
 }
 
@@ -383,7 +403,7 @@ type problem struct{ field, problem string }
 // schema format).
 func (c *Config) componentProblems() []problem {
 	var out []problem
-	for _, e := range c.pipeline().Problems() {
+	for _, e := range c.Problems() {
 		var fe *field.Error
 		switch {
 		case errors.As(e, &fe) && fe.Field == "Stream.Columns":
@@ -396,13 +416,18 @@ func (c *Config) componentProblems() []problem {
 	return out
 }
 
+// Problems is the problems of the pipeline the options describe (its
+// embedded Config's, with the records' shape and the names its settings
+// were given by).
+func (c *Config) Problems() []error { return c.pipeline().Problems() }
+
 // pipeline is the pipeline the options describe, without the schema
 // registry's TLS files read (see Pipeline).
 func (c *Config) pipeline() pipeline.Config {
-	s := c.Stream
-	s.Columns = c.Mapping()
-	return pipeline.Config{Stream: s, Pump: c.Pump, Kafka: c.Kafka, Delivery: c.Delivery, Txn: c.Txn, Registry: c.Registry, Monitor: c.Monitor, Heartbeat: c.Heartbeat,
-		Names: c.Names()}
+	pc := c.Config
+	pc.Stream.Columns = c.Mapping()
+	pc.Names = c.SettingNames()
+	return pc
 }
 
 // Pipeline is the pipeline run's options describe (log takes what reading
@@ -422,9 +447,9 @@ func (c *Config) Pipeline(log *slog.Logger) (pipeline.Config, error) {
 // Logger builds the logger the options ask for, writing to w.
 func (c *Config) Logger(w io.Writer) *slog.Logger {
 	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.LogLevel)) // validated
+	_ = level.UnmarshalText([]byte(c.Process.LogLevel)) // validated
 	opts := &slog.HandlerOptions{Level: level}
-	if c.LogFormat == "json" {
+	if c.Process.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))

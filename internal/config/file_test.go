@@ -125,13 +125,13 @@ pipelines:
 		{"orders: its value format", orders.Registry.Value.Format, "avro"},
 		{"orders: the registry's password from its file", orders.Registry.Password, "reg-s3cret"},
 		{"billing: no schema format", billing.Registry.Value.Format, "json"},
-		{"$${...} is the literal text ${...}", billing.DZ.RouteTopicReplacement, "billing.${routedByValue}"},
+		{"$${...} is the literal text ${...}", billing.Shape.DZ.RouteTopicReplacement, "billing.${routedByValue}"},
 		{"$$ is a literal $, a $ alone itself", billing.Kafka.SASL.Username, "$user$"},
 		{"the layout's defaults apply (ApplyLayout)", billing.Stream.Columns.Key, "aggregateid"},
-		{"process: the top level sets what the command line did not", proc.MetricsAddr, ":9187"},
-		{"process: the command line wins over the top level", proc.LogLevel, "warn"},
-		{"process: the environment wins over the top level", proc.LogFormat, "json"},
-		{"process settings reach each pipeline's Config", billing.MetricsAddr + " " + billing.LogLevel, ":9187 warn"},
+		{"process: the top level sets what the command line did not", proc.Process.MetricsAddr, ":9187"},
+		{"process: the command line wins over the top level", proc.Process.LogLevel, "warn"},
+		{"process: the environment wins over the top level", proc.Process.LogFormat, "json"},
+		{"process settings reach each pipeline's Config", billing.Process.MetricsAddr + " " + billing.Process.LogLevel, ":9187 warn"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)

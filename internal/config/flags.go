@@ -59,12 +59,12 @@ func flags() []flagSpec {
 			show: DescribeDatabase},
 		{name: "database-url-file", group: GroupDatabase, fileOf: "database-url",
 			usage: "file holding the --database-url, e.g. a mounted secret (its trailing newline and spaces left out): keeps the password out of ps and the environment; not with --database-url",
-			bind:  secretFileFlag(func(c *Config) *string { return &c.DatabaseURLFile }, func(c *Config) *string { return &c.Stream.DatabaseURL })},
+			bind:  secretFileFlag(func(c *Config) *string { return &c.Files.DatabaseURLFile }, func(c *Config) *string { return &c.Stream.DatabaseURL })},
 		{name: "table", group: GroupTable,
 			usage: `outbox table in SQL syntax, optionally schema-qualified: app.outbox, or "App"."Outbox" for capitals or other characters`,
-			bind:  str(func(c *Config) *string { return &c.Table }),
+			bind:  str(func(c *Config) *string { return &c.Outbox.Table }),
 			check: func(c *Config) string {
-				if _, err := sqlquote.ParseQualified(c.Table); err != nil {
+				if _, err := sqlquote.ParseQualified(c.Outbox.Table); err != nil {
 					return err.Error()
 				}
 				return ""
@@ -77,13 +77,13 @@ func flags() []flagSpec {
 		{name: "own-table", group: GroupShape,
 			usage: "--table is the application's own outbox, of another shape: create only the publication over it and outboxd's own tables, not the default table or its constraints, " +
 				"and check that the column flags (--id-column, --topic-template, ...; give run the same) fit it",
-			bind: boolean(func(c *Config) *bool { return &c.OwnTable })},
+			bind: boolean(func(c *Config) *bool { return &c.Outbox.OwnTable })},
 		{name: "partitioned", group: GroupShape,
 			usage: "create the default table partitioned by day on created_at (a DEFAULT partition takes a row whose day has no partition yet, so an insert never fails) and the publication with publish_via_partition_root; " +
 				"outboxd prune then drops whole days instead of deleting rows. For a new table only (an existing one is refused, not converted); not with --own-table",
-			bind: boolean(func(c *Config) *bool { return &c.Partitioned }),
+			bind: boolean(func(c *Config) *bool { return &c.Outbox.Partitioned }),
 			check: func(c *Config) string {
-				if c.Partitioned && (c.OwnTable || c.Layout == LayoutDebezium) {
+				if c.Outbox.Partitioned && (c.Outbox.OwnTable || c.Shape.Layout == LayoutDebezium) {
 					return "not with --own-table or --layout debezium: it shapes the default table"
 				}
 				return ""
@@ -207,20 +207,20 @@ func flags() []flagSpec {
 			usage: "default: records as the column flags say. debezium: records as Debezium 3.6's outbox EventRouter makes them from its outbox table (id uuid, aggregatetype, aggregateid, type, payload), " +
 				"with the worker's converters of --debezium-key-converter and --debezium-value-converter, extended.headers.enabled=false and the default header converter: topic from --debezium-route-topic-replacement, " +
 				"key --key-column (default aggregateid), value --payload-column, header id, then --debezium-table-fields-additional-placement; a drop-in for Kafka Connect (docs/layouts.md, Replacing Debezium)",
-			bind: str(func(c *Config) *string { return &c.Layout }),
+			bind: str(func(c *Config) *string { return &c.Shape.Layout }),
 			check: func(c *Config) string {
-				switch c.Layout {
+				switch c.Shape.Layout {
 				case LayoutDefault:
 					return ""
 				case LayoutDebezium:
 					var problems []string
-					if c.CloudEvents {
+					if c.Shape.CloudEvents {
 						problems = append(problems, "CloudEvents and the Debezium layout do not go together: Debezium's records have no CloudEvents attributes")
 					}
 					if c.Stream.Columns.TopicTemplate != "" || len(c.Stream.Columns.HeaderColumns) > 0 {
 						problems = append(problems, "the Debezium layout routes and places headers itself: use --debezium-route-topic-replacement and --debezium-table-fields-additional-placement, not --topic-template or --header-columns")
 					}
-					if _, err := layout.ParsePlacements(c.DZPlacement); err != nil {
+					if _, err := layout.ParsePlacements(c.Shape.DZPlacement); err != nil {
 						problems = append(problems, err.Error())
 					}
 					if err := c.Mapping().Validate(); err != nil && len(problems) == 0 {
@@ -228,41 +228,41 @@ func flags() []flagSpec {
 					}
 					return strings.Join(problems, "; ")
 				}
-				return "\"" + c.Layout + "\" is not default or debezium"
+				return "\"" + c.Shape.Layout + "\" is not default or debezium"
 			}},
 		{name: "debezium-route-by-field", group: GroupColumns, usage: "--layout debezium: route.by.field, the column whose value is ${routedByValue} in the topic",
-			bind: str(func(c *Config) *string { return &c.DZ.RouteByField }), check: func(c *Config) string { return nonEmpty(c.DZ.RouteByField) }},
+			bind: str(func(c *Config) *string { return &c.Shape.DZ.RouteByField }), check: func(c *Config) string { return nonEmpty(c.Shape.DZ.RouteByField) }},
 		{name: "debezium-route-topic-replacement", group: GroupColumns, usage: "--layout debezium: route.topic.replacement, the topic with ${routedByValue} for the --debezium-route-by-field column's value (an empty value too)",
-			bind: str(func(c *Config) *string { return &c.DZ.RouteTopicReplacement }), check: func(c *Config) string { return nonEmpty(c.DZ.RouteTopicReplacement) }},
+			bind: str(func(c *Config) *string { return &c.Shape.DZ.RouteTopicReplacement }), check: func(c *Config) string { return nonEmpty(c.Shape.DZ.RouteTopicReplacement) }},
 		{name: "debezium-table-fields-additional-placement", group: GroupColumns,
 			usage: "--layout debezium: table.fields.additional.placement, COLUMN:header[:ALIAS],...: these columns as headers after id, written as Debezium's header converter writes them (envelope and partition placement are not supported)",
-			bind:  str(func(c *Config) *string { return &c.DZPlacement })},
+			bind:  str(func(c *Config) *string { return &c.Shape.DZPlacement })},
 		{name: "debezium-table-expand-json-payload", group: GroupColumns,
 			usage: "--layout debezium: table.expand.json.payload, the JSON payload expanded as Debezium and JsonConverter write it (needs --debezium-value-converter json)",
-			bind:  boolean(func(c *Config) *bool { return &c.DZ.ExpandJSONPayload })},
+			bind:  boolean(func(c *Config) *bool { return &c.Shape.DZ.ExpandJSONPayload })},
 		{name: "debezium-key-converter", group: GroupColumns, usage: "--layout debezium: the worker's key.converter: string (StringConverter) or json (JsonConverter with schemas.enable=false)",
-			bind: str(func(c *Config) *string { return &c.DZ.KeyConverter })},
+			bind: str(func(c *Config) *string { return &c.Shape.DZ.KeyConverter })},
 		{name: "debezium-value-converter", group: GroupColumns, usage: "--layout debezium: the worker's value.converter: string (StringConverter) or json (JsonConverter with schemas.enable=false)",
-			bind: str(func(c *Config) *string { return &c.DZ.ValueConverter })},
+			bind: str(func(c *Config) *string { return &c.Shape.DZ.ValueConverter })},
 		{name: "debezium-tracing-span-context-field", group: GroupColumns,
 			usage: "--layout debezium: a text column holding trace context as Debezium's tracingspancontext does (java.util.Properties text: traceparent=..., tracestate=...), placed as headers traceparent and tracestate, unchanged (empty: off)",
-			bind:  str(func(c *Config) *string { return &c.DZ.TracingSpanContextField })},
+			bind:  str(func(c *Config) *string { return &c.Shape.DZ.TracingSpanContextField })},
 		{name: "cloudevents", group: GroupColumns,
 			usage: "make every record a CloudEvent 1.0 in the Kafka binding's binary content mode: the value stays the payload, and headers ce_specversion, ce_id (the outbox id), ce_source, ce_type, ce_time (the record timestamp) and content-type follow the id header",
-			bind:  boolean(func(c *Config) *bool { return &c.CloudEvents })},
+			bind:  boolean(func(c *Config) *bool { return &c.Shape.CloudEvents })},
 		{name: "cloudevents-source", group: GroupColumns, usage: "with --cloudevents: ce_source, a URI-reference naming the producer, e.g. /orders (required)",
-			bind: str(func(c *Config) *string { return &c.CE.Source }),
+			bind: str(func(c *Config) *string { return &c.Shape.CE.Source }),
 			check: func(c *Config) string {
-				if !c.CloudEvents {
+				if !c.Shape.CloudEvents {
 					return ""
 				}
-				return errText(layout.Columns{Shape: layout.ShapeCloudEvents, CloudEvents: c.CE}.Validate())
+				return errText(layout.Columns{Shape: layout.ShapeCloudEvents, CloudEvents: c.Shape.CE}.Validate())
 			}},
 		{name: "cloudevents-type", group: GroupColumns, usage: "with --cloudevents: ce_type, fixed (com.example.order.created) or a template over columns like --topic-template (com.example.{type}) (required)",
-			bind: str(func(c *Config) *string { return &c.CE.Type })},
+			bind: str(func(c *Config) *string { return &c.Shape.CE.Type })},
 		{name: "cloudevents-content-type", group: GroupColumns, usage: "with --cloudevents: the content-type header, the payload's media type",
-			bind:  str(func(c *Config) *string { return &c.CE.ContentType }),
-			check: func(c *Config) string { return nonEmpty(c.CE.ContentType) }},
+			bind:  str(func(c *Config) *string { return &c.Shape.CE.ContentType }),
+			check: func(c *Config) string { return nonEmpty(c.Shape.CE.ContentType) }},
 
 		{name: "source", group: GroupStream,
 			usage: "the name of where the records come from in their outboxd.source header (then \"<source>/<schema.table>\"), in place of the server's \"<system identifier>/<database>\": " +
@@ -314,10 +314,10 @@ func flags() []flagSpec {
 		{name: "in-flight-budget-bytes", process: true, group: GroupPump,
 			usage: "the process's records in flight, every pipeline's together: their key, value and header bytes at most, shared fairly (each pipeline keeps a share no other can take; --max-in-flight-bytes still bounds each). " +
 				"0: a quarter of the memory limit (GOMEMLIMIT, or else 90 % of the container's memory limit, which outboxd then sets as GOMEMLIMIT), or 256 MiB without one",
-			bind: integer(func(c *Config) *int { return &c.InFlightBudgetBytes }), check: notNegative(func(c *Config) int { return c.InFlightBudgetBytes })},
+			bind: integer(func(c *Config) *int { return &c.Process.InFlightBudgetBytes }), check: notNegative(func(c *Config) int { return c.Process.InFlightBudgetBytes })},
 		{name: "in-flight-budget-records", process: true, group: GroupPump,
 			usage: "the process's records in flight, every pipeline's together, at most (shared as --in-flight-budget-bytes is); 0: one for each KiB of that budget",
-			bind:  integer(func(c *Config) *int { return &c.InFlightBudgetRecords }), check: notNegative(func(c *Config) int { return c.InFlightBudgetRecords })},
+			bind:  integer(func(c *Config) *int { return &c.Process.InFlightBudgetRecords }), check: notNegative(func(c *Config) int { return c.Process.InFlightBudgetRecords })},
 		{name: "dead-letter-topic", group: GroupPump,
 			usage: "send a record Kafka refuses for good (too large, invalid or deleted topic, denied) or a row that cannot become a record to this topic, with headers saying why and an Error log naming it, and move on (empty: stop at it, the default: nothing is ever skipped; not with --delivery exactly-once). " +
 				"Checked at start without creating it: a missing one stops the run, or with --allow-auto-topic-creation is created then with the broker's default partitions and replication factor",
@@ -376,7 +376,7 @@ func flags() []flagSpec {
 			bind:  str(func(c *Config) *string { return &c.Kafka.SASL.Password }), show: secret},
 		{name: "kafka-sasl-password-file", group: GroupKafka, fileOf: "kafka-sasl-password",
 			usage: "file holding the --kafka-sasl-password, e.g. a mounted secret (its trailing newline and spaces left out); not with --kafka-sasl-password",
-			bind:  secretFileFlag(func(c *Config) *string { return &c.KafkaSASLPasswordFile }, func(c *Config) *string { return &c.Kafka.SASL.Password })},
+			bind:  secretFileFlag(func(c *Config) *string { return &c.Files.KafkaSASLPasswordFile }, func(c *Config) *string { return &c.Kafka.SASL.Password })},
 
 		{name: "delivery", group: GroupDelivery,
 			usage: "at-least-once: each record is acknowledged on its own and a crash sends the unconfirmed tail again (consumers dedupe on the id header). " +
@@ -422,7 +422,7 @@ func flags() []flagSpec {
 			field: "Registry.Key.Format",
 			bind:  str(func(c *Config) *string { return &c.Registry.Key.Format }),
 			check: func(c *Config) string {
-				if c.Layout == LayoutDebezium && c.Registry.Key.Format != format.JSON && c.DZ.KeyConverter != layout.ConverterString {
+				if c.Shape.Layout == LayoutDebezium && c.Registry.Key.Format != format.JSON && c.Shape.DZ.KeyConverter != layout.ConverterString {
 					return "with --layout debezium, a schema format takes the place of Debezium's key converter: give --debezium-key-converter string"
 				}
 				return ""
@@ -440,22 +440,22 @@ func flags() []flagSpec {
 			bind: str(func(c *Config) *string { return &c.Registry.Password }), show: secret},
 		{name: "schema-registry-password-file", group: GroupRegistry, fileOf: "schema-registry-password",
 			usage: "file holding the --schema-registry-password, e.g. a mounted secret (its trailing newline and spaces left out); not with --schema-registry-password",
-			bind:  secretFileFlag(func(c *Config) *string { return &c.RegistryPasswordFile }, func(c *Config) *string { return &c.Registry.Password })},
+			bind:  secretFileFlag(func(c *Config) *string { return &c.Files.RegistryPasswordFile }, func(c *Config) *string { return &c.Registry.Password })},
 		{name: "schema-registry-tls-ca-file", group: GroupRegistry, usage: "PEM file of the CA(s) that signed an https registry's certificate (default: the system's)",
-			bind: str(func(c *Config) *string { return &c.RegistryTLSCAFile }), check: readable(func(c *Config) string { return c.RegistryTLSCAFile })},
+			bind: str(func(c *Config) *string { return &c.Files.RegistryTLSCAFile }), check: readable(func(c *Config) string { return c.Files.RegistryTLSCAFile })},
 		{name: "schema-registry-tls-cert-file", group: GroupRegistry, usage: "PEM client certificate for mutual TLS with the registry (with --schema-registry-tls-key-file)",
-			bind: str(func(c *Config) *string { return &c.RegistryTLSCertFile }),
+			bind: str(func(c *Config) *string { return &c.Files.RegistryTLSCertFile }),
 			check: func(c *Config) string {
-				if msg := readable(func(c *Config) string { return c.RegistryTLSCertFile })(c); msg != "" {
+				if msg := readable(func(c *Config) string { return c.Files.RegistryTLSCertFile })(c); msg != "" {
 					return msg
 				}
-				if (c.RegistryTLSCertFile == "") != (c.RegistryTLSKeyFile == "") {
+				if (c.Files.RegistryTLSCertFile == "") != (c.Files.RegistryTLSKeyFile == "") {
 					return "a client certificate needs --schema-registry-tls-key-file and a key needs --schema-registry-tls-cert-file"
 				}
 				return ""
 			}},
 		{name: "schema-registry-tls-key-file", group: GroupRegistry, usage: "PEM client key for mutual TLS with the registry",
-			bind: str(func(c *Config) *string { return &c.RegistryTLSKeyFile }), check: readable(func(c *Config) string { return c.RegistryTLSKeyFile })},
+			bind: str(func(c *Config) *string { return &c.Files.RegistryTLSKeyFile }), check: readable(func(c *Config) string { return c.Files.RegistryTLSKeyFile })},
 		{name: "subject-name-strategy", group: GroupRegistry,
 			usage: "the subject a record's schema is under: topic (<topic>-value, <topic>-key), record (--value-schema-record) or topic-record (<topic>-<record>), as the registry's serializers name them",
 			field: "Registry.SubjectStrategy",
@@ -489,35 +489,35 @@ func flags() []flagSpec {
 			bind:  str(func(c *Config) *string { return &c.Registry.Value.Schema }), show: sizeOnly},
 		{name: "value-schema-file", group: GroupRegistry, fileOf: "value-schema",
 			usage: "file holding the --value-schema (an .avsc, .proto or JSON Schema file); not with --value-schema",
-			bind:  secretFileFlag(func(c *Config) *string { return &c.ValueSchemaFile }, func(c *Config) *string { return &c.Registry.Value.Schema })},
+			bind:  secretFileFlag(func(c *Config) *string { return &c.Files.ValueSchemaFile }, func(c *Config) *string { return &c.Registry.Value.Schema })},
 		{name: "key-schema", group: GroupRegistry, usage: "the key schema's text that --auto-register-schemas registers",
 			field: "Registry.Key.Schema",
 			bind:  str(func(c *Config) *string { return &c.Registry.Key.Schema }), show: sizeOnly},
 		{name: "key-schema-file", group: GroupRegistry, fileOf: "key-schema",
 			usage: "file holding the --key-schema; not with --key-schema",
-			bind:  secretFileFlag(func(c *Config) *string { return &c.KeySchemaFile }, func(c *Config) *string { return &c.Registry.Key.Schema })},
+			bind:  secretFileFlag(func(c *Config) *string { return &c.Files.KeySchemaFile }, func(c *Config) *string { return &c.Registry.Key.Schema })},
 		{name: "schema-refresh-interval", group: GroupRegistry, usage: "how often the latest schema of a subject in use is looked up again, so that a new version is taken up",
 			field: "Registry.RefreshInterval",
 			bind:  duration(func(c *Config) *time.Duration { return &c.Registry.RefreshInterval }), check: positive(func(c *Config) time.Duration { return c.Registry.RefreshInterval })},
 
 		{name: "metrics-addr", process: true, group: GroupOps, usage: "serve Prometheus /metrics, /healthz, /readyz and /pipelines on this address, e.g. :9187 (empty: off)",
-			bind: str(func(c *Config) *string { return &c.MetricsAddr }),
+			bind: str(func(c *Config) *string { return &c.Process.MetricsAddr }),
 			check: func(c *Config) string {
-				if c.MetricsAddr == "" {
+				if c.Process.MetricsAddr == "" {
 					return ""
 				}
-				if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-					return "\"" + c.MetricsAddr + "\" is not HOST:PORT or :PORT"
+				if _, _, err := net.SplitHostPort(c.Process.MetricsAddr); err != nil {
+					return "\"" + c.Process.MetricsAddr + "\" is not HOST:PORT or :PORT"
 				}
 				return ""
 			}},
 		{name: "pprof", process: true, group: GroupOps, usage: "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for diagnosing; keep the address private)",
-			bind: boolean(func(c *Config) *bool { return &c.Pprof })},
+			bind: boolean(func(c *Config) *bool { return &c.Process.Pprof })},
 		{name: "max-procs", process: true, group: GroupOps,
 			usage: "CPU cores the Go runtime uses at once (GOMAXPROCS, which this overrides; 0: leave it to Go, all cores unless GOMAXPROCS is set). One slot is sent by one walsender process and one core keeps up with it; more cost CPU per event at steady rates",
-			bind:  integer(func(c *Config) *int { return &c.MaxProcs }),
+			bind:  integer(func(c *Config) *int { return &c.Process.MaxProcs }),
 			check: func(c *Config) string {
-				if c.MaxProcs < 0 {
+				if c.Process.MaxProcs < 0 {
 					return "must not be negative"
 				}
 				return ""
@@ -542,9 +542,9 @@ func flags() []flagSpec {
 
 		{name: "replica", process: true, group: GroupFleet,
 			usage: "with --config: this replica's number, 0 to --replicas minus 1 (default: the number after the last - of the host name, a StatefulSet pod's ordinal, when --replicas is above 1); one beyond (a StatefulSet scaled past --replicas) stands by for every pipeline, ranked last",
-			bind:  integer(func(c *Config) *int { return &c.Fleet.Replica }),
+			bind:  integer(func(c *Config) *int { return &c.Process.Fleet.Replica }),
 			check: func(c *Config) string {
-				if c.Fleet.Replica < -1 {
+				if c.Process.Fleet.Replica < -1 {
 					return "must not be negative"
 				}
 				return "" // one beyond --replicas ranks last (fleet.Rank)
@@ -552,24 +552,24 @@ func flags() []flagSpec {
 		{name: "replicas", process: true, group: GroupFleet,
 			usage: "with --config: how many replicas run the same pipelines file; each pipeline runs on one of them, the slot being the lease (docs/fleet.md)",
 			field: "Fleet.Replicas",
-			bind:  integer(func(c *Config) *int { return &c.Fleet.Replicas }), check: positiveInt(func(c *Config) int { return c.Fleet.Replicas })},
+			bind:  integer(func(c *Config) *int { return &c.Process.Fleet.Replicas }), check: positiveInt(func(c *Config) int { return c.Process.Fleet.Replicas })},
 		{name: "rank-delay", process: true, group: GroupFleet,
 			usage: "with --config and several replicas: how long a replica waits per rank before it first tries a pipeline, and before it takes a slot another replica released; keep it above --slot-retry-interval (docs/fleet.md)",
-			bind:  duration(func(c *Config) *time.Duration { return &c.Fleet.RankDelay }), check: positive(func(c *Config) time.Duration { return c.Fleet.RankDelay })},
+			bind:  duration(func(c *Config) *time.Duration { return &c.Process.Fleet.RankDelay }), check: positive(func(c *Config) time.Duration { return c.Process.Fleet.RankDelay })},
 		{name: "log-level", process: true, group: GroupLog, usage: "log level: debug, info, warn, error",
-			bind: str(func(c *Config) *string { return &c.LogLevel }),
+			bind: str(func(c *Config) *string { return &c.Process.LogLevel }),
 			check: func(c *Config) string {
 				var l slog.Level
-				if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
-					return "\"" + c.LogLevel + "\" is not debug, info, warn or error"
+				if err := l.UnmarshalText([]byte(c.Process.LogLevel)); err != nil {
+					return "\"" + c.Process.LogLevel + "\" is not debug, info, warn or error"
 				}
 				return ""
 			}},
 		{name: "log-format", process: true, group: GroupLog, usage: "log format: text or json",
-			bind: str(func(c *Config) *string { return &c.LogFormat }),
+			bind: str(func(c *Config) *string { return &c.Process.LogFormat }),
 			check: func(c *Config) string {
-				if c.LogFormat != "text" && c.LogFormat != "json" {
-					return "\"" + c.LogFormat + "\" is not text or json"
+				if c.Process.LogFormat != "text" && c.Process.LogFormat != "json" {
+					return "\"" + c.Process.LogFormat + "\" is not text or json"
 				}
 				return ""
 			}},

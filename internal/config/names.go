@@ -2,11 +2,11 @@ package config
 
 import "github.com/outboxd/outboxd/lib/field"
 
-// Names renders the settings the components' messages name, by their
+// SettingNames renders the settings the components' messages name, by their
 // field paths in pipeline.Config ("Stream.Slot"), as this Config was
 // given them: a pipeline of a pipelines file by its keys ("`slot`"), any
 // other by its flags ("--slot"). A field no flag sets keeps its path.
-func (c *Config) Names() field.Names {
+func (c *Config) SettingNames() field.Names {
 	byField := map[string]string{}
 	for _, f := range flags() {
 		if f.field != "" {
@@ -24,6 +24,6 @@ func (c *Config) Names() field.Names {
 // cdc.Config.SlotNames), as migrate and status call it.
 func (c *Config) SlotNames() field.Names {
 	s := c.Stream
-	s.Names = c.Names().Under("Stream")
+	s.Names = c.SettingNames().Under("Stream")
 	return s.SlotNames()
 }

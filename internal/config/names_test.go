@@ -36,12 +36,12 @@ pipelines:
 	}
 	fromFlags := Default()
 	for _, p := range namedInMessages {
-		flag := fromFlags.Names().Of(p)
+		flag := fromFlags.SettingNames().Of(p)
 		if !strings.HasPrefix(flag, "--") {
 			t.Errorf("%s: no flag sets it: messages name it %q", p, flag)
 			continue
 		}
-		if key := f.Pipelines[0].Config.Names().Of(p); key != "`"+strings.TrimPrefix(flag, "--")+"`" {
+		if key := f.Pipelines[0].Config.SettingNames().Of(p); key != "`"+strings.TrimPrefix(flag, "--")+"`" {
 			t.Errorf("%s: a pipelines file's pipeline hears it as %q, want its key %q", p, key, strings.TrimPrefix(flag, "--"))
 		}
 	}

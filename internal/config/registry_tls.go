@@ -11,10 +11,10 @@ import (
 // flags name, read again for each connection; nil (Go's defaults, for an
 // https URL) without any.
 func (c *Config) registryTLS(log *slog.Logger) (func() (*tls.Config, error), error) {
-	if c.RegistryTLSCAFile == "" && c.RegistryTLSCertFile == "" {
+	if c.Files.RegistryTLSCAFile == "" && c.Files.RegistryTLSCertFile == "" {
 		return nil, nil
 	}
-	src, err := tlsfiles.New(tlsfiles.Files{CA: c.RegistryTLSCAFile, Cert: c.RegistryTLSCertFile, Key: c.RegistryTLSKeyFile,
+	src, err := tlsfiles.New(tlsfiles.Files{CA: c.Files.RegistryTLSCAFile, Cert: c.Files.RegistryTLSCertFile, Key: c.Files.RegistryTLSKeyFile,
 		What: "the schema registry client certificate"}, log)
 	if err != nil {
 		return nil, err
