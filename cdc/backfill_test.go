@@ -46,7 +46,7 @@ func TestMissingSlotStopsWithTheRecoveryCommand(t *testing.T) {
 		want     []string
 	}{
 		{"never created", false, []string{"outboxd migrate", "`CreateSlot = true` and `BackfillWhere = \"<predicate>\"`"}},
-		{"lost", true, []string{"is gone", "in no slot", "`CreateSlot = true` and `BackfillWhere = \"created_at >= '2026-11-30T09:55:00Z'\"`", "Kafka acknowledged commits up to 2026-11-30T10:00:00Z"}},
+		{"lost", true, []string{"is gone", "in no slot", "CreateSlot = true and BackfillWhere = \"created_at >= '2026-11-30T09:55:00Z'\"", "Kafka acknowledged commits up to 2026-11-30T10:00:00Z"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -55,7 +55,7 @@ func invalidatedError(st Status, n field.Names) error {
 		why = "PostgreSQL invalidated it"
 	}
 	return fmt.Errorf("%w: %s (%s): %s, "+
-		"so outbox rows may be missing from Kafka; recover as from a lost slot: drop it, then %s (docs/recovery.md)", ErrInvalidated, st.Slot, st.Why(), why, n.Run("run", createSetting(true), backfillSetting("...")))
+		"so outbox rows may be missing from Kafka; recover as from a lost slot: drop it, then %s (docs/recovery.md)", ErrInvalidated, st.Slot, st.Why(), why, n.Run("run", createSetting(true), backfillSetting("<predicate>")))
 }
 
 // InUseError is START_REPLICATION's answer while another process streams

@@ -119,7 +119,7 @@ func UnsyncedError(slot string, rec Record, timeline int32, version int, n field
 	return fmt.Errorf("%w: %s exists on this server (system %s timeline %d) but was not synchronized from the primary it was recorded on "+
 		"(timeline %d): %s. Drop it, then recover as from a lost slot: %s "+
 		"(docs/recovery.md). %s",
-		ErrUnusable, slot, rec.SystemID, timeline, rec.Timeline, why, n.Run("run", createSetting(true), backfillSetting("created_at >= '<time before the failover>'")), after)
+		ErrUnusable, slot, rec.SystemID, timeline, rec.Timeline, why, n.Line("run", createSetting(true), backfillSetting("created_at >= '<time before the failover>'")), after)
 }
 
 // ServerVersion reads server_version_num (150000 for 15.0).

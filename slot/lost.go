@@ -64,6 +64,6 @@ func LostError(slot string, rec Record, found bool, systemID string, timeline in
 	fmt.Fprintf(&b, "To publish what may be missing and start a new slot with no gap, run:\n"+
 		"  %s\n"+
 		"(a predicate on the outbox table, whose rows must still be there; rows it matches that were published already are sent again, so make it as narrow as you safely can, and wider if a transaction may have run longer than %s)",
-		n.Run("run", createSetting(true), backfillSetting(pred)), RecoveryMargin)
+		n.Line("run", createSetting(true), backfillSetting(pred)), RecoveryMargin)
 	return fmt.Errorf("%w: %s", ErrMissing, b.String())
 }

@@ -30,8 +30,9 @@ func TestMessagesNameSettingsAsTheirUserSetThem(t *testing.T) {
 		names       field.Names
 		want, never []string
 	}{
-		{"flags", flagNames, []string{"`outboxd run --create-slot --backfill-where \"created_at >= '2026-01-02T02:59:05Z'\"`"}, nil},
-		{"a pipelines file", fileKeys, []string{"`create-slot: true` and `backfill-where: created_at >= '2026-01-02T02:59:05Z'`"}, []string{"--"}},
+		// On a line of its own, ready to copy.
+		{"flags", flagNames, []string{"\n  outboxd run --create-slot --backfill-where \"created_at >= '2026-01-02T02:59:05Z'\"\n"}, nil},
+		{"a pipelines file", fileKeys, []string{"create-slot: true and backfill-where: created_at >= '2026-01-02T02:59:05Z'"}, []string{"--"}},
 		{"a library user", library, []string{"Stream.CreateSlot = true", "Stream.BackfillWhere = \"created_at >= '2026-01-02T02:59:05Z'\""}, []string{"--"}},
 	}
 	for _, tt := range tests {

@@ -104,17 +104,33 @@ func (n Names) Set(s Setting) string {
 // --create-slot --backfill-where "x"`" with flags; with a file's keys,
 // the settings to give the pipeline's entry before running it.
 func (n Names) Run(command string, settings ...Setting) string {
-	parts := make([]string, len(settings))
-	for i, s := range settings {
-		parts[i] = n.Set(s)
-	}
+	parts := n.sets(settings)
 	if n.Flags {
-		return "`outboxd " + strings.TrimSpace(command+" "+strings.Join(parts, " ")) + "`"
+		return "`" + n.Line(command, settings...) + "`"
 	}
 	if len(parts) == 0 {
 		return "`outboxd " + command + "`"
 	}
 	return "`outboxd " + command + "` with " + strings.Join(quoteAll(parts), " and ")
+}
+
+// Line is Run on a line of its own, ready to copy: "outboxd run
+// --create-slot --backfill-where "x"" with flags; with a file's keys,
+// "outboxd run, with create-slot: true and backfill-where: x".
+func (n Names) Line(command string, settings ...Setting) string {
+	parts := n.sets(settings)
+	if n.Flags || len(parts) == 0 {
+		return strings.TrimSpace("outboxd " + command + " " + strings.Join(parts, " "))
+	}
+	return "outboxd " + command + ", with " + strings.Join(parts, " and ")
+}
+
+func (n Names) sets(settings []Setting) []string {
+	parts := make([]string, len(settings))
+	for i, s := range settings {
+		parts[i] = n.Set(s)
+	}
+	return parts
 }
 
 func orTrue(v string) string {

@@ -18,13 +18,13 @@ func TestNames(t *testing.T) {
 	}
 	fix := []Setting{{"Create", "true"}, {"BackfillWhere", "x > 1"}}
 	tests := []struct {
-		name                     string
-		names                    Names
-		of, set, run, unknownSet string
+		name                           string
+		names                          Names
+		of, set, run, line, unknownSet string
 	}{
-		{"flags", Flags(keys), "--failover-slot", "--failover-slot=on", "`outboxd run --create-slot --backfill-where \"x > 1\"`", `Stream.Table = "t"`},
-		{"file keys", Names{Key: keys}, "`failover-slot`", "failover-slot: on", "`outboxd run` with `create-slot: true` and `backfill-where: x > 1`", `Stream.Table = "t"`},
-		{"Go fields", Names{}, "Stream.FailoverSlot", `Stream.FailoverSlot = "on"`, "`outboxd run` with `Stream.CreateSlot = true` and `Stream.BackfillWhere = \"x > 1\"`", `Stream.Table = "t"`},
+		{"flags", Flags(keys), "--failover-slot", "--failover-slot=on", "`outboxd run --create-slot --backfill-where \"x > 1\"`", `outboxd run --create-slot --backfill-where "x > 1"`, `Stream.Table = "t"`},
+		{"file keys", Names{Key: keys}, "`failover-slot`", "failover-slot: on", "`outboxd run` with `create-slot: true` and `backfill-where: x > 1`", "outboxd run, with create-slot: true and backfill-where: x > 1", `Stream.Table = "t"`},
+		{"Go fields", Names{}, "Stream.FailoverSlot", `Stream.FailoverSlot = "on"`, "`outboxd run` with `Stream.CreateSlot = true` and `Stream.BackfillWhere = \"x > 1\"`", `outboxd run, with Stream.CreateSlot = true and Stream.BackfillWhere = "x > 1"`, `Stream.Table = "t"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,6 +37,9 @@ func TestNames(t *testing.T) {
 			}
 			if got := n.Run("run", fix...); got != tt.run {
 				t.Errorf("Run = %q, want %q", got, tt.run)
+			}
+			if got := n.Line("run", fix...); got != tt.line {
+				t.Errorf("Line = %q, want %q", got, tt.line)
 			}
 			if got := n.Set(Setting{"Table", "t"}); got != tt.unknownSet {
 				t.Errorf("Set(a field with no key) = %q, want %q", got, tt.unknownSet)
