@@ -25,7 +25,7 @@ const (
 type Config struct {
 	Stream cdc.Config     // database, slot, publication, columns, the stream's timings
 	Pump   pump.Config    // in-flight window, dead-letter topic
-	Kafka  publish.Config // brokers, record size, linger, client options (TLS, SASL)
+	Kafka  publish.Config // brokers, record size, linger, TLS and SASL
 	// Delivery is AtLeastOnce (default) or ExactlyOnce: records in Kafka
 	// transactions with a progress record (Txn).
 	Delivery string
