@@ -3,7 +3,6 @@ package registry
 import (
 	"crypto/tls"
 	"errors"
-	"net/url"
 	"strings"
 	"time"
 
@@ -116,18 +115,7 @@ func (c Config) Validate() error {
 	if enabled && len(c.URLs) == 0 {
 		bad("URLs", "required with a schema format: the schema registry's URL")
 	}
-	for _, u := range c.URLs {
-		p, err := url.Parse(u)
-		switch {
-		case err != nil || p.Host == "" || (p.Scheme != "http" && p.Scheme != "https"):
-			bad("URLs", "not an http or https URL: "+srclient.RedactURL(u))
-		case p.User != nil:
-			bad("URLs", "has credentials in it: give them as the username and password instead")
-		}
-	}
-	if c.Password != "" && c.Username == "" {
-		bad("Username", "required with a password")
-	}
+	srclient.CheckAccess(c.URLs, c.Username, c.Password, bad)
 	switch c.SubjectStrategy {
 	case TopicName, RecordName, TopicRecordName:
 	default:

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
@@ -54,18 +53,7 @@ func (c Config) Validate() error {
 	if len(c.URLs) == 0 {
 		bad("URLs", "required: the schema registry's URL")
 	}
-	for _, u := range c.URLs {
-		p, err := url.Parse(u)
-		switch {
-		case err != nil || p.Host == "" || (p.Scheme != "http" && p.Scheme != "https"):
-			bad("URLs", "not an http or https URL: "+srclient.RedactURL(u))
-		case p.User != nil:
-			bad("URLs", "has credentials in it: give them as the username and password instead")
-		}
-	}
-	if c.Password != "" && c.Username == "" {
-		bad("Username", "required with a password")
-	}
+	srclient.CheckAccess(c.URLs, c.Username, c.Password, bad)
 	if !c.Value && !c.Key {
 		bad("Value", "neither Value nor Key is set: a decoder of neither values nor keys decodes nothing")
 	}

@@ -170,3 +170,23 @@ func RedactURL(u string) string {
 	}
 	return p.Redacted()
 }
+
+// CheckAccess adds to bad (a field and its problem) what is wrong with a
+// client's URLs and credentials, as New takes them: each URL http or
+// https, with no credentials in it (they go in the user and password,
+// so that no URL holding a password is ever printed), and a password
+// only with a user. The fields are "URLs" and "Username".
+func CheckAccess(urls []string, user, password string, bad func(field, problem string)) {
+	for _, u := range urls {
+		p, err := url.Parse(u)
+		switch {
+		case err != nil || p.Host == "" || (p.Scheme != "http" && p.Scheme != "https"):
+			bad("URLs", "not an http or https URL: "+RedactURL(u))
+		case p.User != nil:
+			bad("URLs", "has credentials in it: give them as the username and password instead")
+		}
+	}
+	if password != "" && user == "" {
+		bad("Username", "required with a password")
+	}
+}
