@@ -235,8 +235,8 @@ func TestExactlyOnceUnderKill9SIGTERMAndWalsenderKills(t *testing.T) {
 		}
 		want = append(want, ids...)
 	}
-	addr := freeAddr(t)
-	p := w.start(t, eosArgs(t, w, "--metrics-addr", addr)...)
+	p := w.start(t, eosArgs(t, w, "--metrics-addr", anyPort)...)
+	addr := servedAt(t, p.log)
 	if log := requireExactlyOnce(t, w, want); log.aborted == 0 {
 		t.Errorf("no record of an aborted transaction after two kill -9 with a transaction open: the test did not test it")
 	}
@@ -331,8 +331,8 @@ func (w *world) terminateWalsender(t *testing.T) {
 func TestExactlyOnceLargeTransactionResumesInsideIt(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	addr := freeAddr(t)
-	p := w.start(t, eosArgs(t, w, "--metrics-addr", addr)...)
+	p := w.start(t, eosArgs(t, w, "--metrics-addr", anyPort)...)
+	addr := servedAt(t, p.log)
 	waitFor(t, 30*time.Second, "streaming", func() bool { return strings.Contains(p.log(), "msg=streaming") })
 	const n = 200_000
 	var lo, hi int64
@@ -358,8 +358,8 @@ func TestExactlyOnceLargeTransactionResumesInsideIt(t *testing.T) {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	p.wait(t, time.Minute)
 
-	addr2 := freeAddr(t)
-	p2 := w.start(t, eosArgs(t, w, "--metrics-addr", addr2)...)
+	p2 := w.start(t, eosArgs(t, w, "--metrics-addr", anyPort)...)
+	addr2 := servedAt(t, p2.log)
 	want := make([]int64, 0, n)
 	for id := lo; id <= hi; id++ {
 		want = append(want, id)

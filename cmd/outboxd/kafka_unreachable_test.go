@@ -40,8 +40,8 @@ func TestWrongBrokerDoesNotLookHealthy(t *testing.T) {
 	t.Cleanup(w.pool.Close)
 	kafka.Stop(t)
 
-	addr := freeAddr(t)
-	p := w.start(t, "--metrics-addr", addr)
+	p := w.start(t, "--metrics-addr", anyPort)
+	addr := servedAt(t, p.log)
 	waitFor(t, 30*time.Second, "metrics served", func() bool { code, _ := get(addr, "/metrics"); return code == 200 })
 	waitFor(t, 30*time.Second, "streaming", func() bool {
 		_, body := get(addr, "/metrics")

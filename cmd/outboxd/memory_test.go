@@ -42,9 +42,8 @@ func TestMemoryStaysWithinItsLimitWhileKafkaIsDown(t *testing.T) {
 	pg := testenv.StartPostgres(t)
 	kafka := testenv.StartKafka(t)
 	topic := testenv.CreateTopic(t, []string{kafka.Addr}, testenv.Name(t, "mem"), 3)
-	addr := freeAddr(t)
 	var file strings.Builder
-	fmt.Fprintf(&file, "brokers: %s\nstatus-interval: 200ms\nmetrics-addr: %s\npipelines:\n", kafka.Addr, addr)
+	fmt.Fprintf(&file, "brokers: %s\nstatus-interval: 200ms\nmetrics-addr: %s\npipelines:\n", kafka.Addr, anyPort)
 	urls := make([]string, pipelines)
 	for i := range urls {
 		urls[i] = testenv.DatabaseOn(t, pg.URL)
@@ -68,6 +67,7 @@ func TestMemoryStaysWithinItsLimitWhileKafkaIsDown(t *testing.T) {
 		wrap = cg.Wrap
 	}
 	p := startWrapped(t, wrap, []string{"run", "--config", path}, env...)
+	addr := servedAt(t, p.log)
 	testenv.Eventually(t, 2*time.Minute, "every pipeline streaming", func() bool {
 		return strings.Count(pipelineStates(addr), "streaming") == pipelines
 	})

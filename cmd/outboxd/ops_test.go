@@ -23,6 +23,11 @@ import (
 	"github.com/outboxd/outboxd/internal/ops"
 )
 
+// freeAddr is an address nothing listens on (for a refused connection).
+// A process under test serves metrics on anyPort instead, at the address
+// servedAt reads from its log: a port found free here and then given to
+// outboxd can be taken in between by any new connection (CI saw "bind:
+// address already in use").
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -31,6 +36,27 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// anyPort is --metrics-addr for a port the kernel picks.
+const anyPort = "127.0.0.1:0"
+
+// servingAt finds the address in outboxd's "serving metrics and health"
+// line, text or JSON.
+var servingAt = regexp.MustCompile(`serving metrics and health"?[ ,]*"?addr"?[=:]"?([^\s"]+)`)
+
+// servedAt waits for a process started with --metrics-addr anyPort to
+// serve metrics, and returns the address it listens on; log is its log.
+func servedAt(t *testing.T, log func() string) string {
+	t.Helper()
+	var addr string
+	waitFor(t, 30*time.Second, "metrics served", func() bool {
+		if m := servingAt.FindStringSubmatch(log()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	})
+	return addr
 }
 
 func get(addr, path string) (int, string) {
@@ -74,8 +100,8 @@ var waitFor = testenv.Eventually
 func TestMetricsAndHealthFollowTheStream(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	addr := freeAddr(t)
-	p := w.start(t, "--metrics-addr", addr)
+	p := w.start(t, "--metrics-addr", anyPort)
+	addr := servedAt(t, p.log)
 	waitFor(t, 30*time.Second, "readyz 200", func() bool { code, _ := get(addr, "/readyz"); return code == 200 })
 	if code, _ := get(addr, "/healthz"); code != 200 {
 		t.Errorf("healthz = %d", code)
@@ -123,8 +149,8 @@ func TestMetricsAndHealthFollowTheStream(t *testing.T) {
 		return metric(body, w.slot, "outboxd_slot_retained_wal_bytes") >= 0
 	})
 
-	standbyAddr := freeAddr(t)
-	standby := w.start(t, "--metrics-addr", standbyAddr)
+	standby := w.start(t, "--metrics-addr", anyPort)
+	standbyAddr := servedAt(t, standby.log)
 	waitFor(t, 30*time.Second, "standby standing by", func() bool { return strings.Contains(standby.log(), "standing by") })
 	if code, _ := get(standbyAddr, "/healthz"); code != 200 {
 		t.Errorf("standby healthz = %d, want 200", code)
@@ -285,8 +311,8 @@ func TestWALRetentionWarning(t *testing.T) {
 	t.Parallel()
 	testenv.Core(t)
 	w := newWorld(t)
-	addr := freeAddr(t)
-	p := w.start(t, "--metrics-addr", addr, "--wal-check-interval", "200ms", "--wal-retained-warn-bytes", "1")
+	p := w.start(t, "--metrics-addr", anyPort, "--wal-check-interval", "200ms", "--wal-retained-warn-bytes", "1")
+	addr := servedAt(t, p.log)
 	waitFor(t, 30*time.Second, "retention warning", func() bool { return strings.Contains(p.log(), "retains a lot of WAL") })
 	_, body := get(addr, "/metrics")
 	if v := metric(body, w.slot, "outboxd_slot_retained_wal_bytes"); v <= 0 {
@@ -342,8 +368,8 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = w.pool.Exec(context.Background(), "REVOKE ALL ON outboxd_slots FROM "+role) })
-	addr := freeAddr(t)
-	p := w.start(t, "--database-url", limited, "--heartbeat-interval", "200ms", "--metrics-addr", addr)
+	p := w.start(t, "--database-url", limited, "--heartbeat-interval", "200ms", "--metrics-addr", anyPort)
+	addr := servedAt(t, p.log)
 	ids := w.write(t, 2, 0)
 	w.consumeAll(t, ids, time.Minute)
 	// The heartbeat must have run, not merely failed quietly.

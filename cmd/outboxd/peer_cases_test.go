@@ -119,8 +119,8 @@ func peerRestarts(t *testing.T, mode, fault string, withMessages bool) {
 	tw := startTxnWriters(t, w, 2, withMessages)
 	skipped := 0.0
 	for round := range peerRounds {
-		addr := freeAddr(t)
-		p := w.start(t, args("--metrics-addr", addr)...)
+		p := w.start(t, args("--metrics-addr", anyPort)...)
+		addr := servedAt(t, p.log)
 		// A SIGTERM before the runtime installed the handler takes the
 		// default action; that is not the graceful stop under test.
 		waitFor(t, 30*time.Second, "streaming", func() bool { return strings.Contains(p.log(), "msg=streaming") })

@@ -431,8 +431,8 @@ func TestLargePayloadsBoundedByInFlightBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.pool.Close()
-	addr := freeAddr(t)
-	p := w.start(t, "--max-record-bytes", limit, "--metrics-addr", addr)
+	p := w.start(t, "--max-record-bytes", limit, "--metrics-addr", anyPort)
+	addr := servedAt(t, p.log)
 	waitFor(t, 30*time.Second, "streaming", func() bool { return strings.Contains(p.log(), "msg=streaming") })
 	kafka.Stop(t)
 

@@ -287,8 +287,8 @@ func TestCutoverFromPollingRelay(t *testing.T) {
 	if out, err := exec.Command(builtBinary, "migrate", "--database-url", w.url, "--table", "outbox_relay", "--create-slot=false").CombinedOutput(); err != nil {
 		t.Fatalf("outboxd migrate: %v\n%s", err, out)
 	}
-	addr := freeAddr(t)
-	p := w.start(t, "--create-slot", "--backfill-where", "published_at IS NULL", "--metrics-addr", addr)
+	p := w.start(t, "--create-slot", "--backfill-where", "published_at IS NULL", "--metrics-addr", anyPort)
+	addr := servedAt(t, p.log)
 	waitFor(t, time.Minute, "the backfill acknowledged", func() bool { return strings.Contains(p.log(), "backfill acknowledged") })
 	_, body := get(addr, "/metrics")
 	if done, total := metric(body, w.slot, "outboxd_backfill_rows"), metric(body, w.slot, "outboxd_backfill_rows_total"); total <= 0 || done != total {
@@ -527,8 +527,8 @@ func TestBackfillKilledMidwayRunsAgainWhole(t *testing.T) {
 		SELECT ('00000000-0000-4000-8000-' || lpad((g % 50)::text, 12, '0'))::uuid, $1, jsonb_build_object('n', g) FROM generate_series(1, $2) g`, w.topic, rows); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	p := w.start(t, "--create-slot", "--backfill-where", "true", "--metrics-addr", addr, "--max-in-flight-records", "1000")
+	p := w.start(t, "--create-slot", "--backfill-where", "true", "--metrics-addr", anyPort, "--max-in-flight-records", "1000")
+	addr := servedAt(t, p.log)
 	waitFor(t, time.Minute, "the backfill under way", func() bool {
 		_, body := get(addr, "/metrics")
 		return metric(body, w.slot, "outboxd_backfill_rows") > 0

@@ -84,7 +84,6 @@ func TestOnePipelineCannotForgeAnothersProgress(t *testing.T) {
 		`{"commit_lsn": "FFFFFFFF/0", "index": 0, "forged": true}`); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
 	path := filepath.Join(t.TempDir(), "pipelines.yaml")
 	writeFile(t, path, fmt.Sprintf(`brokers: %s
 status-interval: 200ms
@@ -98,7 +97,7 @@ pipelines:
   - name: f
     database-url: %s
     slot: %s
-`, brokers, addr, a.url, a.slot, f.url, f.slot))
+`, brokers, anyPort, a.url, a.slot, f.url, f.slot))
 	p := startFile(t, path)
 	ids := a.write(t, 3, 0)
 	a.consumeAll(t, ids, time.Minute, kgo.FetchIsolationLevel(kgo.ReadCommitted()))

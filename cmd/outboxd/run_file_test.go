@@ -42,8 +42,7 @@ func TestRunConfigRunsEveryPipelineAndReloadsOnSIGHUP(t *testing.T) {
 	dir := t.TempDir()
 	urlFile := filepath.Join(dir, "b-url")
 	writeFile(t, urlFile, b.url+"\n")
-	addr := freeAddr(t)
-	head := fmt.Sprintf("brokers: %s\nstatus-interval: 200ms\nmetrics-addr: %s\npipelines:\n", a.brokers, addr)
+	head := fmt.Sprintf("brokers: %s\nstatus-interval: 200ms\nmetrics-addr: %s\npipelines:\n", a.brokers, anyPort)
 	entry := func(name string, w *world) string {
 		return fmt.Sprintf("  - name: %s\n    database-url: %s\n    slot: %s\n", name, w.url, w.slot)
 	}
@@ -52,6 +51,7 @@ func TestRunConfigRunsEveryPipelineAndReloadsOnSIGHUP(t *testing.T) {
 	writeFile(t, file, head+entry("a", a)+entryB)
 
 	p := startFile(t, file)
+	addr := servedAt(t, p.log)
 	streaming := func(want string) func() bool {
 		return func() bool { return pipelineStates(addr) == want }
 	}

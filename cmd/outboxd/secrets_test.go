@@ -52,10 +52,9 @@ func TestPasswordsNeverShown(t *testing.T) {
 			}
 			// run: with a URL that parses it starts, logs its config at
 			// debug level, retries the connection and serves metrics.
-			addr := freeAddr(t)
 			cmd := exec.Command(builtBinary, "run", "--database-url", tt.url, "--brokers", "127.0.0.1:1",
 				"--kafka-sasl-mechanism", "PLAIN", "--kafka-sasl-username", "u", "--kafka-sasl-password", marker+"-kafka",
-				"--reconnect-max-interval", "200ms", "--log-level", "debug", "--metrics-addr", addr)
+				"--reconnect-max-interval", "200ms", "--log-level", "debug", "--metrics-addr", anyPort)
 			var out testenv.SyncBuffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
@@ -64,6 +63,7 @@ func TestPasswordsNeverShown(t *testing.T) {
 			done := make(chan struct{})
 			go func() { _ = cmd.Wait(); close(done) }()
 			if tt.parses {
+				addr := servedAt(t, out.String)
 				waitFor(t, 30*time.Second, "connection retries", func() bool {
 					select {
 					case <-done:
