@@ -33,8 +33,7 @@ func (n Names) Under(prefix string) Names {
 
 // Renamed returns the Names of a Config whose field path is n's
 // rename(path): a component that configures another from its own fields
-// under other names.
-// A path rename maps to "" keeps its name.
+// under other names. A path that rename maps to "" keeps its name.
 func (n Names) Renamed(rename func(path string) string) Names {
 	outer := n.path
 	n.path = func(p string) string {
