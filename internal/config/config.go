@@ -347,11 +347,8 @@ func (c *Config) validate(fs *flag.FlagSet, label func(flag string) string) []er
 		}
 	}
 	flagged := map[string]bool{}
-	byField := map[string]string{}
+	byField := fieldFlags()
 	for _, f := range flags() {
-		if f.field != "" {
-			byField[f.field] = f.name
-		}
 		if f.check == nil || fs.Lookup(f.name) == nil {
 			continue
 		}

@@ -7,12 +7,7 @@ import "github.com/outboxd/outboxd/lib/field"
 // given them: a pipeline of a pipelines file by its keys ("`slot`"), any
 // other by its flags ("--slot"). A field no flag sets keeps its path.
 func (c *Config) SettingNames() field.Names {
-	byField := map[string]string{}
-	for _, f := range flags() {
-		if f.field != "" {
-			byField[f.field] = f.name
-		}
-	}
+	byField := fieldFlags()
 	key := func(path string) string { return byField[path] }
 	if c.fromFile {
 		return field.Names{Key: key}
@@ -26,4 +21,16 @@ func (c *Config) SlotNames() field.Names {
 	s := c.Stream
 	s.Names = c.SettingNames().Under("Stream")
 	return s.SlotNames()
+}
+
+// fieldFlags maps each component field a flag sets ("Stream.Slot", its
+// flagSpec.field) to that flag's name.
+func fieldFlags() map[string]string {
+	m := map[string]string{}
+	for _, f := range flags() {
+		if f.field != "" {
+			m[f.field] = f.name
+		}
+	}
+	return m
 }
