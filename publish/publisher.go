@@ -173,30 +173,28 @@ func clientOpts(cfg Config, log *slog.Logger, onDataLoss func(string, int32)) []
 // naming the field; zero fields mean their defaults. New and NewTxn refuse
 // a Config that does not validate.
 func (cfg Config) Validate() error {
-	var errs []error
-	bad := func(name, problem string) { errs = append(errs, &field.Error{Field: name, Problem: problem}) }
+	var p field.Problems
 	if len(cfg.Brokers) == 0 {
-		bad("Brokers", "required")
+		p.Add("Brokers", "required")
 	}
 	for _, b := range cfg.Brokers {
 		if i := strings.LastIndex(b, ":"); i <= 0 || i == len(b)-1 {
-			bad("Brokers", strconv.Quote(b)+" is not HOST:PORT")
+			p.Add("Brokers", strconv.Quote(b)+" is not HOST:PORT")
 		}
 	}
 	if c := cfg.Compression; c != "" {
 		if _, ok := compressions[c]; !ok {
-			bad("Compression", fmt.Sprintf("%q is not one of %s", c, strings.Join(Compressions(), ", ")))
+			p.Addf("Compression", "%q is not one of %s", c, strings.Join(Compressions(), ", "))
 		}
 	}
 	if n := cfg.MaxRecordBytes; n != 0 && (n < 1024 || n > 1<<30) {
-		bad("MaxRecordBytes", "must be between 1024 and 1073741824")
+		p.Add("MaxRecordBytes", "must be between 1024 and 1073741824")
 	}
 	if cfg.Linger < 0 {
-		bad("Linger", "must not be negative")
+		p.Add("Linger", "must not be negative")
 	}
-	var p field.Problems
 	cfg.securityProblems(&p)
-	return errors.Join(append(errs, p...)...)
+	return p.Err()
 }
 
 // toRecord is ev as a Kafka record (see the record contract).
