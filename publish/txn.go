@@ -97,8 +97,8 @@ func NewTxn(cfg TxnConfig, kafka Config, slot string, identify func(context.Cont
 	if err := errors.Join(kafka.Validate(), cfg.Validate()); err != nil {
 		return nil, fmt.Errorf("creating the transactional Kafka producer: %w", err)
 	}
-	cfg, kafka = cfg.WithDefaults(), kafka.WithDefaults()
-	kafka, err := kafka.secured(log)
+	cfg = cfg.WithDefaults()
+	kafka, err := kafka.WithDefaults().secured(log)
 	if err != nil {
 		return nil, fmt.Errorf("creating the transactional Kafka producer: %w", err)
 	}
@@ -114,7 +114,7 @@ func NewTxn(cfg TxnConfig, kafka Config, slot string, identify func(context.Cont
 }
 
 // Publish queues ev for the next Kafka transaction. A record too large for
-// --max-record-bytes is refused before Publish returns, as in Producer.
+// Config.MaxRecordBytes is refused before Publish returns, as in Producer.
 func (t *TxnProducer) Publish(ev *outbox.Event, done func(error)) {
 	if err := tooLarge(ev, t.kafka.MaxRecordBytes, t.kafka.Names); err != nil {
 		done(err)
