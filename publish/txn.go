@@ -491,7 +491,7 @@ func (t *TxnProducer) tryInit(ctx context.Context) error {
 	start := time.Now()
 	if _, _, err := cl.ProducerID(actx); err != nil {
 		cl.Close()
-		return fmt.Errorf("initializing transactional id %s: %w", id, err)
+		return t.classify("initializing transactional id "+id, err)
 	}
 	fenced := time.Now()
 	key := progressKey(t.slot, sys, timeline)
