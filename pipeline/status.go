@@ -62,6 +62,11 @@ type SinkStatus struct {
 	// With exactly-once delivery: Kafka transactions committed, and
 	// records not sent again because a committed one held them.
 	KafkaTransactions, SkippedRecords uint64
+	// HangingSince: with exactly-once delivery, when the last stable
+	// offset of a progress topic partition stopped below its high
+	// watermark, once for longer than the transaction timeout (a hanging
+	// transaction); zero otherwise.
+	HangingSince time.Time
 }
 
 // KafkaStatus is the Kafka clients' reachability (publish.Reachability).
@@ -84,7 +89,7 @@ func (p *Pipeline) Status() Status {
 	st.State = State(st.Stream.State.String())
 	if p.txn != nil {
 		ts := p.txn.Stats()
-		st.Sink.KafkaTransactions, st.Sink.SkippedRecords = ts.Committed, ts.Skipped
+		st.Sink.KafkaTransactions, st.Sink.SkippedRecords, st.Sink.HangingSince = ts.Committed, ts.Skipped, ts.HangingSince
 	}
 	if p.reg != nil {
 		st.Registry = p.reg.Stats()

@@ -170,18 +170,18 @@ func awaitStable(ctx context.Context, adm *kadm.Client, topic string, want map[i
 		if err != nil {
 			return fmt.Errorf("listing the last stable offsets of the progress topic %s: %w", topic, err)
 		}
-		stable := true
+		var behind []string
 		for p, end := range want {
 			if o, ok := lso.Lookup(topic, p); !ok || o.Offset < end {
-				stable = false
+				behind = append(behind, fmt.Sprintf("partition %d's last stable offset %d is below %d", p, o.Offset, end))
 			}
 		}
-		if stable {
+		if len(behind) == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for open transactions on the progress topic %s to end: %w", topic, ctx.Err())
+			return fmt.Errorf("waiting for open transactions on the progress topic %s to end (%s): %w", topic, strings.Join(behind, ", "), ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

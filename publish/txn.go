@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/outbox"
 )
@@ -44,6 +45,7 @@ type TxnProducer struct {
 	identify func(context.Context) (Server, error)
 	log      *slog.Logger
 	admin    *kgo.Client // not transactional: topic, progress, ping
+	hangs    *hangWatch
 
 	mu      sync.Mutex
 	queue   []txnItem
@@ -105,6 +107,7 @@ func NewTxn(cfg TxnConfig, kafka Config, slot string, identify func(context.Cont
 	t := &TxnProducer{cfg: cfg, kafka: kafka, slot: slot, identify: identify, log: log,
 		wake: make(chan struct{}, 1), abort: make(chan struct{}, 1), stopped: make(chan struct{})}
 	t.dataLoss = &dataLossCounter{log: log}
+	t.hangs = newHangWatch(cfg.ProgressTopic, cfg.Timeout, kafka.Brokers[0], log)
 	admin, err := kgo.NewClient(clientOpts(kafka, log, t.dataLoss.detected)...)
 	if err != nil {
 		return nil, fmt.Errorf("creating Kafka client: %w", err)
@@ -171,8 +174,19 @@ func (t *TxnProducer) Abort(ctx context.Context) error {
 // Run produces until ctx ends (it then aborts what is still open: call it
 // after the stream drained) or a permanent error: fenced by another
 // process, a record refused, a transaction that can neither commit nor
-// abort. Records not committed then fail.
-func (t *TxnProducer) Run(ctx context.Context) (err error) {
+// abort. Records not committed then fail. Meanwhile it watches the
+// progress topic for hanging transactions (TxnStats.HangingSince).
+func (t *TxnProducer) Run(ctx context.Context) error {
+	ctx, stop := context.WithCancel(ctx)
+	var g errgroup.Group
+	g.Go(func() error { return t.hangs.Run(ctx, kadm.NewClient(t.admin)) })
+	err := t.produce(ctx)
+	stop()
+	_ = g.Wait() // the watch only ever ends with ctx
+	return err
+}
+
+func (t *TxnProducer) produce(ctx context.Context) (err error) {
 	defer close(t.stopped)
 	defer func() {
 		t.shutdown(err)
@@ -573,11 +587,16 @@ type TxnStats struct {
 	Committed uint64 // Kafka transactions committed
 	Retried   uint64 // commits whose outcome Kafka did not confirm, resolved from the progress topic
 	Skipped   uint64 // events skipped because a committed transaction held them already
+	// HangingSince is when the last stable offset of a progress topic
+	// partition stopped moving below its high watermark, once that has
+	// lasted longer than the transaction timeout (a hanging transaction,
+	// reported in a Warn); zero otherwise.
+	HangingSince time.Time
 }
 
 // Stats returns the counters; safe from any goroutine.
 func (t *TxnProducer) Stats() TxnStats {
-	return TxnStats{Committed: t.commits.Load(), Retried: t.retried.Load(), Skipped: t.skipped.Load()}
+	return TxnStats{Committed: t.commits.Load(), Retried: t.retried.Load(), Skipped: t.skipped.Load(), HangingSince: t.hangs.Since()}
 }
 
 // DataLossEvents counts the times Kafka reported lost records (see

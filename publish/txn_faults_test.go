@@ -464,12 +464,8 @@ func topicNames(t *testing.T, brokers []string) map[[16]byte]string {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	compact := "compact"
-	if _, err := adm.CreateTopic(t.Context(), 1, -1, map[string]*string{"cleanup.policy": &compact}, cellProgress); err != nil {
-		t.Fatal(err)
-	}
-	md, err := adm.Metadata(t.Context(), cellTopic, cellProgress)
+	createProgressTopic(t, brokers, cellProgress)
+	md, err := kadm.NewClient(cl).Metadata(t.Context(), cellTopic, cellProgress)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,6 +474,20 @@ func topicNames(t *testing.T, brokers []string) map[[16]byte]string {
 		ids[td.ID] = td.Topic
 	}
 	return ids
+}
+
+// createProgressTopic creates topic as outboxd would.
+func createProgressTopic(t *testing.T, brokers []string, topic string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	compact := "compact"
+	if _, err := kadm.NewClient(cl).CreateTopic(t.Context(), 1, -1, map[string]*string{"cleanup.policy": &compact}, topic); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // checkProtocol checks that the cell ran the transaction protocol it

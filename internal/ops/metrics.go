@@ -164,7 +164,11 @@ func (m *Metrics) Acknowledged(topic string, bytes int, produceLatency time.Dura
 
 // unreachableSeconds is outboxd_kafka_unreachable_seconds at now.
 func unreachableSeconds(k pipeline.KafkaStatus, now time.Time) float64 {
-	since := k.UnreachableSince
+	return sinceSeconds(k.UnreachableSince, now)
+}
+
+// sinceSeconds is now minus since in seconds, 0 for a zero since.
+func sinceSeconds(since, now time.Time) float64 {
 	if since.IsZero() {
 		return 0
 	}

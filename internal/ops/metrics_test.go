@@ -141,7 +141,7 @@ func TestStatusSeries(t *testing.T) {
 		State:      pipeline.StateStreaming,
 		Stream:     cdc.Stats{Reconnects: 2, ConfirmedLSN: 1000, ServerWALEnd: 1500, BackfillRows: 7, BackfillTotal: 9},
 		Window:     pump.Stats{InFlightRecords: 3, InFlightBytes: 300, Transactions: 11, OldestInFlightCommit: now.Add(-time.Minute)},
-		Sink:       pipeline.SinkStatus{DataLoss: 1, KafkaTransactions: 5, SkippedRecords: 4},
+		Sink:       pipeline.SinkStatus{DataLoss: 1, KafkaTransactions: 5, SkippedRecords: 4, HangingSince: now.Add(-2 * time.Minute)},
 		Registry:   registry.Stats{Encoded: 12, Refused: 13},
 		Kafka:      pipeline.KafkaStatus{ConnectionErrors: 3},
 		Heartbeats: 6, RetainedWAL: 4096, PermanentErrors: 8, Panics: 1,
@@ -175,6 +175,9 @@ func TestStatusSeries(t *testing.T) {
 		if got := sample(t, reg, "orders", tt.series, tt.labels...); got != tt.want {
 			t.Errorf("%s%v = %v, want %v", tt.series, tt.labels, got, tt.want)
 		}
+	}
+	if got := sample(t, reg, "orders", "outboxd_kafka_hanging_transaction_seconds"); got < 120 {
+		t.Errorf("outboxd_kafka_hanging_transaction_seconds = %v with a transaction hanging for two minutes, want at least 120", got)
 	}
 	if got := sample(t, reg, "orders", "outboxd_replication_lag_seconds"); got < 60 {
 		t.Errorf("outboxd_replication_lag_seconds = %v with a record committed a minute ago in flight, want at least 60", got)

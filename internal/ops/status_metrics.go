@@ -63,6 +63,10 @@ var statusMetrics = []statusMetric{
 	gaugeOf("outboxd_kafka_unreachable_seconds", "Seconds since the first dial or request to Kafka that failed after the last one that succeeded (pings included); "+
 		"0 while the last one succeeded or before any. Above 0: Kafka is unreachable and records wait (none is lost; the slot is not confirmed past them).",
 		func(s pipeline.Status, now time.Time) float64 { return unreachableSeconds(s.Kafka, now) }),
+	gaugeOf("outboxd_kafka_hanging_transaction_seconds", "--delivery exactly-once: seconds the last stable offset of a progress topic partition has stood still below its high watermark, "+
+		"once that outlasted the transaction timeout (a hanging transaction: the Warn log names it and the command that aborts it); 0 otherwise. "+
+		"While above 0, this pipeline's next start waits behind it, as does every read_committed consumer of the partition.",
+		func(s pipeline.Status, now time.Time) float64 { return sinceSeconds(s.Sink.HangingSince, now) }),
 	gaugeOf("outboxd_slot_retained_wal_bytes", "WAL the replication slot keeps on the server (current WAL minus restart_lsn); -1 before the first check.",
 		func(s pipeline.Status, _ time.Time) float64 { return float64(s.RetainedWAL) }),
 }
