@@ -64,7 +64,8 @@ type TxnProducer struct {
 	committed outbox.Position // the last position of a committed transaction
 	last      outbox.Position // the last position handed to Kafka
 	inTxn     bool
-	open      []txnItem // the records of the open transaction
+	producer  producerID // Kafka's producer id and epoch for txnID, as last seen
+	open      []txnItem  // the records of the open transaction
 	openBytes int
 	openSince time.Time
 
@@ -73,6 +74,15 @@ type TxnProducer struct {
 
 	dataLoss                  *dataLossCounter
 	commits, retried, skipped atomic.Uint64
+}
+
+// producerID is a producer id and its epoch. Under Kafka's transaction
+// protocol version 2 every commit bumps the epoch, and once it runs out
+// (32,767 commits) the coordinator hands the transactional id a new
+// producer id.
+type producerID struct {
+	id    int64
+	epoch int16
 }
 
 type txnItem struct {
@@ -139,10 +149,7 @@ func (t *TxnProducer) Publish(ev *outbox.Event, done func(error)) {
 	t.queue = append(t.queue, txnItem{ev: ev, done: done})
 	t.mu.Unlock()
 	if first {
-		select {
-		case t.wake <- struct{}{}:
-		default:
-		}
+		t.poke()
 	}
 }
 
@@ -248,10 +255,30 @@ func (t *TxnProducer) step(ctx context.Context) error {
 	if err := t.addAll(t.take()); err != nil {
 		return err
 	}
-	if t.inTxn && (time.Since(t.openSince) >= t.cfg.Interval || len(t.open) >= t.cfg.MaxRecords || t.openBytes >= t.cfg.MaxBytes) {
-		return t.commit(ctx)
+	if !t.inTxn || (time.Since(t.openSince) < t.cfg.Interval && !t.full()) {
+		return nil
+	}
+	if err := t.commit(ctx); err != nil {
+		return err
+	}
+	if t.hasQueued() {
+		// What did not fit goes into the next transaction, after Run
+		// had a look at ctx and Abort.
+		t.poke()
 	}
 	return nil
+}
+
+// full says the open transaction holds as many records or bytes as it may.
+func (t *TxnProducer) full() bool {
+	return t.inTxn && (len(t.open) >= t.cfg.MaxRecords || t.openBytes >= t.cfg.MaxBytes)
+}
+
+func (t *TxnProducer) poke() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (t *TxnProducer) hasQueued() bool {
@@ -268,19 +295,28 @@ func (t *TxnProducer) take() []txnItem {
 	return q
 }
 
-// addAll adds items in order. When one cannot be added, it and the rest go
-// back to the front of the queue, so that shutdown fails them (done is
-// called once for every record, on every path).
+// addAll adds items in order until the open transaction is full. Those
+// not added go back to the front of the queue: for the next transaction,
+// or, when one could not be added, for shutdown to fail (done is called
+// once for every record, on every path).
 func (t *TxnProducer) addAll(items []txnItem) error {
 	for i, it := range items {
+		if t.full() {
+			t.requeue(items[i:])
+			return nil
+		}
 		if err := t.add(it); err != nil {
-			t.mu.Lock()
-			t.queue = append(items[i:len(items):len(items)], t.queue...)
-			t.mu.Unlock()
+			t.requeue(items[i:])
 			return err
 		}
 	}
 	return nil
+}
+
+func (t *TxnProducer) requeue(items []txnItem) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.queue = append(items[:len(items):len(items)], t.queue...)
 }
 
 // add puts one record into the open transaction (beginning one if needed),
@@ -370,6 +406,7 @@ func (t *TxnProducer) commit(ctx context.Context) error {
 		t.log.Debug("committed a Kafka transaction", "records", len(t.open), "progress", prog,
 			"open_for", start.Sub(t.openSince), "flush", flushed.Sub(start), "end_txn", time.Since(flushed))
 		t.finishOpen(nil)
+		t.noteProducerID(ctx)
 		return nil
 	}
 	if fenced(err) {
@@ -394,6 +431,22 @@ func (t *TxnProducer) commit(ctx context.Context) error {
 	t.open, t.openBytes, t.inTxn = nil, 0, false
 	t.committed, t.last = pos, pos
 	return t.addAll(items)
+}
+
+// noteProducerID logs a new producer id for the transactional id: Kafka
+// hands one out when the epoch of the last ran out, the moment where
+// brokers have had bugs (KAFKA-18660 self-fenced producers there).
+func (t *TxnProducer) noteProducerID(ctx context.Context) {
+	id, epoch, err := t.cl.ProducerID(ctx)
+	if err != nil {
+		return // the next transaction meets the error, if it lasts
+	}
+	now := producerID{id, epoch}
+	if was := t.producer; now.id != was.id {
+		t.log.Info("Kafka gave the transactional id a new producer id (the last one's epoch ran out, or it was fenced and initialized again)",
+			"transactional_id", t.txnID, "producer_id", id, "producer_epoch", epoch, "previous_producer_id", was.id, "previous_producer_epoch", was.epoch)
+	}
+	t.producer = now
 }
 
 // abortOpen aborts the open transaction because a record of it failed for
@@ -503,7 +556,8 @@ func (t *TxnProducer) tryInit(ctx context.Context) error {
 	// of this id is fenced and its open transaction aborted, before the
 	// progress is read.
 	start := time.Now()
-	if _, _, err := cl.ProducerID(actx); err != nil {
+	pid, epoch, err := cl.ProducerID(actx)
+	if err != nil {
 		cl.Close()
 		return t.classify("initializing transactional id "+id, err)
 	}
@@ -522,7 +576,9 @@ func (t *TxnProducer) tryInit(ctx context.Context) error {
 			t.cfg.ProgressTopic, pos, key, srv.WALEnd, pos.CommitLSN, t.cfg.Names.Of("ProgressTopic"))}
 	}
 	t.cl, t.txnID, t.key, t.committed, t.last = cl, id, key, pos, pos
-	t.log.Info("exactly-once producer ready", "transactional_id", id, "progress_topic", t.cfg.ProgressTopic, "resume_after", pos,
+	t.producer = producerID{pid, epoch}
+	t.log.Info("exactly-once producer ready", "transactional_id", id, "producer_id", pid, "producer_epoch", epoch,
+		"progress_topic", t.cfg.ProgressTopic, "resume_after", pos,
 		"init_producer", fenced.Sub(start).Round(time.Millisecond), "read_progress", time.Since(fenced).Round(time.Millisecond))
 	return nil
 }

@@ -261,3 +261,28 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
+
+// Regression: a transaction took every record queued when it was filled,
+// however many: a backlog (after a restart, or a burst) went into one
+// Kafka transaction far above MaxRecords.
+func TestTxnProducerKeepsTransactionsWithinMaxRecords(t *testing.T) {
+	t.Parallel()
+	brokers := fakeCluster(t, "t")
+	cfg := publish.TxnConfig{ProgressTopic: "progress", MaxRecords: 3}
+	p, _ := runTxn(t, brokers, cfg)
+	var evs []outbox.Event
+	for i := range 10 {
+		evs = append(evs, txnEvent(int64(i+1), "t", outbox.LSN(0x100*(i/4+1)), i%4))
+	}
+	for i, err := range publishAll(t, p, evs...) {
+		if err != nil {
+			t.Fatalf("event %d: %v", i+1, err)
+		}
+	}
+	if got := p.Stats().Committed; got < 4 {
+		t.Errorf("10 records in %d Kafka transactions of at most 3 records; want at least 4", got)
+	}
+	if got := committedIDs(t, brokers, "t", 10); len(got) != 10 {
+		t.Errorf("committed %v", got)
+	}
+}
