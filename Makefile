@@ -91,7 +91,7 @@ RAW_IO_OFF_TEST_NAMES := TestConcurrentWritersPublishedOnceInCommitOrder \
 	TestRenewWakeReplacesAShortDeadline
 RAW_IO_OFF_TESTS := ^($(subst $(space),|,$(strip $(RAW_IO_OFF_TEST_NAMES))))$$
 
-.PHONY: bench-formats test test-go up down env build image docs chaos bench bench-compression bench-fleet compare-debezium soak
+.PHONY: bench-formats test test-go up down env build image docs chaos bench bench-compression bench-fleet compare-debezium soak chaos-epochs
 
 test:
 	OUTBOXD_PG_VERSIONS="$(PG_VERSIONS)" $(TESTBED) run -- $(MAKE) --no-print-directory test-go
@@ -168,6 +168,17 @@ chaos: build
 	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -kafka-nodes 3 -events 300000 -kill9 3 -standby_takeover 1 -postgres_failover 0 \
 		-walsender_terminate 2 -postgres_restart 1 -sigterm_restart 1 -json docs/chaos-report-cluster.json $(CHAOS_FLAGS)
 	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -fleet -kafka-nodes 3 -json docs/chaos-report-fleet.json $(CHAOS_FLEET_FLAGS)
+
+# Issue 51: past the end of the producer epoch. At least 40,000 Kafka
+# transactions (transaction protocol v2 bumps the epoch at each commit; it
+# runs out after 32,767) on one transactional id, with a kill -9 of outboxd
+# and a broker restart on the way: nothing lost or repeated, and the log
+# shows the new producer id (docs/chaos-report-epochs.json).
+chaos-epochs: build
+	$(GO) build -o bin/outboxd-chaos ./harness/cmd/outboxd-chaos
+	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -exactly-once -events 250000 -transaction-max-records 5 -min-kafka-transactions 40000 \
+		-kill9 1 -broker_restart 1 -sigterm_restart 0 -postgres_restart 0 -walsender_terminate 0 -standby_takeover 0 -postgres_failover 0 \
+		-postgres_crash 0 -postgres_partition 0 -postgres_reset 0 -broker_stall 0 -kafka_partition 0 -json docs/chaos-report-epochs.json $(CHAOS_FLAGS)
 
 BENCH_FLAGS ?=
 bench: build

@@ -87,6 +87,11 @@ type Options struct {
 	ExactlyOnce  bool          // outboxd --delivery exactly-once; read back with read_committed, no duplicate allowed
 	KafkaNodes   int           // 1 (default): one broker, behind a fault-injecting proxy; 3: a three-broker cluster (replication factor 3, min.insync.replicas 2)
 	Rate         int           // when positive, the writers' steady rate in events a second (a soak) instead of as fast as they can
+	// TxnMaxRecords, with ExactlyOnce: outboxd --transaction-max-records
+	// (small: many Kafka transactions). MinKafkaTransactions: the run
+	// fails unless the publishers committed at least this many on the
+	// transactional id (past 32,767, unless a new producer id is logged).
+	TxnMaxRecords, MinKafkaTransactions int
 	SampleEvery  time.Duration // when positive, the active publisher's memory, goroutines, open files and records in flight are sampled this often (its /metrics)
 	Log          *slog.Logger  // the run's own progress
 	PublisherLog io.Writer     // outboxd's logs, prefixed; nil: dropped
@@ -126,6 +131,11 @@ type Report struct {
 	MaxInFlightRecords    int           `json:"max_in_flight_records"`
 	TotalSeconds          float64       `json:"total_seconds"`
 	Problems              []string      `json:"problems,omitempty"` // publisher misbehaviour seen during the run
+	// With ExactlyOnce: the Kafka transactions committed (the progress
+	// records of the run's slot), and the publishers' log lines naming
+	// their producer id and epoch (at each start, and each new id).
+	KafkaTransactions int      `json:"kafka_transactions,omitempty"`
+	ProducerIDLines   []string `json:"producer_id_lines,omitempty"`
 }
 
 // FaultAt is a fault and when it was injected.
@@ -253,7 +263,8 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	if o.ExactlyOnce {
 		rep.Delivery = "exactly-once"
 	}
-	f := &publishers{binary: o.Outboxd, url: pgVia, logOut: o.PublisherLog,
+	pids := &producerLog{next: o.PublisherLog}
+	f := &publishers{binary: o.Outboxd, url: pgVia, logOut: pids,
 		args: []string{"--slot", slotName, "--status-interval", "500ms", "--server-timeout", serverTimeout.String(), "--slot-retry-interval", "200ms",
 			"--reconnect-max-interval", "2s", "--max-in-flight-records", strconv.Itoa(o.MaxInFlight), "--log-level", "info",
 			"--wal-check-interval", "500ms", // keeps outboxd_slots' acknowledged commit time fresh for a failover's recovery
@@ -272,6 +283,9 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		// not have yet: the next process gets them again from the slot and
 		// must skip them by the progress topic.
 		f.args = append(f.args, "--transaction-interval", "25ms")
+		if o.TxnMaxRecords > 0 {
+			f.args = append(f.args, "--transaction-max-records", strconv.Itoa(o.TxnMaxRecords))
+		}
 	}
 	active, err := f.start()
 	if err != nil {
@@ -398,6 +412,15 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		return rep, err
 	}
 	rep.Result = Check(l.committed, l.rolledBack, l.lostInFailover, delivered)
+	if o.ExactlyOnce {
+		if rep.KafkaTransactions, err = countKafkaTransactions(ctx, pg.URL, brokers); err != nil {
+			return rep, err
+		}
+		rep.ProducerIDLines = pids.lines()
+		if o.MinKafkaTransactions > 0 {
+			checkEpochs(&rep, o.MinKafkaTransactions)
+		}
+	}
 	rep.RolledBackTransactions = int(l.rollback.Load())
 	rep.TakeoverMS = inj.takeovers
 	rep.DetectMS, rep.RecoverMS = inj.detect, inj.recover

@@ -48,6 +48,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Aggregates, "aggregates", 50, "aggregates per writer")
 	fs.IntVar(&o.MaxInFlight, "max-in-flight-records", 10000, "outboxd --max-in-flight-records (bounds the duplicates)")
 	fs.BoolVar(&o.ExactlyOnce, "exactly-once", false, "run outboxd with --delivery exactly-once and read back with read_committed: no duplicate is allowed")
+	fs.IntVar(&o.TxnMaxRecords, "transaction-max-records", 0, "with -exactly-once: outboxd --transaction-max-records (small: many Kafka transactions); 0: outboxd's default")
+	fs.IntVar(&o.MinKafkaTransactions, "min-kafka-transactions", 0, "with -exactly-once: fail unless the run commits at least this many Kafka transactions on the transactional id, "+
+		"and, past 32767 of them, unless outboxd logs the new producer id Kafka hands out when the epoch runs out")
 	seed := fs.Uint64("seed", 1, "seed of the writers and the fault order")
 	counts := map[chaos.Fault]*int{}
 	fs.IntVar(&o.KafkaNodes, "kafka-nodes", 1, "1: one broker, behind a fault-injecting proxy; 3: a three-broker cluster (replication factor 3, min.insync.replicas 2), "+
@@ -178,6 +181,12 @@ func printTable(w io.Writer, r chaos.Report) {
 	fmt.Fprintf(tw, "peak write rate\t%d events per 100 ms\n", r.MaxEventsPer100ms)
 	fmt.Fprintf(tw, "standby takeover\tmedian %.0f ms, max %.0f ms over %d\n", r.TakeoverMedianMS, r.TakeoverMaxMS, len(r.TakeoverMS))
 	fmt.Fprintf(tw, "failover recovery\t%v ms, backfilled %v rows\n", r.FailoverMS, r.FailoverBackfillRows)
+	if r.KafkaTransactions > 0 {
+		fmt.Fprintf(tw, "kafka transactions\t%d\n", r.KafkaTransactions)
+	}
+	for _, l := range r.ProducerIDLines {
+		fmt.Fprintf(tw, "producer id\t%s\n", l)
+	}
 	fmt.Fprintf(tw, "total time\t%.1f s\n", r.TotalSeconds)
 	for _, p := range append(r.Examples, r.Problems...) {
 		fmt.Fprintf(tw, "problem\t%s\n", p)
