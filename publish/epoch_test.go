@@ -24,7 +24,9 @@ func TestTxnProducerOutlivesItsProducerEpoch(t *testing.T) {
 	brokers := fakeCluster(t, "t")
 	var logs lockedBuffer
 	p, err := publish.NewTxn(publish.TxnConfig{ProgressTopic: "progress", MaxRecords: 1, Interval: 30 * time.Second}, publish.Config{Brokers: brokers}, "s",
-		func(context.Context) (publish.Server, error) { return publish.Server{SystemID: "sys", Timeline: 1}, nil },
+		func(context.Context) (publish.Server, error) {
+			return publish.Server{SystemID: "sys", Timeline: 1}, nil
+		},
 		slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)

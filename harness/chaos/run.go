@@ -76,25 +76,25 @@ var (
 
 // Options configures a run.
 type Options struct {
-	Outboxd      string        // path of the outboxd binary
-	Script       string        // internal/testbed/testbed.sh
-	Events       int           // committed events to write
-	Writers      int           // concurrent writers
-	Aggregates   int           // aggregates per writer
-	Faults       map[Fault]int // how many of each to inject while writing
-	Seed         uint64        // for the writers and the fault order
-	MaxInFlight  int           // outboxd --max-in-flight-records
-	ExactlyOnce  bool          // outboxd --delivery exactly-once; read back with read_committed, no duplicate allowed
-	KafkaNodes   int           // 1 (default): one broker, behind a fault-injecting proxy; 3: a three-broker cluster (replication factor 3, min.insync.replicas 2)
-	Rate         int           // when positive, the writers' steady rate in events a second (a soak) instead of as fast as they can
+	Outboxd     string        // path of the outboxd binary
+	Script      string        // internal/testbed/testbed.sh
+	Events      int           // committed events to write
+	Writers     int           // concurrent writers
+	Aggregates  int           // aggregates per writer
+	Faults      map[Fault]int // how many of each to inject while writing
+	Seed        uint64        // for the writers and the fault order
+	MaxInFlight int           // outboxd --max-in-flight-records
+	ExactlyOnce bool          // outboxd --delivery exactly-once; read back with read_committed, no duplicate allowed
+	KafkaNodes  int           // 1 (default): one broker, behind a fault-injecting proxy; 3: a three-broker cluster (replication factor 3, min.insync.replicas 2)
+	Rate        int           // when positive, the writers' steady rate in events a second (a soak) instead of as fast as they can
 	// TxnMaxRecords, with ExactlyOnce: outboxd --transaction-max-records
 	// (small: many Kafka transactions). MinKafkaTransactions: the run
 	// fails unless the publishers committed at least this many on the
 	// transactional id (past 32,767, unless a new producer id is logged).
 	TxnMaxRecords, MinKafkaTransactions int
-	SampleEvery  time.Duration // when positive, the active publisher's memory, goroutines, open files and records in flight are sampled this often (its /metrics)
-	Log          *slog.Logger  // the run's own progress
-	PublisherLog io.Writer     // outboxd's logs, prefixed; nil: dropped
+	SampleEvery                         time.Duration // when positive, the active publisher's memory, goroutines, open files and records in flight are sampled this often (its /metrics)
+	Log                                 *slog.Logger  // the run's own progress
+	PublisherLog                        io.Writer     // outboxd's logs, prefixed; nil: dropped
 }
 
 // Report is the outcome of a run.
