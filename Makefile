@@ -171,12 +171,13 @@ chaos: build
 
 # Issue 51: past the end of the producer epoch. At least 40,000 Kafka
 # transactions (transaction protocol v2 bumps the epoch at each commit; it
-# runs out after 32,767) on one transactional id, with a kill -9 of outboxd
-# and a broker restart on the way: nothing lost or repeated, and the log
-# shows the new producer id (docs/chaos-report-epochs.json).
+# runs out after 32,767) on one transactional id, two events each at a rate
+# outboxd follows, with a broker restart and a kill -9 of outboxd a third
+# and two thirds of the way: nothing lost or repeated, and the log shows the
+# new producer id (docs/chaos-report-epochs.json; about 10 minutes).
 chaos-epochs: build
 	$(GO) build -o bin/outboxd-chaos ./harness/cmd/outboxd-chaos
-	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -exactly-once -events 250000 -transaction-max-records 5 -min-kafka-transactions 40000 \
+	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -exactly-once -events 84000 -rate 150 -transaction-max-records 2 -min-kafka-transactions 40000 \
 		-kill9 1 -broker_restart 1 -sigterm_restart 0 -postgres_restart 0 -walsender_terminate 0 -standby_takeover 0 -postgres_failover 0 \
 		-postgres_crash 0 -postgres_partition 0 -postgres_reset 0 -broker_stall 0 -kafka_partition 0 -json docs/chaos-report-epochs.json $(CHAOS_FLAGS)
 

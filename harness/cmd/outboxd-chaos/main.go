@@ -51,6 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.TxnMaxRecords, "transaction-max-records", 0, "with -exactly-once: outboxd --transaction-max-records (small: many Kafka transactions); 0: outboxd's default")
 	fs.IntVar(&o.MinKafkaTransactions, "min-kafka-transactions", 0, "with -exactly-once: fail unless the run commits at least this many Kafka transactions on the transactional id, "+
 		"and, past 32767 of them, unless outboxd logs the new producer id Kafka hands out when the epoch runs out")
+	fs.IntVar(&o.Rate, "rate", 0, "the writers' steady rate in events a second; 0: as fast as they can")
 	seed := fs.Uint64("seed", 1, "seed of the writers and the fault order")
 	counts := map[chaos.Fault]*int{}
 	fs.IntVar(&o.KafkaNodes, "kafka-nodes", 1, "1: one broker, behind a fault-injecting proxy; 3: a three-broker cluster (replication factor 3, min.insync.replicas 2), "+
