@@ -1,13 +1,12 @@
 package publish_test
 
 import (
-	"context"
-	"log/slog"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
 )
@@ -22,19 +21,8 @@ import (
 func TestTxnProducerOutlivesItsProducerEpoch(t *testing.T) {
 	t.Parallel()
 	brokers := fakeCluster(t, "t")
-	var logs lockedBuffer
-	p, err := publish.NewTxn(publish.TxnConfig{ProgressTopic: "progress", MaxRecords: 1, Interval: 30 * time.Second}, publish.Config{Brokers: brokers}, "s",
-		func(context.Context) (publish.Server, error) {
-			return publish.Server{SystemID: "sys", Timeline: 1}, nil
-		},
-		slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	stopped := make(chan error, 1)
-	go func() { stopped <- p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-stopped; p.Close() })
+	var logs testenv.SyncBuffer
+	p := startTxn(t, brokers, publish.TxnConfig{ProgressTopic: "progress", MaxRecords: 1, Interval: 30 * time.Second}, &logs)
 
 	const n = math.MaxInt16 + 10 // commits: past the last epoch
 	done := make(chan error, 1)
@@ -48,9 +36,9 @@ func TestTxnProducerOutlivesItsProducerEpoch(t *testing.T) {
 	if got := p.Stats().Committed; got != n {
 		t.Errorf("%d Kafka transactions committed, want %d", got, n)
 	}
-	line, ok := logs.line("new producer id", "previous_producer_epoch=")
+	line, ok := logLine(&logs, "new producer id", "previous_producer_epoch=")
 	if !ok {
-		t.Fatalf("no new producer id logged after %d commits; log:\n%s", n, logs.b.String()[:min(logs.b.Len(), 2000)])
+		t.Fatalf("no new producer id logged after %d commits; log:\n%s", n, logs.String())
 	}
 	if !strings.Contains(line, "producer_epoch=0") {
 		t.Errorf("the new producer id's epoch is not 0: %s", line)

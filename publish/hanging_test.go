@@ -1,37 +1,22 @@
 package publish_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxd/outboxd/harness/testenv"
 	"github.com/outboxd/outboxd/publish"
 )
 
-// lockedBuffer is a log destination safe for the goroutines that write it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// line returns the first logged line containing every one of parts.
-func (l *lockedBuffer) line(parts ...string) (string, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range strings.Split(l.b.String(), "\n") {
+// logLine returns the first line of logs containing every one of parts.
+func logLine(logs *testenv.SyncBuffer, parts ...string) (string, bool) {
+	for _, line := range strings.Split(logs.String(), "\n") {
 		all := true
 		for _, p := range parts {
 			all = all && strings.Contains(line, p)
@@ -41,6 +26,25 @@ func (l *lockedBuffer) line(parts ...string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// startTxn runs a TxnProducer for slot "s" on system "sys", timeline 1,
+// logging to logs, until the test ends.
+func startTxn(t *testing.T, brokers []string, cfg publish.TxnConfig, logs *testenv.SyncBuffer) *publish.TxnProducer {
+	t.Helper()
+	p, err := publish.NewTxn(cfg, publish.Config{Brokers: brokers}, "s",
+		func(context.Context) (publish.Server, error) {
+			return publish.Server{SystemID: "sys", Timeline: 1}, nil
+		},
+		slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-stopped; p.Close() })
+	return p
 }
 
 // openTransaction opens a Kafka transaction on topic from a producer of
@@ -102,20 +106,8 @@ func TestHangingTransactionsOnTheProgressTopicAreReported(t *testing.T) {
 				createProgressTopic(t, brokers, "progress")
 				abort = openTransaction(t, brokers, "progress")
 			}
-			var logs lockedBuffer
-			p, err := publish.NewTxn(publish.TxnConfig{ProgressTopic: "progress", Interval: 20 * time.Millisecond, Timeout: time.Second},
-				publish.Config{Brokers: brokers}, "s",
-				func(context.Context) (publish.Server, error) {
-					return publish.Server{SystemID: "sys", Timeline: 1}, nil
-				},
-				slog.New(slog.NewTextHandler(&logs, nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(t.Context())
-			stopped := make(chan error, 1)
-			go func() { stopped <- p.Run(ctx) }()
-			t.Cleanup(func() { cancel(); <-stopped; p.Close() })
+			var logs testenv.SyncBuffer
+			p := startTxn(t, brokers, publish.TxnConfig{ProgressTopic: "progress", Interval: 20 * time.Millisecond, Timeout: time.Second}, &logs)
 
 			first := make(chan error, 1)
 			ev := txnEvent(1, "t", 0x100, 0)
@@ -127,10 +119,10 @@ func TestHangingTransactionsOnTheProgressTopicAreReported(t *testing.T) {
 				abort = openTransaction(t, brokers, "progress")
 			}
 			until(t, "the hanging transaction reported", func() bool {
-				_, ok := logs.line("level=WARN", "hanging Kafka transaction", "topic=progress", "partition=0")
+				_, ok := logLine(&logs, "level=WARN", "hanging Kafka transaction", "topic=progress", "partition=0")
 				return ok
 			})
-			line, _ := logs.line("level=WARN", "hanging Kafka transaction")
+			line, _ := logLine(&logs, "level=WARN", "hanging Kafka transaction")
 			for _, want := range []string{
 				"last_stable_offset=" + itoa(tc.lso), "high_watermark=" + itoa(tc.hwm), "producer_id=",
 				"find-hanging --topic progress --partition 0",
@@ -162,7 +154,7 @@ func TestHangingTransactionsOnTheProgressTopicAreReported(t *testing.T) {
 				t.Fatal(errs[0])
 			}
 			until(t, "the hang's end reported", func() bool {
-				_, ok := logs.line("level=INFO", "hanging Kafka transaction on the progress topic ended", "partition=0")
+				_, ok := logLine(&logs, "level=INFO", "hanging Kafka transaction on the progress topic ended", "partition=0")
 				return ok
 			})
 			if s := p.Stats().HangingSince; !s.IsZero() {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -79,31 +78,14 @@ func countKafkaTransactions(ctx context.Context, pgURL string, brokers []string)
 	if err != nil {
 		return 0, fmt.Errorf("listing the last stable offsets of %s: %w", topic, err)
 	}
-	remaining := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			remaining[o.Partition] = o.Offset
-		}
-	})
 	n := 0
-	deadline := time.Now().Add(5 * time.Minute)
-	for len(remaining) > 0 {
-		if time.Now().After(deadline) {
-			return n, fmt.Errorf("reading %s back: partitions %v not read to their end", topic, remaining)
+	err = readToEnd(ctx, cl, topic, ends, func(r *kgo.Record) error {
+		if bytes.HasPrefix(r.Key, prefix) {
+			n++
 		}
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			if end, ok := remaining[r.Partition]; ok && r.Offset+1 >= end {
-				delete(remaining, r.Partition)
-			}
-			if !r.Attrs.IsControl() && bytes.HasPrefix(r.Key, prefix) {
-				n++
-			}
-		})
-	}
-	return n, nil
+		return nil
+	})
+	return n, err
 }
 
 // checkEpochs adds to rep what the epochs part of a run found wrong: too

@@ -558,40 +558,51 @@ func readAll(ctx context.Context, brokers []string, topic string, readCommitted 
 	if err != nil {
 		return nil, fmt.Errorf("listing end offsets of %s: %w", topic, err)
 	}
+	var out []Delivered
+	err = readToEnd(ctx, cl, topic, ends, func(r *kgo.Record) error {
+		d, err := parseRecord(r)
+		out = append(out, d)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readToEnd polls cl (consuming topic from its start, with control records
+// kept) until every partition reached its offset in ends, handing fn each
+// record that is not a control record.
+func readToEnd(ctx context.Context, cl *kgo.Client, topic string, ends kadm.ListedOffsets, fn func(*kgo.Record) error) error {
 	remaining := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Offset > 0 {
 			remaining[o.Partition] = o.Offset
 		}
 	})
-	var out []Delivered
 	deadline := time.Now().Add(5 * time.Minute)
 	for len(remaining) > 0 {
 		if time.Now().After(deadline) {
-			return out, fmt.Errorf("reading %s back: partitions %v not read to their end", topic, remaining)
+			return fmt.Errorf("reading %s back: partitions %v not read to their end", topic, remaining)
 		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		fs := cl.PollFetches(pctx)
 		cancel()
-		var perr error
+		var ferr error
 		fs.EachRecord(func(r *kgo.Record) {
 			if end, ok := remaining[r.Partition]; ok && r.Offset+1 >= end {
 				delete(remaining, r.Partition)
 			}
-			if r.Attrs.IsControl() {
+			if r.Attrs.IsControl() || ferr != nil {
 				return
 			}
-			d, err := parseRecord(r)
-			if err != nil && perr == nil {
-				perr = err
-			}
-			out = append(out, d)
+			ferr = fn(r)
 		})
-		if perr != nil {
-			return nil, perr
+		if ferr != nil {
+			return ferr
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func parseRecord(r *kgo.Record) (Delivered, error) {
