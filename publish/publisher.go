@@ -128,7 +128,7 @@ func New(cfg Config, log *slog.Logger) (*Producer, error) {
 
 // clientOpts are the options of every producing client, transactional or
 // not; cfg has its defaults.
-func clientOpts(cfg Config, log *slog.Logger, onDataLoss func(string, int32)) []kgo.Opt {
+func clientOpts(cfg Config, log *slog.Logger, onDataLoss func(string, int32), extra ...kgo.Opt) []kgo.Opt {
 	if cfg.dialer == nil { // no TLS (secured)
 		cfg.dialer = kgo.Dialer(rawio.Dialer(dialTimeout, nil))
 	}
@@ -166,7 +166,8 @@ func clientOpts(cfg Config, log *slog.Logger, onDataLoss func(string, int32)) []
 	if m := cfg.SASL.mechanism(); m != nil {
 		opts = append(opts, kgo.SASL(m))
 	}
-	return append(opts, cfg.Opts...)
+	// The caller's options, then the user's: Config.Opts has the last word.
+	return append(append(opts, extra...), cfg.Opts...)
 }
 
 // Validate reports every problem of cfg at once, each a *field.Error

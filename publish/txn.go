@@ -68,6 +68,9 @@ type TxnProducer struct {
 	open      []txnItem  // the records of the open transaction
 	openBytes int
 	openSince time.Time
+	// commitTook is what commits have taken lately (a moving average):
+	// a transaction's commit starts that much before its interval ends.
+	commitTook time.Duration
 
 	recMu  sync.Mutex
 	recErr error // the first record of the open transaction that failed
@@ -221,7 +224,7 @@ func (t *TxnProducer) produce(ctx context.Context) (err error) {
 		}
 		timer.Stop()
 		if t.inTxn {
-			timer.Reset(time.Until(t.openSince.Add(t.cfg.Interval)))
+			timer.Reset(time.Until(t.due()))
 		}
 	}
 }
@@ -255,7 +258,7 @@ func (t *TxnProducer) step(ctx context.Context) error {
 	if err := t.addAll(t.take()); err != nil {
 		return err
 	}
-	if !t.inTxn || (time.Since(t.openSince) < t.cfg.Interval && !t.full()) {
+	if !t.inTxn || (time.Now().Before(t.due()) && !t.full()) {
 		return nil
 	}
 	if err := t.commit(ctx); err != nil {
@@ -267,6 +270,22 @@ func (t *TxnProducer) step(ctx context.Context) error {
 		t.poke()
 	}
 	return nil
+}
+
+// due is when the open transaction's commit starts: early by what commits
+// take, so that it ends, and read_committed consumers see its records,
+// within the interval of its first record (by at most half of it: a slow
+// Kafka costs no more than twice the commits).
+func (t *TxnProducer) due() time.Time {
+	return t.openSince.Add(t.cfg.Interval - min(t.commitTook, t.cfg.Interval/2))
+}
+
+// tookToCommit adds one commit's duration to the moving average.
+func tookToCommit(avg, took time.Duration) time.Duration {
+	if avg == 0 {
+		return took
+	}
+	return avg + (took-avg)/8
 }
 
 // full says the open transaction holds as many records or bytes as it may.
@@ -403,6 +422,7 @@ func (t *TxnProducer) commit(ctx context.Context) error {
 	if err == nil {
 		t.committed = prog
 		t.commits.Add(1)
+		t.commitTook = tookToCommit(t.commitTook, time.Since(start))
 		t.log.Debug("committed a Kafka transaction", "records", len(t.open), "progress", prog,
 			"open_for", start.Sub(t.openSince), "flush", flushed.Sub(start), "end_txn", time.Since(flushed))
 		t.finishOpen(nil)
@@ -547,8 +567,8 @@ func (t *TxnProducer) tryInit(ctx context.Context) error {
 	if created {
 		t.log.Info("created the progress topic", "topic", t.cfg.ProgressTopic)
 	}
-	cl, err := kgo.NewClient(append(clientOpts(t.kafka, t.log, t.dataLoss.detected),
-		kgo.TransactionalID(id), kgo.TransactionTimeout(t.cfg.Timeout))...)
+	cl, err := kgo.NewClient(clientOpts(t.kafka, t.log, t.dataLoss.detected,
+		kgo.TransactionalID(id), kgo.TransactionTimeout(t.cfg.Timeout), kgo.RetryBackoffFn(txnRetryBackoff))...)
 	if err != nil {
 		return &permanentError{fmt.Errorf("creating the transactional Kafka producer: %w", err)}
 	}
@@ -581,6 +601,16 @@ func (t *TxnProducer) tryInit(ctx context.Context) error {
 		"progress_topic", t.cfg.ProgressTopic, "resume_after", pos,
 		"init_producer", fenced.Sub(start).Round(time.Millisecond), "read_progress", time.Since(fenced).Round(time.Millisecond))
 	return nil
+}
+
+// txnRetryBackoff is how long the transactional client waits before it
+// sends a failed request again: 20 ms, doubling up to 5 s. franz-go's own
+// starts at 250 ms, which is what a transaction's first record waited
+// whenever Kafka answered CONCURRENT_TRANSACTIONS (the previous commit's
+// markers still being written, under transaction protocol v2): most of
+// a transaction interval, and in a backlog's drain once per transaction.
+func txnRetryBackoff(fails int) time.Duration {
+	return min(20*time.Millisecond<<min(max(fails-1, 0), 10), 5*time.Second)
 }
 
 // readOpts are the options of the client that reads the progress topic.

@@ -27,7 +27,9 @@ type TxnConfig struct {
 	ProgressTopic string
 	// Interval is the longest a Kafka transaction stays open: many
 	// PostgreSQL transactions share one Kafka transaction until it is this
-	// old. Default DefaultTransactionInterval. Longer costs fewer commits
+	// old, its commit included (the commit starts early by what commits
+	// have taken lately, at most half the interval). Default
+	// DefaultTransactionInterval. Longer costs fewer commits
 	// (each is a round trip to the transaction coordinator and a marker
 	// written to every partition in it) but read_committed consumers see
 	// records that much later, and records are confirmed to PostgreSQL that

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -47,6 +48,43 @@ func TestRecordsNotAddedAreFailedOnce(t *testing.T) {
 	for i, n := range calls[:3] {
 		if n != 1 {
 			t.Errorf("record %d: done called %d times, want once", i+1, n)
+		}
+	}
+}
+
+// A transaction's commit starts early by what commits take, so that it
+// ends within the interval, but never before half of it.
+func TestTransactionCommitStartsEarlyByWhatCommitsTake(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		took, want time.Duration // average commit, commit start after the first record
+	}{
+		{0, 100 * time.Millisecond},
+		{12 * time.Millisecond, 88 * time.Millisecond},
+		{50 * time.Millisecond, 50 * time.Millisecond},
+		{400 * time.Millisecond, 50 * time.Millisecond},
+	} {
+		p := &TxnProducer{cfg: TxnConfig{Interval: 100 * time.Millisecond}, openSince: t0, commitTook: tc.took}
+		if got := p.due().Sub(t0); got != tc.want {
+			t.Errorf("commits taking %v: commit at %v, want %v", tc.took, got, tc.want)
+		}
+	}
+	avg := time.Duration(0)
+	for _, took := range []time.Duration{16, 16, 16, 48} {
+		avg = tookToCommit(avg, took*time.Millisecond)
+	}
+	if avg != 20*time.Millisecond {
+		t.Errorf("average of commits taking 16, 16, 16, then 48 ms: %v, want 20ms", avg)
+	}
+}
+
+func TestTxnRetryBackoff(t *testing.T) {
+	t.Parallel()
+	for fails, want := range map[int]time.Duration{0: 20 * time.Millisecond, 1: 20 * time.Millisecond, 2: 40 * time.Millisecond,
+		5: 320 * time.Millisecond, 9: 5 * time.Second, 1000: 5 * time.Second} {
+		if got := txnRetryBackoff(fails); got != want {
+			t.Errorf("after %d failures: %v, want %v", fails, got, want)
 		}
 	}
 }
