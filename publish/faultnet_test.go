@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,7 +23,16 @@ type faultNet struct {
 
 	mu     sync.Mutex
 	decide func(kmsg.Request) wireAction // nil: pass everything
-	held   sync.WaitGroup                // requests held now
+	// held counts the requests held now. Not a WaitGroup: a hold may
+	// begin (Add from zero) while a test waits, which WaitGroup forbids.
+	held atomic.Int64
+}
+
+// settle waits until no request is held.
+func (n *faultNet) settle() {
+	for n.held.Load() > 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // wireAction is what faultNet does with one request.
@@ -99,7 +109,7 @@ func (c *faultConn) Read(p []byte) (int, error) {
 		case hold:
 			c.n.held.Add(1)
 			time.Sleep(c.n.hold)
-			c.n.held.Done()
+			c.n.held.Add(-1)
 		case loseAnswer:
 			c.mu.Lock()
 			c.lose[corr] = true

@@ -71,6 +71,7 @@ type TxnProducer struct {
 	// commitTook is what commits have taken lately (a moving average):
 	// a transaction's commit starts that much before its interval ends.
 	commitTook time.Duration
+	txnAgain   int // transactions refused in a row (abortOpen)
 
 	recMu  sync.Mutex
 	recErr error // the first record of the open transaction that failed
@@ -423,6 +424,7 @@ func (t *TxnProducer) commit(ctx context.Context) error {
 		t.committed = prog
 		t.commits.Add(1)
 		t.commitTook = tookToCommit(t.commitTook, time.Since(start))
+		t.txnAgain = 0
 		t.log.Debug("committed a Kafka transaction", "records", len(t.open), "progress", prog,
 			"open_for", start.Sub(t.openSince), "flush", flushed.Sub(start), "end_txn", time.Since(flushed))
 		t.finishOpen(nil)
@@ -475,6 +477,26 @@ func (t *TxnProducer) abortOpen(ctx context.Context, cause error) error {
 	if fenced(cause) {
 		return t.classify("producing a record", cause)
 	}
+	if abortable(cause) && t.txnAgain < maxTxnAgain {
+		// The transaction failed, not a record: Kafka lost track of it or
+		// of the producer's sequence (a request lost on the wire does
+		// that; franz-go then deems the producer unusable). The producer
+		// is prepared again, which aborts the transaction if the abort
+		// here cannot, and its records go into a new one, a few times in
+		// a row before outboxd gives up.
+		t.txnAgain++
+		t.log.Warn("Kafka refused the open transaction; it is aborted, the producer prepared again, and its records go into a new transaction",
+			"err", cause, "records", len(t.open), "attempt", t.txnAgain)
+		_ = t.cl.AbortBufferedRecords(ctx)
+		_ = t.cl.EndTransaction(ctx, kgo.TryAbort)
+		t.cl.Close()
+		t.cl = nil
+		items := t.open
+		t.open, t.openBytes, t.inTxn = nil, 0, false
+		t.requeue(items)
+		t.poke()
+		return nil
+	}
 	err := fmt.Errorf("%w, because a record failed for good: %w", outbox.ErrTransactionAborted, cause)
 	if aerr := t.cl.AbortBufferedRecords(ctx); aerr != nil {
 		return fmt.Errorf("%w; and aborting its buffered records: %v", err, aerr)
@@ -485,6 +507,23 @@ func (t *TxnProducer) abortOpen(ctx context.Context, cause error) error {
 	t.inTxn = false
 	return err
 }
+
+// abortable reports an error that fails the transaction rather than a
+// record of it: aborting it lets the transactional id go on.
+func abortable(err error) bool {
+	for _, e := range []error{kerr.InvalidTxnState, kerr.OutOfOrderSequenceNumber, kerr.UnknownProducerID,
+		kerr.InvalidProducerIDMapping, kerr.TransactionAbortable} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxTxnAgain is how many transactions in a row Kafka may refuse (see
+// abortOpen) before the producer stops: a refusal that lasts is not one a
+// new transaction gets past.
+const maxTxnAgain = 3
 
 // finishOpen reports every record of the open transaction done.
 func (t *TxnProducer) finishOpen(err error) {

@@ -52,7 +52,7 @@ var txnProtocols = []txnProtocol{
 type faultCell struct {
 	key   kmsg.Key
 	point string // start, first, middle, progress, commit, read
-	kind  string // dropped, delayed, answer-lost, retriable, fencing, every-answer-lost
+	kind  string // dropped, delayed, answer-lost, retriable, fencing, every-answer-lost, txn-state, sequence
 }
 
 var faultKinds = []string{"dropped", "delayed", "answer-lost", "retriable", "fencing"}
@@ -71,7 +71,11 @@ var faultPoints = []struct {
 }{
 	{kmsg.InitProducerID, []string{"start"}, false, nil},
 	{kmsg.AddPartitionsToTxn, []string{"first", "progress"}, true, nil},
-	{kmsg.Produce, []string{"first", "middle", "progress"}, false, nil},
+	// txn-state and sequence: INVALID_TXN_STATE and
+	// OUT_OF_ORDER_SEQUENCE_NUMBER, Kafka having lost track of the
+	// transaction or of the producer's sequence rather than refusing a
+	// record (each seen under load after a dropped Produce).
+	{kmsg.Produce, []string{"first", "middle", "progress"}, false, []string{"txn-state", "sequence"}},
 	// every-answer-lost: the commit takes effect, and the answers to it and
 	// to every retry are lost until the client gives up: its outcome is
 	// unknown to the producer, which must find it out.
@@ -157,7 +161,6 @@ func runFaultCell(t *testing.T, proto txnProtocol, c faultCell) {
 	}
 	w.arm()
 	res := runCellPhase(t, w, brokers, faulty)
-	w.net.held.Wait() // a held request lands before the check, not during it
 	if !w.fired() {
 		t.Fatalf("the fault was never injected (requests seen: %s)", w.seen())
 	}
@@ -194,7 +197,7 @@ type phaseResult struct {
 	stats  publish.TxnStats
 }
 
-func (r phaseResult) failed() int {
+func (r *phaseResult) failed() int {
 	n := 0
 	for _, err := range r.done {
 		if err != nil {
@@ -204,7 +207,7 @@ func (r phaseResult) failed() int {
 	return n
 }
 
-func (r phaseResult) outcome() string {
+func (r *phaseResult) outcome() string {
 	switch {
 	case r.runErr != nil:
 		return fmt.Sprintf("stopped (%d of %d events failed): %v", r.failed(), len(r.done), r.runErr)
@@ -227,7 +230,7 @@ func firstErr(errs []error) error {
 // publishing each once the one before it reached the broker, so that the
 // transaction's points come one request at a time; it returns when every
 // event is done or the producer stopped.
-func runCellPhase(t *testing.T, w *wire, brokers []string, ids []int) phaseResult {
+func runCellPhase(t *testing.T, w *wire, brokers []string, ids []int) *phaseResult {
 	t.Helper()
 	kafka := publish.Config{Brokers: brokers, Opts: []kgo.Opt{
 		kgo.RequestTimeoutOverhead(time.Second), kgo.ProduceRequestTimeout(time.Second),
@@ -249,7 +252,7 @@ func runCellPhase(t *testing.T, w *wire, brokers []string, ids []int) phaseResul
 	exited := make(chan struct{})
 	go func() { runErr = p.Run(ctx); close(exited) }()
 
-	res := phaseResult{ids: ids, done: make([]error, len(ids))}
+	res := &phaseResult{ids: ids, done: make([]error, len(ids))}
 	var left atomic.Int64
 	left.Store(int64(len(ids)))
 	deadline := time.Now().Add(time.Minute)
@@ -274,6 +277,8 @@ func runCellPhase(t *testing.T, w *wire, brokers []string, ids []int) phaseResul
 	until("not every event was done", func() bool { return left.Load() == 0 })
 	cancel()
 	<-exited
+	// A held request lands before the phase's check, not during it.
+	w.net.settle()
 	res.runErr, res.stats = runErr, p.Stats()
 	return res
 }
@@ -367,8 +372,13 @@ func (w *wire) decide(req kmsg.Request) wireAction {
 		return loseAnswer
 	}
 	code := faultCodes[c.key][0]
-	if c.kind == "fencing" {
+	switch c.kind {
+	case "fencing":
 		code = faultCodes[c.key][1]
+	case "txn-state":
+		code = kerr.InvalidTxnState
+	case "sequence":
+		code = kerr.OutOfOrderSequenceNumber
 	}
 	body := req.AppendTo(nil)
 	w.codes = w.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{c.key}, Err: code,
@@ -513,7 +523,7 @@ func (w *wire) checkProtocol(t *testing.T, proto txnProtocol) {
 // (never ahead of the events, nor behind the ones it committed with); and
 // every event the phase reported done among them. It returns k; want >= 0
 // asks for exactly that many.
-func checkCommitted(t *testing.T, brokers []string, res phaseResult, want int) int {
+func checkCommitted(t *testing.T, brokers []string, res *phaseResult, want int) int {
 	t.Helper()
 	var ids []string
 	for _, r := range readCommitted(t, brokers, cellTopic) {

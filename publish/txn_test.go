@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
@@ -284,5 +286,33 @@ func TestTxnProducerKeepsTransactionsWithinMaxRecords(t *testing.T) {
 	}
 	if got := committedIDs(t, brokers, "t", 10); len(got) != 10 {
 		t.Errorf("committed %v", got)
+	}
+}
+
+// Kafka refusing every transaction (INVALID_TXN_STATE that lasts) is not
+// retried without end: after a few new transactions the producer stops,
+// and every record fails, none published.
+func TestTxnProducerStopsWhenKafkaRefusesEveryTransaction(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Err: kerr.InvalidTxnState, Count: -1})
+	p, res := runTxn(t, c.ListenAddrs(), publish.TxnConfig{ProgressTopic: "progress"})
+	errs := publishAll(t, p, txnEvent(1, "t", 0x100, 0), txnEvent(2, "t", 0x100, 1))
+	for i, err := range errs {
+		if !errors.Is(err, outbox.ErrTransactionAborted) || !errors.Is(err, kerr.InvalidTxnState) {
+			t.Errorf("event %d: %v, want an aborted transaction refused with INVALID_TXN_STATE", i+1, err)
+		}
+	}
+	select {
+	case err := <-res:
+		if !errors.Is(err, kerr.InvalidTxnState) {
+			t.Errorf("Run = %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not stop")
 	}
 }
