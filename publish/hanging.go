@@ -54,14 +54,13 @@ func (w *hangWatch) observe(p int32, lso, hwm int64, now time.Time) (hung *lsoSt
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st, ok := w.parts[p]
-	if lso >= hwm || (ok && st.lso != lso) {
+	if ok && (lso >= hwm || st.lso != lso) {
 		// At the end, or moving: no transaction has held it.
 		delete(w.parts, p)
-		ended = ok && st.reported
-		if lso >= hwm {
-			return nil, ended
-		}
-		ok = false
+		ended, ok = st.reported, false
+	}
+	if lso >= hwm {
+		return nil, ended
 	}
 	if !ok {
 		w.parts[p] = &lsoStall{lso: lso, hwm: hwm, since: now}
