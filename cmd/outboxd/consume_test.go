@@ -36,8 +36,7 @@ func TestReplayTwiceChangesNothing(t *testing.T) {
 	go func() { ids, _ := w.tryWrite(context.Background(), 2000, 0); written <- ids }()
 	waitFor(t, time.Minute, "publishing under way", func() bool { return strings.Contains(p.log(), "msg=streaming") })
 	time.Sleep(300 * time.Millisecond)
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t, time.Minute)
+	p.kill(t)
 	ids := <-written
 	p2 := w.start(t)
 

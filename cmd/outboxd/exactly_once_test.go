@@ -215,8 +215,7 @@ func TestExactlyOnceUnderKill9SIGTERMAndWalsenderKills(t *testing.T) {
 		}
 		switch fault {
 		case "kill9", "kill9-streaming":
-			_ = p.cmd.Process.Signal(syscall.SIGKILL)
-			p.wait(t, time.Minute)
+			p.kill(t)
 			close(killed)
 			<-written
 		default:
@@ -355,8 +354,7 @@ func TestExactlyOnceLargeTransactionResumesInsideIt(t *testing.T) {
 	if peak > 200<<20 {
 		t.Errorf("publisher peak RSS %d MiB: the transaction is being held in memory", peak>>20)
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t, time.Minute)
+	p.kill(t)
 
 	p2 := w.start(t, eosArgs(t, w, "--metrics-addr", anyPort)...)
 	addr2 := servedAt(t, p2.log)
@@ -406,6 +404,13 @@ func TestExactlyOnceTransactionTimeout(t *testing.T) {
 	p2 := w.start(t, eosArgs(t, w)...)
 	requireExactlyOnce(t, w, want)
 	p2.stop(t)
+}
+
+// kill sends SIGKILL (kill -9) and waits for the process to exit.
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t, time.Minute)
 }
 
 // stop sends SIGTERM and expects exit code 0.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -171,8 +170,7 @@ func peerRestarts(t *testing.T, mode, fault string, o peerOpts) {
 		time.Sleep(time.Duration(round*5) * time.Millisecond)
 		switch fault {
 		case "kill9":
-			_ = p.cmd.Process.Signal(syscall.SIGKILL)
-			p.wait(t, time.Minute)
+			p.kill(t)
 		case "sigterm":
 			p.stop(t)
 		}

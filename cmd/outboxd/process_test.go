@@ -273,8 +273,7 @@ func TestKill9RestartLosesNothing(t *testing.T) {
 		written := make(chan struct{})
 		go func() { defer close(written); ids, werr = w.tryWrite(t.Context(), 60, round*1000) }()
 		time.Sleep(time.Duration(300+round*200) * time.Millisecond)
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		p.wait(t, time.Minute)
+		p.kill(t)
 		<-written
 		if werr != nil {
 			t.Fatal(werr)
@@ -331,8 +330,7 @@ func TestSecondInstanceStandsByThenTakesOver(t *testing.T) {
 	if n := strings.Count(second.log(), "in use by another process"); n != 1 {
 		t.Errorf("standby logged the busy slot %d times, want once:\n%s", n, second.log())
 	}
-	_ = first.cmd.Process.Signal(syscall.SIGKILL)
-	first.wait(t, time.Minute)
+	first.kill(t)
 	want = append(want, w.write(t, 2, 100)...)
 	w.consumeAll(t, want, time.Minute)
 	_ = second.cmd.Process.Signal(syscall.SIGTERM)

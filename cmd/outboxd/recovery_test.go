@@ -563,8 +563,7 @@ func TestBackfillStoppedMidwayRunsAgainWhole(t *testing.T) {
 			})
 			switch fault {
 			case "kill9":
-				_ = p.cmd.Process.Signal(syscall.SIGKILL)
-				p.wait(t, time.Minute)
+				p.kill(t)
 			case "sigterm":
 				p.stop(t)
 			}
