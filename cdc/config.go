@@ -22,6 +22,15 @@ type Config struct {
 	// database holding the outbox. The replication connection is derived
 	// from it (replication=database). Required.
 	DatabaseURL string
+	// PrimaryURL reaches the primary when DatabaseURL reaches a physical
+	// standby that decodes (PostgreSQL 16+): the slot is created, read and
+	// streamed on the standby, while what must be written goes to the
+	// primary (outboxd_slots, and the running-transactions record a slot
+	// created on a standby waits for; the heartbeat is the pipeline's).
+	// The standby is checked at start (slot.CheckStandby). While
+	// DatabaseURL reaches a primary (a promoted standby) it is unused.
+	// Default "": a standby is refused.
+	PrimaryURL string
 	// Slot is the logical replication slot (plugin pgoutput). Default DefaultSlot.
 	Slot string
 	// CreateSlot creates the slot when it is missing. Without

@@ -67,10 +67,11 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info sl
 		return permanent(err)
 	}
 	prev := s.ident.get()
-	changed, err := serverChange(prev, now, info, s.cfg.Slot, s.cfg.StopOnServerChange, s.cfg.SlotNames())
+	changed, err := serverChange(prev, now, info, s.cfg.Slot, s.cfg.StopOnServerChange, s.cfg.PrimaryURL != "", s.cfg.SlotNames())
 	if err != nil {
 		return permanent(err)
 	}
+	s.noteDecoding(info)
 	walEnd := outbox.LSN(sys.XLogPos)
 	fits := carriedFits(s.confirmed, walEnd)
 	switch {
@@ -93,6 +94,30 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info sl
 	}
 	s.ident.set(now, walEnd)
 	return nil
+}
+
+// noteDecoding records which server decodes the slot (Stats.Decoding)
+// and says when that changes: with a primary URL, the server of the
+// database URL was a standby, and is a primary once it was promoted.
+func (s *Streamer) noteDecoding(info slot.Status) {
+	now := DecodingPrimary
+	if info.InRecovery {
+		now = DecodingStandby
+	}
+	prev := deref(s.counters.decoding.Swap(&now))
+	switch {
+	case prev == now:
+	case now == DecodingStandby:
+		s.log.Info("decoding on a standby: the slot is read on the server of "+s.cfg.Names.Of("DatabaseURL")+"; outboxd's catalog is written on the primary",
+			"slot", s.cfg.Slot, "server_version", info.ServerVersion)
+	case prev == DecodingStandby:
+		s.log.Warn("the standby that decodes the slot is a primary now (it was promoted): the slot carries on there, and outboxd's catalog is written there too; "+
+			"point "+s.cfg.Names.Of("PrimaryURL")+" at it for the heartbeat, or drop "+s.cfg.Names.Of("PrimaryURL")+" if it stays the primary",
+			"slot", s.cfg.Slot)
+	case s.cfg.PrimaryURL != "":
+		s.log.Info("the server of "+s.cfg.Names.Of("DatabaseURL")+" is a primary, not a standby: decoding there, and "+s.cfg.Names.Of("PrimaryURL")+" is not used while it is one",
+			"slot", s.cfg.Slot)
+	}
 }
 
 // carriedFits reports whether the position a process carried over from an
@@ -119,7 +144,7 @@ func carriedFits(carried, walEnd outbox.LSN) bool {
 //     the new timeline's progress);
 //   - a new timeline of the same system (a promoted standby) whose slot
 //     was not synchronized from the old primary (slot.SyncedAcrossFailover).
-func serverChange(prev, now slot.ServerID, info slot.Status, slotName string, stopOnChange bool, names field.Names) (changed bool, err error) {
+func serverChange(prev, now slot.ServerID, info slot.Status, slotName string, stopOnChange, decodingOnStandby bool, names field.Names) (changed bool, err error) {
 	if prev == (slot.ServerID{}) || prev == now {
 		return false, nil
 	}
@@ -129,7 +154,7 @@ func serverChange(prev, now slot.ServerID, info slot.Status, slotName string, st
 	case stopOnChange:
 		return true, fmt.Errorf("the server changed (system identifier %s timeline %d, was %s timeline %d: a failover, a restore or another cluster): exactly-once mode stops here, and the next start reads the progress of the new timeline (the slot's unconfirmed tail is sent again: duplicates, no loss)",
 			now.SystemID, now.Timeline, prev.SystemID, prev.Timeline)
-	case prev.SystemID == now.SystemID && !slot.SyncedAcrossFailover(info):
+	case prev.SystemID == now.SystemID && !slot.TrustedAcrossTimeline(info, decodingOnStandby):
 		return true, slot.UnsyncedError(slotName, slot.Record{SystemID: prev.SystemID, Timeline: prev.Timeline}, now.Timeline, info.ServerVersion, names)
 	}
 	return true, nil

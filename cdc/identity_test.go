@@ -65,7 +65,7 @@ func TestBackfillsServerIsComparedByTheFirstSession(t *testing.T) {
 	t.Parallel()
 	s := &Streamer{}
 	s.ident.set(slot.ServerID{SystemID: "7001", Timeline: 1, Database: "app"}, 0x5000) // as createSlotWithBackfill does
-	_, err := serverChange(s.ident.get(), slot.ServerID{SystemID: "7001", Timeline: 2, Database: "app"}, slot.Status{ServerVersion: 170006}, "s", true, field.Names{})
+	_, err := serverChange(s.ident.get(), slot.ServerID{SystemID: "7001", Timeline: 2, Database: "app"}, slot.Status{ServerVersion: 170006}, "s", true, false, field.Names{})
 	if err == nil {
 		t.Error("a server change between the backfill and the first session went unnoticed in exactly-once mode")
 	}

@@ -21,6 +21,7 @@ func (s *Streamer) provisioner(cfg Config, log *slog.Logger) (*slot.Provisioner,
 	}
 	return slot.NewProvisioner(slot.ProvisionConfig{
 		DatabaseURL:   cfg.DatabaseURL,
+		PrimaryURL:    cfg.PrimaryURL,
 		Slot:          cfg.Slot,
 		Failover:      cfg.FailoverSlot,
 		Create:        create,

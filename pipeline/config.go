@@ -58,7 +58,7 @@ type Observer = pump.Observer
 // monitor is c.Monitor with the stream's names.
 func (c Config) monitor() slot.MonitorConfig {
 	m, s := c.Monitor, c.Stream.WithDefaults()
-	m.DatabaseURL, m.Slot, m.Publication = s.DatabaseURL, s.Slot, s.Publication
+	m.DatabaseURL, m.PrimaryURL, m.Slot, m.Publication = s.DatabaseURL, s.PrimaryURL, s.Slot, s.Publication
 	m.Names = c.Stream.SlotNames()
 	return m
 }

@@ -115,7 +115,7 @@ func (p *Pipeline) build() error {
 	if cfg.Heartbeat > 0 {
 		// Only the replica streaming the slot writes heartbeats.
 		active := func() bool { return p.stream.Stats().State == cdc.StateStreaming }
-		if p.hb, err = slot.NewHeartbeat(slot.HeartbeatConfig{DatabaseURL: cfg.Stream.DatabaseURL, Interval: cfg.Heartbeat, Active: active}, p.log); err != nil {
+		if p.hb, err = slot.NewHeartbeat(slot.HeartbeatConfig{DatabaseURL: cfg.Stream.DatabaseURL, PrimaryURL: cfg.Stream.PrimaryURL, Interval: cfg.Heartbeat, Active: active}, p.log); err != nil {
 			return err
 		}
 	}

@@ -108,6 +108,10 @@ func kafkaStatus(r *publish.Reachability) KafkaStatus {
 // LagBytes is the WAL not yet confirmed: server WAL end minus confirmed.
 func (s Status) LagBytes() uint64 { return s.Stream.LagBytes() }
 
+// OnStandby reports whether the slot is decoded on a physical standby, as
+// the last replication session found its server.
+func (s Status) OnStandby() bool { return s.Stream.Decoding == cdc.DecodingStandby }
+
 // LagSeconds is the replication lag in seconds. While records are in
 // flight it is now minus the commit time of the oldest of them (in stream
 // order): the age of the record Kafka has kept waiting longest, so a record

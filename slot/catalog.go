@@ -125,11 +125,14 @@ func MarkBackfilled(ctx context.Context, q Querier, slot string, consistentPoint
 // recorded on that was not synchronized from the old primary
 // (SyncedAcrossFailover) is refused with UnsyncedError, wrapping
 // ErrUnusable, and its record left as it is: recording it as moved would
-// hide it from the next check.
-func Adopt(ctx context.Context, q Querier, st Status, rec Record, found bool, systemID string, timeline int32, n field.Names, log *slog.Logger) error {
+// hide it from the next check. decodingOnStandby says the slot is kept on
+// a server outboxd was told is (or was) a standby decoding for it: a new
+// timeline there is that server's own promotion, and its slot the one
+// outboxd confirmed on (TrustedAcrossTimeline).
+func Adopt(ctx context.Context, q Querier, st Status, rec Record, found bool, systemID string, timeline int32, decodingOnStandby bool, n field.Names, log *slog.Logger) error {
 	slot := st.Slot
 	switch {
-	case found && rec.SystemID == systemID && rec.Timeline != timeline && !SyncedAcrossFailover(st):
+	case found && rec.SystemID == systemID && rec.Timeline != timeline && !TrustedAcrossTimeline(st, decodingOnStandby):
 		return UnsyncedError(slot, rec, timeline, st.ServerVersion, n)
 	case !found:
 		return SaveRecord(ctx, q, Record{Slot: slot, SystemID: systemID, Timeline: timeline, CreatedBy: CreatedByAdopted})

@@ -13,14 +13,15 @@ import (
 // Ensure checks that the slot exists, is a pgoutput slot of this database
 // and has not been invalidated, and returns its state. Its errors wrap
 // ErrMissing, ErrUnusable or ErrInvalidated when the slot cannot be used.
-// It never creates a slot: see Create.
-func Ensure(ctx context.Context, conn *pgx.Conn, slot string, n field.Names) (Status, error) {
+// A server in recovery is refused (ErrStandby) unless primaryURL is given
+// (decoding on a standby, 16+). It never creates a slot: see Create.
+func Ensure(ctx context.Context, conn *pgx.Conn, slot, primaryURL string, n field.Names) (Status, error) {
 	info, err := Read(ctx, conn, slot)
 	if err != nil {
 		return Status{}, err
 	}
-	if info.InRecovery {
-		return info, StandbyError(slot, n)
+	if info.InRecovery && (primaryURL == "" || info.ServerVersion < StandbyVersion) {
+		return info, NoPrimaryError(slot, info.ServerVersion, n)
 	}
 	if !info.Exists {
 		return Status{}, fmt.Errorf("%w: %s", ErrMissing, slot)

@@ -44,11 +44,18 @@ func OtherDatabaseError(st Status, n field.Names) error {
 func invalidatedError(st Status, n field.Names) error {
 	why := "PostgreSQL removed WAL it still needed (max_slot_wal_keep_size)"
 	switch st.InvalidationReason {
-	case "", "wal_removed":
+	case "wal_removed":
 	case "rows_removed":
-		why = "a standby's slot conflicted with recovery (catalog rows it needed were removed on the primary)"
+		why = "a standby's slot conflicted with recovery (the primary removed catalog rows it still needed: keep hot_standby_feedback on, " +
+			"with a physical slot between the standby and the primary, before creating it again)"
 	case "wal_level_insufficient":
-		why = "wal_level was lowered below logical"
+		why = "wal_level was lowered below logical (on the primary, for a standby's slot): set wal_level = logical back before creating it again"
+	case "":
+		if st.Conflicting != nil && *st.Conflicting {
+			// PostgreSQL 16 says conflicting without the reason.
+			why = "a standby's slot conflicted with recovery: the primary removed catalog rows it still needed (keep hot_standby_feedback on, " +
+				"with a physical slot between the standby and the primary), or wal_level was lowered below logical there"
+		}
 	case "idle_timeout":
 		why = "it was idle longer than idle_replication_slot_timeout"
 	default:

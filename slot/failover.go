@@ -83,10 +83,10 @@ func (m FailoverMode) AlterFailover(st Status, n field.Names, log *slog.Logger) 
 // against a standby is refused (the caller makes it permanent).
 var ErrStandby = errors.New("the server is a standby (in recovery)")
 
-// StandbyError is the refusal to run against a standby.
+// StandbyError is the refusal to run against a standby of a PostgreSQL
+// before 16, which cannot decode (NoPrimaryError is 16+'s).
 func StandbyError(slot string, n field.Names) error {
-	return fmt.Errorf("%w: outboxd streams from the primary only (slot %s). Decoding on a standby (PostgreSQL 16+) is not supported: "+
-		"the standby's slot is not carried over when it is promoted, and moving an idle slot along needs writes on the primary. "+
+	return fmt.Errorf("%w: outboxd streams from the primary only on this server (slot %s): decoding on a standby needs PostgreSQL 16 or later. "+
 		"Point %s at the primary; with several hosts, add target_session_attrs=read-write", ErrStandby, slot, n.Of("DatabaseURL"))
 }
 
@@ -102,6 +102,16 @@ func SyncedAcrossFailover(st Status) bool {
 		return true
 	}
 	return st.Synced != nil && *st.Synced
+}
+
+// TrustedAcrossTimeline reports whether the slot st, found on a new
+// timeline of the system it was on, can be continued from: a slot
+// synchronized from the old primary (SyncedAcrossFailover), or one on the
+// standby outboxd decodes on (decodingOnStandby: the slot was created and
+// confirmed on that very server, which was promoted or followed a new
+// timeline; a slot on another standby of the system is not at its URL).
+func TrustedAcrossTimeline(st Status, decodingOnStandby bool) bool {
+	return decodingOnStandby || SyncedAcrossFailover(st)
 }
 
 // UnsyncedError refuses a slot found on a new timeline of the recorded

@@ -13,6 +13,11 @@ import (
 // HeartbeatConfig configures a Heartbeat.
 type HeartbeatConfig struct {
 	DatabaseURL string        // required
+	// PrimaryURL is where the heartbeat is written while DatabaseURL
+	// reaches a standby (decoding on a standby): a standby cannot write
+	// WAL, and the primary's message reaches the standby's slot through
+	// replication. Default "": DatabaseURL's server.
+	PrimaryURL string
 	Interval    time.Duration // required: there is no default, the heartbeat is opt-in
 	// Active, when set, says whether this process streams the slot now: a
 	// heartbeat is written only then. Every replica of a pipeline runs its
@@ -69,7 +74,7 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 			continue
 		}
 		if conn == nil || conn.IsClosed() {
-			c, err := pgx.Connect(ctx, h.cfg.DatabaseURL)
+			c, err := h.connect(ctx)
 			if err != nil {
 				h.log.Debug("heartbeat skipped: cannot connect", "err", err)
 				continue
@@ -87,4 +92,23 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 		h.written.Add(1)
 		h.log.Debug("heartbeat written")
 	}
+}
+
+// connect opens the connection heartbeats are written on: DatabaseURL's
+// server, or the primary (PrimaryURL) while that one is a standby. It is
+// asked again at every reconnect, so that a promoted standby gets them.
+func (h *Heartbeat) connect(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, h.cfg.DatabaseURL)
+	if err != nil || h.cfg.PrimaryURL == "" {
+		return conn, err
+	}
+	in, err := inRecoveryNow(ctx, conn)
+	if err == nil && !in {
+		return conn, nil
+	}
+	conn.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.Connect(ctx, h.cfg.PrimaryURL)
 }

@@ -15,6 +15,9 @@ import (
 // MonitorConfig configures a Monitor.
 type MonitorConfig struct {
 	DatabaseURL string // required
+	// PrimaryURL is where outboxd_slots is written while DatabaseURL
+	// reaches a standby (decoding on a standby). Default "": DatabaseURL.
+	PrimaryURL  string
 	Slot        string // required
 	Publication string // required
 	// Interval between checks. Default DefaultMonitorInterval.
@@ -127,7 +130,7 @@ func (m *Monitor) check(ctx context.Context) error {
 		return invalidatedError(st, m.cfg.Names)
 	}
 	m.retained.Store(st.RetainedWALBytes + 1)
-	m.recordAcknowledged(cctx, conn)
+	m.recordAcknowledged(cctx, conn, st.InRecovery)
 	switch {
 	case st.RetainedWALBytes >= m.cfg.WarnBytes && !m.warned:
 		m.warned = true
@@ -146,7 +149,7 @@ func (m *Monitor) check(ctx context.Context) error {
 // recordAcknowledged keeps outboxd_slots' acknowledged commit time current.
 // Failing is not worth stopping for (a role without UPDATE on the table,
 // a schema older than migration 0005): only the recovery hint is staler.
-func (m *Monitor) recordAcknowledged(ctx context.Context, conn *pgx.Conn) {
+func (m *Monitor) recordAcknowledged(ctx context.Context, conn *pgx.Conn, inRecovery bool) {
 	if m.cfg.AcknowledgedCommit == nil {
 		return
 	}
@@ -154,7 +157,13 @@ func (m *Monitor) recordAcknowledged(ctx context.Context, conn *pgx.Conn) {
 	if t.IsZero() || !t.After(m.recorded) {
 		return
 	}
-	if err := RecordAcknowledged(ctx, conn, m.cfg.Slot, t); err != nil {
+	catalog, closeCatalog, err := Catalog(ctx, conn, inRecovery, m.cfg.PrimaryURL, "")
+	if err != nil {
+		m.log.Debug("could not record the newest acknowledged commit", "slot", m.cfg.Slot, "err", err)
+		return
+	}
+	defer closeCatalog()
+	if err := RecordAcknowledged(ctx, catalog, m.cfg.Slot, t); err != nil {
 		m.log.Debug("could not record the newest acknowledged commit", "slot", m.cfg.Slot, "err", err)
 		return
 	}

@@ -12,7 +12,7 @@ import (
 // flags do.
 var flagNames = field.Flags(func(path string) string {
 	return map[string]string{"Create": "create-slot", "BackfillWhere": "backfill-where", "Failover": "failover-slot",
-		"Slot": "slot", "Table": "table", "Publication": "publication", "DatabaseURL": "database-url"}[path]
+		"Slot": "slot", "Table": "table", "Publication": "publication", "DatabaseURL": "database-url", "PrimaryURL": "primary-url"}[path]
 })
 
 // Issue 50, item 4: the slot's messages named command-line flags, wrong

@@ -42,6 +42,13 @@ type ProvisionConfig struct {
 	// provisioner opens (identifying the server, creating a slot with a
 	// snapshot) are derived from it. Required.
 	DatabaseURL string
+	// PrimaryURL reaches the primary when DatabaseURL reaches a standby
+	// (decoding on a standby, PostgreSQL 16+): outboxd_slots is read and
+	// written there, and a slot created on the standby asks it for the
+	// running-transactions record the creation waits for. The standby is
+	// checked first (CheckStandby). Default "": a standby is refused
+	// (NoPrimaryError). Unused while DatabaseURL reaches a primary.
+	PrimaryURL string
 	// Slot is the slot's name. Required.
 	Slot string
 	// Failover chooses whether a slot created here is a failover slot,
@@ -211,9 +218,15 @@ func (p *Provisioner) Provision(ctx context.Context, conn *pgx.Conn) (Outcome, e
 		return Outcome{}, err
 	}
 	out := Outcome{Status: st}
-	if err := refuse(st, p.cfg.Names); err != nil {
+	if err := refuse(st, p.cfg.PrimaryURL, p.cfg.Names); err != nil {
 		return out, err
 	}
+	// On a standby, outboxd_slots is the primary's.
+	catalog, closeCatalog, err := p.standby(ctx, conn, st)
+	if err != nil {
+		return out, err
+	}
+	defer closeCatalog()
 	// An old primary that came back (a newer primary among the URL's
 	// hosts) must not get a slot created or a backfill run on it either.
 	if err := NoNewerPrimary(ctx, p.cfg.DatabaseURL, server, p.log); err != nil {
@@ -223,9 +236,18 @@ func (p *Provisioner) Provision(ctx context.Context, conn *pgx.Conn) (Outcome, e
 	if err != nil {
 		return out, err
 	}
+	if st.InRecovery && failover {
+		// PostgreSQL refuses failover for a slot created on a standby: it
+		// is the primary's slots that are synchronized to standbys.
+		if p.cfg.Failover == FailoverOn {
+			return out, fmt.Errorf("%w: %s: a slot on a standby cannot be a failover slot (PostgreSQL synchronizes the primary's slots to standbys, not a standby's): use %s",
+				ErrUnusable, p.cfg.Names.Set(failoverSetting(FailoverOn)), p.cfg.Names.Set(failoverSetting(FailoverAuto)))
+		}
+		failover = false
+	}
 	// Without outboxd_slots a pending backfill would go unseen and its rows
 	// unpublished: a role that cannot read it is refused (ErrCatalogDenied).
-	rec, found, err := ReadRecord(ctx, conn, name)
+	rec, found, err := ReadRecord(ctx, catalog, name)
 	if err != nil {
 		return out, err
 	}
@@ -234,7 +256,7 @@ func (p *Provisioner) Provision(ctx context.Context, conn *pgx.Conn) (Outcome, e
 	// predicate it stores.
 	var writers []string
 	if p.cfg.Backfill != nil {
-		if writers, err = OtherWriters(ctx, conn); err != nil {
+		if writers, err = OtherWriters(ctx, catalog); err != nil {
 			return out, err
 		}
 		if len(writers) > 0 {
@@ -256,7 +278,7 @@ func (p *Provisioner) Provision(ctx context.Context, conn *pgx.Conn) (Outcome, e
 	}
 	switch pl.step {
 	case stepAdopt:
-		return out, p.adopt(ctx, conn, st, rec, found, server)
+		return out, p.adopt(ctx, catalog, st, rec, found, server)
 	case stepRerun:
 		// Streaming starts only once the backfill is recorded done, so
 		// nothing was ever confirmed from this slot: drop it (PostgreSQL
@@ -273,13 +295,46 @@ func (p *Provisioner) Provision(ctx context.Context, conn *pgx.Conn) (Outcome, e
 			"system_id", rec.SystemID, "timeline", rec.Timeline, "current_system_id", server.SystemID, "current_timeline", server.Timeline)
 	}
 	newRec := Record{Slot: name, SystemID: server.SystemID, Timeline: server.Timeline, CreatedBy: p.createdBy(), BackfillWhere: pl.where}
+	sc := slotConns{slot: conn, catalog: catalog}
+	if st.InRecovery {
+		sc.primaryURL = p.cfg.PrimaryURL
+		p.log.Info("creating the slot on a standby: asking the primary for the running-transactions record it waits for (pg_log_standby_snapshot)", "slot", name)
+	}
 	switch {
 	case pl.where != "":
-		return p.createWithBackfill(ctx, conn, out, newRec, failover)
+		return p.createWithBackfill(ctx, sc, out, newRec, failover)
 	case p.cfg.Create == CreateOnFreshInstall:
-		return p.createIfEmpty(ctx, conn, out, newRec, failover)
+		return p.createIfEmpty(ctx, sc, out, newRec, failover)
 	}
-	return p.create(ctx, conn, out, newRec, failover)
+	return p.create(ctx, sc, out, newRec, failover)
+}
+
+// slotConns are the connections of a slot's creation: the slot's server
+// (conn: a standby when decoding on one) and where outboxd_slots is
+// (catalog: the primary then, else conn); primaryURL is set when the slot
+// is created on a standby.
+type slotConns struct {
+	slot, catalog *pgx.Conn
+	primaryURL    string
+}
+
+// standby returns the connection outboxd_slots is on: conn's own server's
+// when it is a primary, else the primary's (PrimaryURL), after checking
+// that the standby can keep a slot (CheckStandby).
+func (p *Provisioner) standby(ctx context.Context, conn *pgx.Conn, st Status) (*pgx.Conn, func(), error) {
+	catalog, closeCatalog, err := Catalog(ctx, conn, st.InRecovery, p.cfg.PrimaryURL, "")
+	if err != nil || !st.InRecovery {
+		return catalog, closeCatalog, err
+	}
+	facts, err := ReadStandbyFacts(ctx, conn, catalog)
+	if err == nil {
+		err = CheckStandby(facts, p.cfg.Names)
+	}
+	if err != nil {
+		closeCatalog()
+		return nil, nil, err
+	}
+	return catalog, closeCatalog, nil
 }
 
 func (p *Provisioner) createdBy() string {
@@ -293,10 +348,10 @@ func (p *Provisioner) createdBy() string {
 // another database of the server (slot names are per server: another
 // database's slot is never adopted, recorded, dropped for a backfill or
 // streamed from here).
-func refuse(st Status, n field.Names) error {
+func refuse(st Status, primaryURL string, n field.Names) error {
 	switch {
-	case st.InRecovery:
-		return StandbyError(st.Slot, n)
+	case st.InRecovery && (primaryURL == "" || st.ServerVersion < StandbyVersion):
+		return NoPrimaryError(st.Slot, st.ServerVersion, n)
 	case st.OtherDatabase:
 		return OtherDatabaseError(st, n)
 	}
@@ -385,7 +440,7 @@ func decide(f facts) (plan, error) {
 // a failover is returned; failing to write the record is returned only
 // with RecordRequired, and logged otherwise.
 func (p *Provisioner) adopt(ctx context.Context, conn *pgx.Conn, st Status, rec Record, found bool, server ServerID) error {
-	err := Adopt(ctx, conn, st, rec, found, server.SystemID, server.Timeline, p.cfg.Names, p.log)
+	err := Adopt(ctx, conn, st, rec, found, server.SystemID, server.Timeline, p.cfg.PrimaryURL != "", p.cfg.Names, p.log)
 	switch {
 	case Permanent(err), err != nil && p.cfg.RecordRequired:
 		return err
@@ -395,15 +450,17 @@ func (p *Provisioner) adopt(ctx context.Context, conn *pgx.Conn, st Status, rec 
 	if p.cfg.BackfillWhere != "" {
 		p.log.Info("the slot exists: no backfill ("+p.cfg.Names.Of("BackfillWhere")+" applies only when the slot is created)", "slot", st.Slot)
 	}
-	if p.cfg.Failover.AlterFailover(st, p.cfg.Names, p.log) {
+	// A standby's slot cannot be a failover slot (PostgreSQL synchronizes
+	// a primary's slots to its standbys).
+	if !st.InRecovery && p.cfg.Failover.AlterFailover(st, p.cfg.Names, p.log) {
 		return turnFailoverOn(ctx, p.cfg.DatabaseURL, st, p.log)
 	}
 	return nil
 }
 
 // create creates the slot at the current position, without a backfill.
-func (p *Provisioner) create(ctx context.Context, conn *pgx.Conn, out Outcome, rec Record, failover bool) (Outcome, error) {
-	lsn, err := Create(ctx, conn, rec.Slot, failover)
+func (p *Provisioner) create(ctx context.Context, sc slotConns, out Outcome, rec Record, failover bool) (Outcome, error) {
+	lsn, err := whileCreating(ctx, sc.primaryURL, p.log, func() (outbox.LSN, error) { return Create(ctx, sc.slot, rec.Slot, failover) })
 	if err != nil {
 		return out, err
 	}
@@ -411,19 +468,27 @@ func (p *Provisioner) create(ctx context.Context, conn *pgx.Conn, out Outcome, r
 	p.log.Warn("created the replication slot: outbox rows committed before now are not published (use "+p.cfg.Names.Of("BackfillWhere")+" to publish them)",
 		"slot", rec.Slot, "lsn", lsn, "failover", failover)
 	rec.ConsistentPoint = lsn
-	return out, p.record(ctx, conn, rec)
+	return out, p.record(ctx, sc.catalog, rec)
 }
 
 // createIfEmpty creates the slot on a fresh install: only when the outbox
 // table holds no row in the slot's own snapshot (a row committed while
 // the slot was being created is either in that snapshot, and refused, or
 // in the slot).
-func (p *Provisioner) createIfEmpty(ctx context.Context, conn *pgx.Conn, out Outcome, rec Record, failover bool) (Outcome, error) {
+func (p *Provisioner) createIfEmpty(ctx context.Context, sc slotConns, out Outcome, rec Record, failover bool) (Outcome, error) {
 	table, err := sqlquote.ParseQualified(p.cfg.Table)
 	if err != nil {
 		return out, err
 	}
-	lsn, empty, err := createIfEmpty(ctx, p.cfg.DatabaseURL, rec.Slot, conn, table, failover)
+	type created struct {
+		lsn   outbox.LSN
+		empty bool
+	}
+	c, err := whileCreating(ctx, sc.primaryURL, p.log, func() (created, error) {
+		lsn, empty, err := createIfEmpty(ctx, p.cfg.DatabaseURL, rec.Slot, sc.slot, table, failover)
+		return created{lsn, empty}, err
+	})
+	lsn, empty := c.lsn, c.empty
 	if err != nil {
 		return out, err
 	}
@@ -436,7 +501,7 @@ func (p *Provisioner) createIfEmpty(ctx context.Context, conn *pgx.Conn, out Out
 	}
 	out.Created, out.ConsistentPoint = true, lsn
 	rec.ConsistentPoint = lsn
-	if err := p.record(ctx, conn, rec); err != nil {
+	if err := p.record(ctx, sc.catalog, rec); err != nil {
 		return out, err
 	}
 	p.log.Info("created replication slot; it retains WAL until `outboxd run` confirms it", "slot", rec.Slot, "lsn", lsn)
@@ -458,14 +523,23 @@ func (p *Provisioner) record(ctx context.Context, conn *pgx.Conn, rec Record) er
 // with an exported snapshot, has the Backfiller read the matching rows as
 // of that snapshot and wait until they are published, and records the
 // backfill as done. Streaming then starts at the slot's consistent point.
-func (p *Provisioner) createWithBackfill(ctx context.Context, conn *pgx.Conn, out Outcome, rec Record, failover bool) (Outcome, error) {
+func (p *Provisioner) createWithBackfill(ctx context.Context, sc slotConns, out Outcome, rec Record, failover bool) (Outcome, error) {
 	name := rec.Slot
 	// Pending before the slot exists: a crash at any point after this is
 	// recognized on the next start, which backfills again.
-	if err := SaveRecord(ctx, conn, rec); err != nil {
+	if err := SaveRecord(ctx, sc.catalog, rec); err != nil {
 		return out, fmt.Errorf("a backfill needs outboxd_slots to survive a crash: %w", err)
 	}
-	cp, tx, server, walEnd, err := createWithSnapshot(ctx, p.cfg.DatabaseURL, name, conn, failover)
+	type created struct {
+		cp, walEnd outbox.LSN
+		tx         pgx.Tx
+		server     ServerID
+	}
+	c, err := whileCreating(ctx, sc.primaryURL, p.log, func() (created, error) {
+		cp, tx, server, walEnd, err := createWithSnapshot(ctx, p.cfg.DatabaseURL, name, sc.slot, failover)
+		return created{cp: cp, walEnd: walEnd, tx: tx, server: server}, err
+	})
+	cp, tx, server, walEnd := c.cp, c.tx, c.server, c.walEnd
 	if err != nil {
 		return out, err
 	}
@@ -488,7 +562,7 @@ func (p *Provisioner) createWithBackfill(ctx context.Context, conn *pgx.Conn, ou
 	if err := p.cfg.Backfill.Wait(ctx, cp); err != nil {
 		return out, fmt.Errorf("backfilling slot %s (the next start backfills again from a new slot): %w", name, err)
 	}
-	if err := MarkBackfilled(ctx, conn, name, cp, rows); err != nil {
+	if err := MarkBackfilled(ctx, sc.catalog, name, cp, rows); err != nil {
 		return out, fmt.Errorf("backfill of slot %s acknowledged but not recorded (the next start backfills again): %w", name, err)
 	}
 	out.Backfilled, out.Rows = true, rows
@@ -507,24 +581,48 @@ var ErrBackfillUnderWay = errors.New("a backfill of the slot is under way")
 // ErrBackfillUnderWay): wait as for a slot in use.
 func (p *Provisioner) Ready(ctx context.Context, conn *pgx.Conn) (Status, error) {
 	name := p.cfg.Slot
-	info, err := Ensure(ctx, conn, name, p.cfg.Names)
-	if errors.Is(err, ErrMissing) {
-		return Status{}, p.lost(ctx, conn)
-	}
-	if err != nil {
+	info, err := Ensure(ctx, conn, name, p.cfg.PrimaryURL, p.cfg.Names)
+	if err != nil && !errors.Is(err, ErrMissing) {
 		return info, err
 	}
-	if rec, _, err := ReadRecord(ctx, conn, name); err == nil && rec.BackfillPending() {
+	inRecovery := info.InRecovery
+	if errors.Is(err, ErrMissing) {
+		// Ensure returns no status with a missing slot; a standby's
+		// catalog is still the primary's.
+		inRecovery, err = inRecoveryNow(ctx, conn)
+		if err != nil {
+			return Status{}, err
+		}
+	}
+	catalog, closeCatalog, cerr := Catalog(ctx, conn, inRecovery, p.cfg.PrimaryURL, "")
+	if cerr != nil {
+		return info, cerr
+	}
+	defer closeCatalog()
+	if err != nil {
+		return Status{}, p.lost(ctx, catalog)
+	}
+	if rec, _, err := ReadRecord(ctx, catalog, name); err == nil && rec.BackfillPending() {
 		return info, &InUseError{Slot: name, Err: ErrBackfillUnderWay}
 	}
 	return info, nil
 }
 
+// inRecoveryNow asks whether conn's server is a standby.
+func inRecoveryNow(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	var in bool
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_is_in_recovery()`).Scan(&in); err != nil {
+		return false, fmt.Errorf("asking whether the server is in recovery: %w", err)
+	}
+	return in, nil
+}
+
 // lost is the error for the slot found missing by a session: LostError,
-// or ErrMissing with what kept it from saying more.
-func (p *Provisioner) lost(ctx context.Context, conn *pgx.Conn) error {
+// or ErrMissing with what kept it from saying more. catalog is where
+// outboxd_slots is.
+func (p *Provisioner) lost(ctx context.Context, catalog *pgx.Conn) error {
 	name := p.cfg.Slot
-	rec, found, err := ReadRecord(ctx, conn, name)
+	rec, found, err := ReadRecord(ctx, catalog, name)
 	if err != nil {
 		return fmt.Errorf("%w: %s (and %w)", ErrMissing, name, err)
 	}

@@ -95,18 +95,45 @@ func TestDecide(t *testing.T) {
 }
 
 // A slot on a standby or of another database is refused before anything
-// else is read or decided.
+// else is read or decided; a standby is refused unless decoding there was
+// asked for (a primary URL) and the server can (16+).
 func TestRefuse(t *testing.T) {
 	t.Parallel()
-	if err := refuse(Status{Slot: "s", Exists: true}, flagNames); err != nil {
-		t.Errorf("refuse(a usable slot) = %v", err)
-	}
-	if err := refuse(Status{Slot: "s", InRecovery: true}, flagNames); !errors.Is(err, ErrStandby) {
-		t.Errorf("refuse(on a standby) = %v, want ErrStandby", err)
-	}
-	err := refuse(Status{Slot: "s", Exists: true, OtherDatabase: true, Database: "other", CurrentDatabase: "app"}, flagNames)
-	if !errors.Is(err, ErrUnusable) || !strings.Contains(err.Error(), `belongs to database "other"`) {
-		t.Errorf("refuse(another database's slot) = %v, want ErrUnusable naming the database", err)
+	for _, tc := range []struct {
+		name    string
+		st      Status
+		primary string
+		want    error
+		says    []string
+	}{
+		{name: "a usable slot", st: Status{Slot: "s", Exists: true, ServerVersion: 160000}},
+		{name: "a usable slot, primary URL unused", st: Status{Slot: "s", Exists: true, ServerVersion: 160000}, primary: "postgres://p/app"},
+		{name: "a standby without a primary URL", st: Status{Slot: "s", InRecovery: true, ServerVersion: 160000},
+			want: ErrStandby, says: []string{"--primary-url", "16+", "--database-url"}},
+		{name: "a 15 standby with a primary URL", st: Status{Slot: "s", InRecovery: true, ServerVersion: 150004}, primary: "postgres://p/app",
+			want: ErrStandby, says: []string{"primary only"}},
+		{name: "a 16 standby with a primary URL", st: Status{Slot: "s", InRecovery: true, ServerVersion: 160000}, primary: "postgres://p/app"},
+		{name: "another database's slot", st: Status{Slot: "s", Exists: true, OtherDatabase: true, Database: "other", CurrentDatabase: "app"},
+			want: ErrUnusable, says: []string{`belongs to database "other"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := refuse(tc.st, tc.primary, flagNames)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("refuse = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("refuse = %v, want %v", err, tc.want)
+			}
+			for _, w := range tc.says {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("refuse does not say %q: %v", w, err)
+				}
+			}
+		})
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 	"github.com/outboxd/outboxd/slot"
 )
 
-var migrateGroups = []config.Group{config.GroupDatabase, config.GroupTable, config.GroupShape, config.GroupPublication, config.GroupSlot, config.GroupCreateSlot, config.GroupColumns, config.GroupLog}
+var migrateGroups = []config.Group{config.GroupDatabase, config.GroupPrimary, config.GroupTable, config.GroupShape, config.GroupPublication, config.GroupSlot, config.GroupCreateSlot, config.GroupColumns, config.GroupLog}
 
 const migrateSynopsis = "Creates the outbox table and the insert-only publication over it (idempotently,\nrecording versions in outboxd_migrations), then, on a fresh install, the pgoutput\nreplication slot (recorded in outboxd_slots), so that every outbox row committed from\nnow on is published even if `run` starts later. It refuses to create a slot that\noutboxd_slots says was lost, or one over a table that already holds rows: see\n--create-slot. With --own-table it leaves an existing table of another shape as it is\nand checks that the column flags fit it. It never changes an existing publication:\none that does not publish --table is refused, naming the ALTER PUBLICATION that adds\nit. A slot of that name in another database of the server is refused too (slot names\nare per server: each database needs its own --slot). Note: a slot nobody reads\nretains WAL on the server until outboxd runs."
 
@@ -67,12 +67,21 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 
 func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	// slot.Connect: the catalog connection run uses, with its message
-	// for refused credentials and without JIT.
-	conn, err := slot.Connect(ctx, cfg.Stream.DatabaseURL, "outboxd migrate")
+	// for refused credentials and without JIT. With a standby decoding
+	// (--primary-url), the schema is the primary's: conn is there, the
+	// slot the standby's.
+	slotConn, err := slot.Connect(ctx, cfg.Stream.DatabaseURL, "outboxd migrate")
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer slotConn.Close(context.WithoutCancel(ctx))
+	conn, onStandby, err := migrateConn(ctx, slotConn, cfg)
+	if err != nil {
+		return err
+	}
+	if onStandby {
+		defer conn.Close(context.WithoutCancel(ctx))
+	}
 	// Nothing is applied before what would make migrate fail half-way is
 	// checked: the privilege creating the slot needs, and the table's
 	// shape.
@@ -136,7 +145,62 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if !cfg.Stream.CreateSlot {
 		return nil
 	}
-	return migrateSlot(ctx, conn, cfg, log)
+	if onStandby {
+		// The slot is created on the standby, which must first have
+		// replayed what was just applied (the publication, the table).
+		if err := waitReplayed(ctx, conn, slotConn, log); err != nil {
+			return err
+		}
+	}
+	return migrateSlot(ctx, slotConn, cfg, log)
+}
+
+// migrateConn returns the connection the schema is applied on: slotConn's
+// (the --database-url's) when its server is a primary, else a new one to
+// the --primary-url (onStandby; the caller closes it). A standby without
+// a primary URL is refused, with what to give.
+func migrateConn(ctx context.Context, slotConn *pgx.Conn, cfg config.Config) (conn *pgx.Conn, onStandby bool, err error) {
+	st, err := slot.Read(ctx, slotConn, cfg.Stream.Slot)
+	if err != nil {
+		return nil, false, err
+	}
+	if !st.InRecovery {
+		return slotConn, false, nil
+	}
+	if cfg.Stream.PrimaryURL == "" || st.ServerVersion < slot.StandbyVersion {
+		return nil, false, fmt.Errorf("migrate writes its objects on the primary: %w; nothing was changed", slot.NoPrimaryError(cfg.Stream.Slot, st.ServerVersion, cfg.SlotNames()))
+	}
+	conn, err = slot.Connect(ctx, cfg.Stream.PrimaryURL, "outboxd migrate")
+	if err != nil {
+		return nil, false, fmt.Errorf("connecting to the primary: %w", err)
+	}
+	return conn, true, nil
+}
+
+// waitReplayed waits until the standby has replayed the primary's WAL as
+// it is now.
+func waitReplayed(ctx context.Context, primary, standby *pgx.Conn, log *slog.Logger) error {
+	var target string
+	if err := primary.QueryRow(ctx, `SELECT pg_catalog.pg_current_wal_lsn()::text`).Scan(&target); err != nil {
+		return fmt.Errorf("reading the primary's WAL position: %w", err)
+	}
+	for waited := time.Duration(0); ; waited += 100 * time.Millisecond {
+		var done bool
+		if err := standby.QueryRow(ctx, `SELECT coalesce(pg_catalog.pg_last_wal_replay_lsn() >= $1::pg_lsn, false)`, target).Scan(&done); err != nil {
+			return fmt.Errorf("reading the standby's replay position: %w", err)
+		}
+		if done {
+			return nil
+		}
+		if waited == 5*time.Second {
+			log.Info("waiting for the standby to replay the schema before creating the slot there", "lsn", target)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the standby to replay the primary's WAL up to %s: %w", target, context.Cause(ctx))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // checkDefaultShape refuses, before anything is applied, an existing
@@ -183,6 +247,7 @@ func migrationTarget(cfg config.Config) migrations.Target {
 func migrateSlot(ctx context.Context, conn *pgx.Conn, cfg config.Config, log *slog.Logger) error {
 	prov, err := slot.NewProvisioner(slot.ProvisionConfig{
 		DatabaseURL:    cfg.Stream.DatabaseURL,
+		PrimaryURL:     cfg.Stream.PrimaryURL,
 		Slot:           cfg.Stream.Slot,
 		Failover:       cfg.Stream.FailoverSlot,
 		Create:         slot.CreateOnFreshInstall,

@@ -19,7 +19,7 @@ const statusSynopsis = "Shows the replication slot and the publication: whether 
 // statusFlags builds status's flags on cfg, and its own --json.
 func statusFlags(cfg *config.Config, stderr io.Writer) (fs *flag.FlagSet, asJSON *bool) {
 	fs = newFlagSet("status", statusSynopsis, stderr)
-	cfg.Register(fs, config.GroupDatabase, config.GroupSlot, config.GroupPublication)
+	cfg.Register(fs, config.GroupDatabase, config.GroupPrimary, config.GroupSlot, config.GroupPublication)
 	configFlag(fs, "the status of every pipeline of the file, each under its name (with --json: a list of {pipeline, status} or {pipeline, error}); exit 1 when any slot is missing or invalidated; beside it only --json")
 	return fs, fs.Bool("json", false, "print JSON instead of a table")
 }
@@ -70,7 +70,8 @@ func readStatus(ctx context.Context, cfg config.Config) (slot.Status, error) {
 func slotProblem(cfg config.Config, st slot.Status) string {
 	switch {
 	case !st.Exists && st.InRecovery:
-		return fmt.Sprintf("replication slot %s is not on this standby (only failover slots are synchronized to standbys with sync_replication_slots = on, PostgreSQL 17+)", cfg.Stream.Slot)
+		return fmt.Sprintf("replication slot %s is not on this standby (a slot is here when run or migrate created it with --primary-url to decode here, PostgreSQL 16+, "+
+			"or when it is a failover slot synchronized with sync_replication_slots = on, PostgreSQL 17+)", cfg.Stream.Slot)
 	case !st.Exists:
 		return fmt.Sprintf("replication slot %s does not exist (run `outboxd migrate`)", cfg.Stream.Slot)
 	case st.OtherDatabase:
@@ -121,6 +122,13 @@ func printStatus(w io.Writer, st slot.Status) {
 	}
 	if st.InRecovery {
 		fmt.Fprintf(tw, "server\tstandby (in recovery): current_wal_lsn is its replay position\n")
+	}
+	if st.Exists && !st.OtherDatabase {
+		decoding := "on the primary"
+		if st.InRecovery {
+			decoding = "on this standby (its walsender decodes; outboxd writes its catalog on the primary)"
+		}
+		fmt.Fprintf(tw, "decoding\t%s\n", decoding)
 	}
 	fmt.Fprintf(tw, "publication\t%s\n", st.Publication)
 	if !st.PublicationExists {

@@ -101,6 +101,7 @@ type OutboxTable struct {
 // read again for each connection.
 type Files struct {
 	DatabaseURLFile       string
+	PrimaryURLFile        string
 	KafkaSASLPasswordFile string
 	RegistryPasswordFile  string
 	ValueSchemaFile       string
@@ -258,6 +259,7 @@ const (
 	GroupLog                      // --log-level, --log-format
 	GroupFleet                    // --replica, --replicas, --rank-delay (run --config)
 	GroupRegistry                 // --value-format, --key-format and the schema registry
+	GroupPrimary                  // --primary-url: decoding on a standby
 )
 
 // Register defines the flags of the groups on fs, bound to c's fields,

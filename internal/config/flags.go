@@ -60,6 +60,22 @@ func flags() []flagSpec {
 		{name: "database-url-file", group: GroupDatabase, fileOf: "database-url",
 			usage: "file holding the --database-url, e.g. a mounted secret (its trailing newline and spaces left out): keeps the password out of ps and the environment; not with --database-url",
 			bind:  secretFileFlag(func(c *Config) *string { return &c.Files.DatabaseURLFile }, func(c *Config) *string { return &c.Stream.DatabaseURL })},
+		{name: "primary-url", group: GroupPrimary,
+			usage: "the primary's URL, when --database-url reaches a physical standby that decodes (PostgreSQL 16+, hot_standby_feedback on, a physical slot to the primary): " +
+				"the slot is created and streamed on the standby; outboxd's catalog, heartbeats and migrate's objects are written on the primary. Empty: --database-url must reach the primary",
+			field: "Stream.PrimaryURL",
+			bind:  str(func(c *Config) *string { return &c.Stream.PrimaryURL }),
+			check: func(c *Config) string {
+				if c.Stream.PrimaryURL == "" {
+					return ""
+				}
+				_, msg := parseDatabase(c.Stream.PrimaryURL)
+				return msg
+			},
+			show: DescribeDatabase},
+		{name: "primary-url-file", group: GroupPrimary, fileOf: "primary-url",
+			usage: "file holding the --primary-url, e.g. a mounted secret (its trailing newline and spaces left out); not with --primary-url",
+			bind:  secretFileFlag(func(c *Config) *string { return &c.Files.PrimaryURLFile }, func(c *Config) *string { return &c.Stream.PrimaryURL })},
 		{name: "table", group: GroupTable,
 			usage: `outbox table in SQL syntax, optionally schema-qualified: app.outbox, or "App"."Outbox" for capitals or other characters`,
 			bind:  str(func(c *Config) *string { return &c.Outbox.Table }),

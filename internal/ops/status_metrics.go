@@ -67,6 +67,14 @@ var statusMetrics = []statusMetric{
 		"once that outlasted the transaction timeout (a hanging transaction: the Warn log names it and the command that aborts it); 0 otherwise. "+
 		"While above 0, this pipeline's next start waits behind it, as does every read_committed consumer of the partition.",
 		func(s pipeline.Status, now time.Time) float64 { return sinceSeconds(s.Sink.HangingSince, now) }),
+	gaugeOf("outboxd_decoding_on_standby", "1 while the slot is decoded on a physical standby (--primary-url; the last replication session found its server in recovery), "+
+		"0 on a primary or before the first session.",
+		func(s pipeline.Status, _ time.Time) float64 {
+			if s.OnStandby() {
+				return 1
+			}
+			return 0
+		}),
 	gaugeOf("outboxd_slot_retained_wal_bytes", "WAL the replication slot keeps on the server (current WAL minus restart_lsn); -1 before the first check.",
 		func(s pipeline.Status, _ time.Time) float64 { return float64(s.RetainedWAL) }),
 }
