@@ -12,13 +12,13 @@ import (
 
 // HeartbeatConfig configures a Heartbeat.
 type HeartbeatConfig struct {
-	DatabaseURL string        // required
+	DatabaseURL string // required
 	// PrimaryURL is where the heartbeat is written while DatabaseURL
 	// reaches a standby (decoding on a standby): a standby cannot write
 	// WAL, and the primary's message reaches the standby's slot through
 	// replication. Default "": DatabaseURL's server.
 	PrimaryURL string
-	Interval    time.Duration // required: there is no default, the heartbeat is opt-in
+	Interval   time.Duration // required: there is no default, the heartbeat is opt-in
 	// Active, when set, says whether this process streams the slot now: a
 	// heartbeat is written only then. Every replica of a pipeline runs its
 	// Heartbeat; only the one holding the slot needs to, and the others'
