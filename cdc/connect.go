@@ -71,7 +71,6 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info sl
 	if err != nil {
 		return permanent(err)
 	}
-	s.noteDecoding(info)
 	walEnd := outbox.LSN(sys.XLogPos)
 	fits := carriedFits(s.confirmed, walEnd)
 	switch {
@@ -94,30 +93,6 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info sl
 	}
 	s.ident.set(now, walEnd)
 	return nil
-}
-
-// noteDecoding records which server decodes the slot (Stats.Decoding)
-// and says when that changes: with a primary URL, the server of the
-// database URL was a standby, and is a primary once it was promoted.
-func (s *Streamer) noteDecoding(info slot.Status) {
-	now := DecodingPrimary
-	if info.InRecovery {
-		now = DecodingStandby
-	}
-	prev := deref(s.counters.decoding.Swap(&now))
-	switch {
-	case prev == now:
-	case now == DecodingStandby:
-		s.log.Info("decoding on a standby: the slot is read on the server of "+s.cfg.Names.Of("DatabaseURL")+"; outboxd's catalog is written on the primary",
-			"slot", s.cfg.Slot, "server_version", info.ServerVersion)
-	case prev == DecodingStandby:
-		s.log.Warn("the standby that decodes the slot is a primary now (it was promoted): the slot carries on there, and outboxd's catalog is written there too; "+
-			"point "+s.cfg.Names.Of("PrimaryURL")+" at it for the heartbeat, or drop "+s.cfg.Names.Of("PrimaryURL")+" if it stays the primary",
-			"slot", s.cfg.Slot)
-	case s.cfg.PrimaryURL != "":
-		s.log.Info("the server of "+s.cfg.Names.Of("DatabaseURL")+" is a primary, not a standby: decoding there, and "+s.cfg.Names.Of("PrimaryURL")+" is not used while it is one",
-			"slot", s.cfg.Slot)
-	}
 }
 
 // carriedFits reports whether the position a process carried over from an

@@ -44,16 +44,7 @@ type Stats struct {
 	// process ran (--backfill-where) handed to Kafka so far, and all that
 	// it matched; both 0 when there was none.
 	BackfillRows, BackfillTotal int64
-	// Decoding says which server decodes the slot, as the last session
-	// found it: DecodingPrimary or DecodingStandby ("" before the first).
-	Decoding string
 }
-
-// Which server decodes the slot (Stats.Decoding).
-const (
-	DecodingPrimary = "primary"
-	DecodingStandby = "standby"
-)
 
 // LagBytes is the WAL not yet confirmed: server WAL end minus confirmed.
 func (s Stats) LagBytes() uint64 {
@@ -71,7 +62,6 @@ type counters struct {
 	serverWALEnd  atomic.Uint64
 	backfillDone  atomic.Int64
 	backfillTotal atomic.Int64
-	decoding      atomic.Pointer[string]
 }
 
 // Stats returns a snapshot; safe to call from any goroutine.
@@ -84,13 +74,5 @@ func (s *Streamer) Stats() Stats {
 		ServerWALEnd:  outbox.LSN(c.serverWALEnd.Load()),
 		BackfillRows:  c.backfillDone.Load(),
 		BackfillTotal: c.backfillTotal.Load(),
-		Decoding:      deref(c.decoding.Load()),
 	}
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

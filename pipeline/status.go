@@ -7,6 +7,7 @@ import (
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/slot"
 )
 
 // State is where a pipeline is in its life: its stream's state while it
@@ -47,6 +48,9 @@ type Status struct {
 	// RetainedWAL is the WAL the slot retains on the server, -1 when
 	// unknown.
 	RetainedWAL int64
+	// Decoding is which server decodes the slot (slot.DecodingPrimary,
+	// slot.DecodingStandby; slot.DecodingUnknown before the first check).
+	Decoding int
 	// Heartbeats counts the heartbeat messages written.
 	Heartbeats uint64
 	// PermanentErrors counts the runs that stopped with an error, Panics
@@ -85,6 +89,7 @@ func (p *Pipeline) Status() Status {
 		Sink:        SinkStatus{DataLoss: p.sink.DataLossEvents()},
 		Kafka:       kafkaStatus(p.reach),
 		RetainedWAL: p.wal.Retained(),
+		Decoding:    p.wal.Decoding(),
 	}
 	st.State = State(st.Stream.State.String())
 	if p.txn != nil {
@@ -109,8 +114,8 @@ func kafkaStatus(r *publish.Reachability) KafkaStatus {
 func (s Status) LagBytes() uint64 { return s.Stream.LagBytes() }
 
 // OnStandby reports whether the slot is decoded on a physical standby, as
-// the last replication session found its server.
-func (s Status) OnStandby() bool { return s.Stream.Decoding == cdc.DecodingStandby }
+// the last check of the slot found its server.
+func (s Status) OnStandby() bool { return s.Decoding == slot.DecodingStandby }
 
 // LagSeconds is the replication lag in seconds. While records are in
 // flight it is now minus the commit time of the oldest of them (in stream

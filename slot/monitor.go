@@ -51,6 +51,46 @@ type Monitor struct {
 	retained atomic.Int64 // retained WAL bytes + 1; 0 before the first check
 	warned   bool
 	recorded time.Time // the acknowledged commit time last recorded
+	// decoding is which server decodes the slot as the last check found
+	// it: 0 not known yet, 1 a primary, 2 a standby.
+	decoding atomic.Int32
+}
+
+// Which server decodes the slot (Monitor.Decoding).
+const (
+	DecodingUnknown = iota
+	DecodingPrimary
+	DecodingStandby
+)
+
+// Decoding says which server decodes the slot, as the last check found
+// it: DecodingPrimary, DecodingStandby, or DecodingUnknown before the
+// first check.
+func (m *Monitor) Decoding() int { return int(m.decoding.Load()) }
+
+// noteDecoding records which server decodes the slot and says when that
+// changes: a session goes on across a promotion of the standby it
+// decodes on (the walsender follows the new timeline), so the log says
+// it here rather than at the next session.
+func (m *Monitor) noteDecoding(st Status) {
+	now := int32(DecodingPrimary)
+	if st.InRecovery {
+		now = DecodingStandby
+	}
+	prev := m.decoding.Swap(now)
+	n := m.cfg.Names
+	switch {
+	case prev == now:
+	case now == DecodingStandby:
+		m.log.Info("decoding on a standby: the slot is read on the server of "+n.Of("DatabaseURL")+"; outboxd's catalog is written on the primary",
+			"slot", m.cfg.Slot, "server_version", st.ServerVersion)
+	case prev == DecodingStandby:
+		m.log.Warn("the standby that decodes the slot is a primary now (it was promoted): the slot carries on there, and outboxd's catalog and heartbeats are written there too",
+			"slot", m.cfg.Slot)
+	case m.cfg.PrimaryURL != "":
+		m.log.Info("the server of "+n.Of("DatabaseURL")+" is a primary, not a standby: decoding there, and "+n.Of("PrimaryURL")+" is not used while it is one",
+			"slot", m.cfg.Slot)
+	}
 }
 
 // Validate reports every problem of c at once, each a *field.Error naming
@@ -129,6 +169,7 @@ func (m *Monitor) check(ctx context.Context) error {
 	if st.Lost() {
 		return invalidatedError(st, m.cfg.Names)
 	}
+	m.noteDecoding(st)
 	m.retained.Store(st.RetainedWALBytes + 1)
 	m.recordAcknowledged(cctx, conn, st.InRecovery)
 	switch {

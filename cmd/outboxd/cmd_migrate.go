@@ -174,6 +174,16 @@ func migrateConn(ctx context.Context, slotConn *pgx.Conn, cfg config.Config) (co
 	if err != nil {
 		return nil, false, fmt.Errorf("connecting to the primary: %w", err)
 	}
+	// What would refuse the slot on the standby refuses before anything
+	// is applied on the primary.
+	facts, err := slot.ReadStandbyFacts(ctx, slotConn, conn)
+	if err == nil {
+		err = slot.CheckStandby(facts, cfg.SlotNames())
+	}
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, false, fmt.Errorf("%w; nothing was changed", err)
+	}
 	return conn, true, nil
 }
 
