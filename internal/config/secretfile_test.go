@@ -41,8 +41,18 @@ func TestSecretFileFlags(t *testing.T) {
 		parseErr []string // Parse's error holds these; nil: Parse succeeds
 		invalid  []string // Validate's error holds these; nil: valid
 		url, pw  string   // the settings read, when valid
+		primary  string   // the primary URL read, when valid
 		dump     []string // in the startup dump, when valid
 	}{
+		// Issue 52: the primary's URL (decoding on a standby) holds a
+		// password as the database URL does.
+		{name: "primary URL from a file", args: []string{"--database-url", "postgres://app:pg-s3cret@db:5432/app", "--primary-url-file", url},
+			url: "postgres://app:pg-s3cret@db:5432/app", primary: "postgres://app:pg-s3cret@db:5432/app",
+			dump: []string{"primary_url=\"host=db:5432 database=app user=app\"", "primary_url_file=" + url}},
+		{name: "primary URL and its file", args: []string{"--database-url", "postgres://app@db/app", "--primary-url", "postgres://app@p/app", "--primary-url-file", url},
+			invalid: []string{"--primary-url (OUTBOXD_PRIMARY_URL) and --primary-url-file (OUTBOXD_PRIMARY_URL_FILE): give one of them, not both"}},
+		{name: "a primary URL that does not parse", args: []string{"--database-url", "postgres://app@db/app", "--primary-url-file", badURL},
+			invalid: []string{"--primary-url-file (OUTBOXD_PRIMARY_URL_FILE): is ambiguous"}},
 		{name: "database URL from a file", args: []string{"--database-url-file", url},
 			url: "postgres://app:pg-s3cret@db:5432/app", dump: []string{"database_url=\"host=db:5432 database=app user=app\"", "database_url_file=" + url}},
 		{name: "database URL file from the environment", env: map[string]string{"OUTBOXD_DATABASE_URL_FILE": url},
@@ -79,7 +89,7 @@ func TestSecretFileFlags(t *testing.T) {
 			c := Default()
 			fs := flag.NewFlagSet("outboxd", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
-			c.Register(fs, GroupDatabase, GroupKafka)
+			c.Register(fs, GroupDatabase, GroupPrimary, GroupKafka)
 			err := Parse(fs, tt.args, func(k string) string { return tt.env[k] })
 			if tt.parseErr != nil {
 				if err == nil {
@@ -119,6 +129,9 @@ func TestSecretFileFlags(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatalf("Validate = %v", err)
+			}
+			if c.Stream.PrimaryURL != tt.primary {
+				t.Errorf("primary URL %q, want %q", c.Stream.PrimaryURL, tt.primary)
 			}
 			if c.Stream.DatabaseURL != tt.url || c.Kafka.SASL.Password != tt.pw {
 				t.Errorf("database URL %q, SASL password %q; want %q, %q", c.Stream.DatabaseURL, c.Kafka.SASL.Password, tt.url, tt.pw)
