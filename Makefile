@@ -91,7 +91,7 @@ RAW_IO_OFF_TEST_NAMES := TestConcurrentWritersPublishedOnceInCommitOrder \
 	TestRenewWakeReplacesAShortDeadline
 RAW_IO_OFF_TESTS := ^($(subst $(space),|,$(strip $(RAW_IO_OFF_TEST_NAMES))))$$
 
-.PHONY: bench-formats test test-go up down env build image docs chaos bench bench-compression bench-fleet compare-debezium soak chaos-epochs
+.PHONY: bench-formats test test-go up down env build image docs chaos bench bench-compression bench-fleet compare-debezium soak chaos-epochs bench-standby
 
 test:
 	OUTBOXD_PG_VERSIONS="$(PG_VERSIONS)" $(TESTBED) run -- $(MAKE) --no-print-directory test-go
@@ -208,6 +208,14 @@ FLEET_FLAGS ?=
 bench-fleet: build
 	$(GO) build -o bin/slot-reader ./bench/cmd/slot-reader
 	$(GO) run ./bench/cmd/fleet-bench -outboxd bin/outboxd -slot-reader bin/slot-reader -testbed $(TESTBED) $(FLEET_FLAGS)
+
+# Issue 52: outboxd with its slot on a physical standby beside on the
+# primary, at steady rates, interleaved: the primary's CPU per event (all
+# its processes), the standby's, outboxd's, and commit-to-Kafka latency
+# (docs/bench/standby/). PostgreSQL 16+ (STANDBY_PG_VERSION).
+STANDBY_PG_VERSION ?= 17
+bench-standby: build
+	OUTBOXD_PG_VERSION=$(STANDBY_PG_VERSION) $(GO) run ./bench/cmd/standby-bench -outboxd bin/outboxd -testbed $(TESTBED) $(STANDBY_FLAGS)
 
 # outboxd --layout debezium beside Debezium 3.6.1's outbox EventRouter on the
 # same inserts, every record compared field by field (docs/debezium/).
