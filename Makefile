@@ -91,7 +91,7 @@ RAW_IO_OFF_TEST_NAMES := TestConcurrentWritersPublishedOnceInCommitOrder \
 	TestRenewWakeReplacesAShortDeadline
 RAW_IO_OFF_TESTS := ^($(subst $(space),|,$(strip $(RAW_IO_OFF_TEST_NAMES))))$$
 
-.PHONY: bench-formats test test-go up down env build image docs chaos bench bench-compression bench-fleet compare-debezium soak chaos-epochs bench-standby
+.PHONY: chaos-standby bench-formats test test-go up down env build image docs chaos bench bench-compression bench-fleet compare-debezium soak chaos-epochs bench-standby
 
 test:
 	OUTBOXD_PG_VERSIONS="$(PG_VERSIONS)" $(TESTBED) run -- $(MAKE) --no-print-directory test-go
@@ -175,6 +175,16 @@ chaos: build
 # outboxd follows, with a broker restart and a kill -9 of outboxd a third
 # and two thirds of the way: nothing lost or repeated, and the log shows the
 # new producer id (docs/chaos-report-epochs.json; about 10 minutes).
+# Issue 52: outboxd decoding on a synchronous physical standby (PostgreSQL
+# 17): kill -9 of outboxd, crashes of the standby and of the primary, and
+# the standby's promotion, in both delivery modes.
+chaos-standby: build
+	$(GO) build -o bin/outboxd-chaos ./harness/cmd/outboxd-chaos
+	OUTBOXD_PG_VERSION=$(STANDBY_PG_VERSION) bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -decode-on-standby -events 200000 \
+		-json docs/chaos-report-standby.json $(CHAOS_FLAGS)
+	OUTBOXD_PG_VERSION=$(STANDBY_PG_VERSION) bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -decode-on-standby -exactly-once -events 200000 \
+		-json docs/chaos-report-standby-exactly-once.json $(CHAOS_FLAGS)
+
 chaos-epochs: build
 	$(GO) build -o bin/outboxd-chaos ./harness/cmd/outboxd-chaos
 	bin/outboxd-chaos -outboxd bin/outboxd -testbed $(TESTBED) -exactly-once -events 84000 -rate 150 -transaction-max-records 2 -min-kafka-transactions 40000 \

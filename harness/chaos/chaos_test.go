@@ -32,9 +32,14 @@ func runChaos(t *testing.T, events int, faults map[Fault]int, exactlyOnce bool) 
 
 func runChaosOn(t *testing.T, kafkaNodes, events int, faults map[Fault]int, exactlyOnce bool) Report {
 	t.Helper()
-	script := testenv.Script(t)
-	rep, err := Run(context.Background(), Options{Outboxd: outboxdBinary, Script: script, Events: events, Writers: 4, Aggregates: 20,
-		Faults: faults, Seed: 7, ExactlyOnce: exactlyOnce, KafkaNodes: kafkaNodes})
+	return runChaosWith(t, Options{Events: events, Faults: faults, ExactlyOnce: exactlyOnce, KafkaNodes: kafkaNodes})
+}
+
+func runChaosWith(t *testing.T, o Options) Report {
+	t.Helper()
+	o.Outboxd, o.Script, o.Writers, o.Aggregates, o.Seed = outboxdBinary, testenv.Script(t), 4, 20, 7
+	events, faults := o.Events, o.Faults
+	rep, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +82,22 @@ func TestChaosShort(t *testing.T) {
 	if len(rep.FailoverMS) != 1 || (rep.FailoverBackfillRows[0] > 0) != (rep.PostgresVersion < 170000) {
 		t.Errorf("failovers %v ms with backfills of %v rows on PostgreSQL %d, want one, with a backfill before 17 and none from 17",
 			rep.FailoverMS, rep.FailoverBackfillRows, rep.PostgresVersion)
+	}
+}
+
+// TestChaosOnAStandbyShort is the short run of issue 52: outboxd decoding
+// on a synchronous physical standby (PostgreSQL 16+) through kill -9,
+// crashes of the standby and of the primary, and the standby's promotion.
+func TestChaosOnAStandbyShort(t *testing.T) {
+	t.Parallel()
+	testenv.Core(t)
+	if v := testenv.PGVersion(t); v != 0 && v < 16 {
+		t.Skipf("decoding on a standby needs PostgreSQL 16 or later; the test bed runs %d", v)
+	}
+	rep := runChaosWith(t, Options{Events: 20000, DecodeOnStandby: true,
+		Faults: map[Fault]int{FaultKill9: 1, FaultPostgresCrash: 1, FaultStandbyCrash: 1, FaultStandbyPromote: 1}})
+	if rep.DecodedOn != "standby" {
+		t.Errorf("decoded on %q, want standby", rep.DecodedOn)
 	}
 }
 

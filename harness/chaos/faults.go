@@ -16,24 +16,30 @@ import (
 type injector struct {
 	publishers *publishers
 	pg         *testbed.Postgres
-	kafka      *testbed.Kafka        // single-broker runs
-	cluster    *testbed.KafkaCluster // three-broker runs
-	kafkaProxy *netfault.Proxy       // between every client and the single broker
-	pgProxy    *netfault.Proxy       // between outboxd and PostgreSQL
-	topic      string
-	brokers    []string
-	events     int64               // what the writers write in all
-	detect     map[Fault][]float64 // ms
-	recover    map[Fault][]float64 // ms
-	live       *liveConsumer
-	ledger     *ledger
-	log        *slog.Logger
-	rng        *rand.Rand
-	active     *publisher
-	takeovers  []float64 // ms
-	failovers  []float64 // ms
-	backfilled []int64   // rows each failover's recovery backfilled
-	problems   []string
+	// standby is the physical standby outboxd decodes on (nil: it
+	// decodes on pg). writeURL reaches the primary (over both hosts with
+	// a standby), slotURL the slot's server.
+	standby           *testbed.Postgres
+	writeURL, slotURL string
+	exactlyOnce       bool
+	kafka             *testbed.Kafka        // single-broker runs
+	cluster           *testbed.KafkaCluster // three-broker runs
+	kafkaProxy        *netfault.Proxy       // between every client and the single broker
+	pgProxy           *netfault.Proxy       // between outboxd and PostgreSQL
+	topic             string
+	brokers           []string
+	events            int64               // what the writers write in all
+	detect            map[Fault][]float64 // ms
+	recover           map[Fault][]float64 // ms
+	live              *liveConsumer
+	ledger            *ledger
+	log               *slog.Logger
+	rng               *rand.Rand
+	active            *publisher
+	takeovers         []float64 // ms
+	failovers         []float64 // ms
+	backfilled        []int64   // rows each failover's recovery backfilled
+	problems          []string
 }
 
 // checkActive fails when the active publisher exited on its own: outboxd
@@ -91,6 +97,18 @@ func (in *injector) inject(ctx context.Context, f Fault) error {
 		return in.takeover(ctx)
 	case FaultFailover:
 		return in.failover(ctx)
+	case FaultStandbyCrash:
+		start := time.Now()
+		if err := in.standby.Stop(ctx, "immediate"); err != nil {
+			return err
+		}
+		in.sleep(ctx, 100*time.Millisecond, time.Second)
+		if err := in.standby.Start(ctx); err != nil {
+			return err
+		}
+		return in.timeRecovery(ctx, f, start, "")
+	case FaultStandbyPromote:
+		return in.promote(ctx)
 	}
 	return in.injectNetworkOrCluster(ctx, f)
 }
@@ -109,7 +127,7 @@ func (in *injector) terminateWalsender(ctx context.Context) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		var n int
-		err := queryRow(ctx, in.pg.URL, `SELECT count(pg_terminate_backend(active_pid)) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, []any{slotName}, &n)
+		err := queryRow(ctx, in.slotURL, `SELECT count(pg_terminate_backend(active_pid)) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, []any{slotName}, &n)
 		if err == nil && n == 1 {
 			return nil
 		}
@@ -163,7 +181,7 @@ func (in *injector) waitStreaming(ctx context.Context, p *publisher) error {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		var n int
-		err := queryRow(ctx, in.pg.URL, `SELECT count(*) FROM pg_stat_replication WHERE application_name = $1`, []any{p.appName()}, &n)
+		err := queryRow(ctx, in.slotURL, `SELECT count(*) FROM pg_stat_replication WHERE application_name = $1`, []any{p.appName()}, &n)
 		if err == nil && n > 0 {
 			return nil
 		}
@@ -187,4 +205,34 @@ func queryRow(ctx context.Context, url, sql string, args []any, dest ...any) err
 // runCmd runs a command and returns its combined output.
 func runCmd(ctx context.Context, name string, args ...string) ([]byte, error) {
 	return exec.CommandContext(ctx, name, args...).CombinedOutput()
+}
+
+// promote kills the primary (pg_ctl stop -m immediate) and promotes the
+// standby outboxd decodes on. The writers and --primary-url name both
+// hosts and follow the new primary; the stream goes on on the promoted
+// server. With exactly-once delivery outboxd stops at a change of
+// timeline when it reconnects (its progress is per timeline), and is
+// started again, as a supervisor would.
+func (in *injector) promote(ctx context.Context) error {
+	start := time.Now()
+	if err := in.pg.Stop(ctx, "immediate"); err != nil {
+		return err
+	}
+	if err := in.standby.Promote(ctx); err != nil {
+		return err
+	}
+	if in.exactlyOnce {
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if done, code := in.active.exited(); done {
+				in.log.Info("outboxd stopped at the promotion (exactly-once: a new timeline); starting it again", "code", code)
+				if err := in.restart(); err != nil {
+					return err
+				}
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return in.timeRecovery(ctx, FaultStandbyPromote, start, "")
 }

@@ -33,6 +33,12 @@ func checkFaults(o Options) error {
 	for f, n := range o.Faults {
 		switch {
 		case n == 0:
+		case o.DecodeOnStandby && !slices.Contains(onStandbyFaults, f):
+			return fmt.Errorf("fault %s is not for a run decoding on a standby (those are %v)", f, onStandbyFaults)
+		case !o.DecodeOnStandby && slices.Contains(standbyFaults, f):
+			return fmt.Errorf("fault %s needs a run decoding on a standby (DecodeOnStandby)", f)
+		case f == FaultStandbyPromote && n > 1:
+			return fmt.Errorf("fault %s: at most one (there is no standby after it)", f)
 		case !slices.Contains(AllFaults, f):
 			return fmt.Errorf("fault %s is a fleet run's (RunFleet)", f)
 		case o.KafkaNodes < 3 && slices.Contains(clusterFaults, f):
@@ -322,7 +328,7 @@ func (in *injector) timeRecovery(ctx context.Context, f Fault, from time.Time, w
 		case seen := <-in.live.seen:
 			return done(seen)
 		case <-tick.C:
-			if in.ledger.events.Load() >= in.events && waitConfirmed(ctx, in.pg.URL, 0) == nil {
+			if in.ledger.events.Load() >= in.events && waitConfirmed(ctx, in.writeURL, in.slotURL, 0) == nil {
 				return done(time.Now())
 			}
 		case <-deadline:

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,17 +62,28 @@ const (
 	FaultControllerKill Fault = "controller_kill9"
 	FaultMajorityLoss   Fault = "broker_majority_loss"
 	FaultRollingRestart Fault = "rolling_restart"
+	// Options.DecodeOnStandby only: the standby outboxd decodes on
+	// crashes (pg_ctl stop -m immediate) and recovers; the primary dies
+	// and that standby is promoted (the last fault of a run: there is no
+	// standby after it).
+	FaultStandbyCrash   Fault = "standby_crash"
+	FaultStandbyPromote Fault = "standby_promote"
 )
 
 // AllFaults lists every kind.
 var AllFaults = []Fault{FaultKill9, FaultSIGTERM, FaultBroker, FaultPostgres, FaultWalsender, FaultTakeover, FaultFailover,
 	FaultPostgresCrash, FaultPostgresPartition, FaultPostgresReset, FaultBrokerStall, FaultKafkaPartition,
-	FaultLeaderKill, FaultControllerKill, FaultMajorityLoss, FaultRollingRestart}
+	FaultLeaderKill, FaultControllerKill, FaultMajorityLoss, FaultRollingRestart, FaultStandbyCrash, FaultStandbyPromote}
 
 // clusterFaults need Options.KafkaNodes 3; singleFaults a single broker.
 var (
 	clusterFaults = []Fault{FaultLeaderKill, FaultControllerKill, FaultMajorityLoss, FaultRollingRestart}
 	singleFaults  = []Fault{FaultBroker, FaultBrokerStall, FaultKafkaPartition}
+	// standbyFaults need Options.DecodeOnStandby; onStandbyFaults are
+	// those a run decoding on a standby injects (the others read or cut
+	// the primary's slot, or make standbys of their own).
+	standbyFaults   = []Fault{FaultStandbyCrash, FaultStandbyPromote}
+	onStandbyFaults = []Fault{FaultKill9, FaultSIGTERM, FaultBroker, FaultPostgres, FaultPostgresCrash, FaultWalsender, FaultStandbyCrash, FaultStandbyPromote}
 )
 
 // Options configures a run.
@@ -87,6 +99,12 @@ type Options struct {
 	ExactlyOnce bool          // outboxd --delivery exactly-once; read back with read_committed, no duplicate allowed
 	KafkaNodes  int           // 1 (default): one broker, behind a fault-injecting proxy; 3: a three-broker cluster (replication factor 3, min.insync.replicas 2)
 	Rate        int           // when positive, the writers' steady rate in events a second (a soak) instead of as fast as they can
+	// DecodeOnStandby runs outboxd against a physical standby of the
+	// primary (PostgreSQL 16+): --database-url the standby's,
+	// --primary-url one URL over both servers (target_session_attrs
+	// read-write), the writers' too. The standby is synchronous, so that
+	// its promotion loses no commit a writer saw.
+	DecodeOnStandby bool
 	// TxnMaxRecords, with ExactlyOnce: outboxd --transaction-max-records
 	// (small: many Kafka transactions). MinKafkaTransactions: the run
 	// fails unless the publishers committed at least this many on the
@@ -100,8 +118,11 @@ type Options struct {
 // Report is the outcome of a run.
 type Report struct {
 	Result
-	Delivery               string        `json:"delivery"`
-	PostgresVersion        int           `json:"postgres_version_num"`
+	Delivery        string `json:"delivery"`
+	PostgresVersion int    `json:"postgres_version_num"`
+	// DecodedOn is "standby" when outboxd decoded on a physical standby
+	// (Options.DecodeOnStandby), else empty: on the primary.
+	DecodedOn              string        `json:"decoded_on,omitempty"`
 	RolledBackTransactions int           `json:"rolled_back_transactions"`
 	FaultsInjected         map[Fault]int `json:"faults_injected"`
 	TakeoverMS             []float64     `json:"standby_takeover_ms"`
@@ -189,7 +210,7 @@ func faultBound(f Fault, exactlyOnce bool, maxInFlight, per100ms int) int {
 	switch f {
 	case FaultKill9, FaultTakeover:
 		return maxInFlight + confirmPeriods*per100ms + maxTxnRows
-	case FaultWalsender, FaultPostgres, FaultPostgresCrash, FaultPostgresPartition, FaultPostgresReset:
+	case FaultWalsender, FaultPostgres, FaultPostgresCrash, FaultPostgresPartition, FaultPostgresReset, FaultStandbyCrash, FaultStandbyPromote:
 		return maxTxnRows
 	}
 	// SIGTERM, and every Kafka fault: the producer is idempotent and
@@ -236,23 +257,49 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	defer func() { err = errors.Join(err, srv.remove(context.WithoutCancel(ctx))) }()
 	// outboxd reaches PostgreSQL through a proxy (network faults); the
 	// writers and the checks connect directly.
-	pgProxy, pgVia, err := proxyFor(pg.URL)
+	if err := queryRow(ctx, pg.URL, `SELECT current_setting('server_version_num')::int`, nil, &rep.PostgresVersion); err != nil {
+		return rep, err
+	}
+	// writeURL is where the writers write, slotURL where the slot is.
+	writeURL, slotURL, migrateArgs := pg.URL, pg.URL, []string{"--database-url", pg.URL}
+	var standby *testbed.Postgres
+	if o.DecodeOnStandby {
+		if rep.PostgresVersion < slot.StandbyVersion {
+			return rep, fmt.Errorf("decoding on a standby needs PostgreSQL 16 or later; this is %d", rep.PostgresVersion)
+		}
+		if standby, err = pg.StartStandby(ctx); err != nil {
+			return rep, err
+		}
+		defer func() { err = errors.Join(err, standby.Remove(context.WithoutCancel(ctx))) }()
+		if err := execSQL(ctx, pg.URL, `ALTER SYSTEM SET synchronous_standby_names = '*'`); err != nil {
+			return rep, err
+		}
+		if err := execSQL(ctx, pg.URL, `SELECT pg_reload_conf()`); err != nil {
+			return rep, err
+		}
+		if writeURL, err = bothHosts(pg.URL, standby.URL); err != nil {
+			return rep, err
+		}
+		slotURL = standby.URL
+		migrateArgs = []string{"--database-url", standby.URL, "--primary-url", writeURL}
+		rep.DecodedOn = "standby"
+	}
+	// outboxd reaches PostgreSQL (the slot's server) through a proxy
+	// (network faults); the writers and the checks connect directly.
+	pgProxy, pgVia, err := proxyFor(slotURL)
 	if err != nil {
 		return rep, err
 	}
 	defer pgProxy.Close()
 	brokers := srv.brokers()
-	log.Info("servers up", "postgres", pg.URL, "kafka", brokers)
-	if err := queryRow(ctx, pg.URL, `SELECT current_setting('server_version_num')::int`, nil, &rep.PostgresVersion); err != nil {
-		return rep, err
-	}
+	log.Info("servers up", "postgres", pg.URL, "slot_on", slotURL, "kafka", brokers)
 
 	topic := "chaos.events"
 	// Append times tell which fault each duplicate followed.
 	if err := createTopic(ctx, brokers, topic, 6, int16(min(o.KafkaNodes, 3)), map[string]*string{"message.timestamp.type": ptr("LogAppendTime")}); err != nil {
 		return rep, err
 	}
-	if out, err := runCmd(ctx, o.Outboxd, "migrate", "--database-url", pg.URL, "--slot", slotName); err != nil {
+	if out, err := runCmd(ctx, o.Outboxd, append(append([]string{"migrate"}, migrateArgs...), "--slot", slotName)...); err != nil {
 		return rep, fmt.Errorf("outboxd migrate: %w\n%s", err, out)
 	}
 	if err := execSQL(ctx, pg.URL, `CREATE TABLE IF NOT EXISTS chaos_other (id bigserial PRIMARY KEY, note text)`); err != nil {
@@ -270,6 +317,9 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			"--wal-check-interval", "500ms", // keeps outboxd_slots' acknowledged commit time fresh for a failover's recovery
 			"--delivery", rep.Delivery},
 		env: []string{"OUTBOXD_BROKERS=" + strings.Join(brokers, ",")}}
+	if o.DecodeOnStandby {
+		f.args = append(f.args, "--primary-url", writeURL)
+	}
 	var metricsAddr string
 	if o.SampleEvery > 0 {
 		if metricsAddr, err = netfault.FreeAddr(); err != nil {
@@ -300,6 +350,10 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 
 	l := &ledger{}
 	faults := schedule(o.Faults, o.Seed)
+	if o.DecodeOnStandby {
+		// After a promotion there is no standby: it comes last.
+		faults = promotionLast(faults)
+	}
 	thresholds := make([]int64, len(faults)+2)
 	for k := range thresholds {
 		thresholds[k] = min(int64(o.Events), int64(k+1)*int64(o.Events)/int64(len(faults)+1))
@@ -347,12 +401,12 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		writersDone.Add(1)
 		g.Go(func() error {
 			defer writersDone.Done()
-			wr := newWriter(w, pg.URL, topic, o.Aggregates, l, int64(o.Events), o.Seed, log)
+			wr := newWriter(w, writeURL, topic, o.Aggregates, l, int64(o.Events), o.Seed, log)
 			wr.rate = float64(o.Rate) / float64(o.Writers)
 			return wr.run(gctx)
 		})
 	}
-	inj := &injector{publishers: f, pg: pg, kafka: srv.single, cluster: srv.cluster, kafkaProxy: srv.proxy, pgProxy: pgProxy,
+	inj := &injector{publishers: f, pg: pg, standby: standby, writeURL: writeURL, slotURL: slotURL, exactlyOnce: o.ExactlyOnce, kafka: srv.single, cluster: srv.cluster, kafkaProxy: srv.proxy, pgProxy: pgProxy,
 		topic: topic, brokers: brokers, events: int64(o.Events), live: live, ledger: l, log: log, rng: rand.New(rand.NewPCG(o.Seed, 99)),
 		detect: map[Fault][]float64{}, recover: map[Fault][]float64{}}
 	inj.active = active
@@ -377,7 +431,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			// Recovered once the slot confirmed what was written up to
 			// now: the fault's re-sends are then in Kafka, before the next
 			// fault's (see Result.DuplicatesByFault).
-			if err := waitConfirmed(gctx, pg.URL, 2*time.Minute); err != nil {
+			if err := waitConfirmed(gctx, writeURL, slotURL, 2*time.Minute); err != nil {
 				return fmt.Errorf("recovering from %s: %w", fault, err)
 			}
 			l.gate.Store(thresholds[k+2])
@@ -394,7 +448,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	}
 
 	// Everything committed must be confirmed by the slot.
-	if err := waitConfirmed(ctx, pg.URL, 5*time.Minute); err != nil {
+	if err := waitConfirmed(ctx, writeURL, slotURL, 5*time.Minute); err != nil {
 		rep.Problems = append(rep.Problems, err.Error())
 	}
 	if code, err := inj.active.terminate(time.Minute); err != nil || code != 0 {
@@ -413,7 +467,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	}
 	rep.Result = Check(l.committed, l.rolledBack, l.lostInFailover, delivered)
 	if o.ExactlyOnce {
-		if rep.KafkaTransactions, err = countKafkaTransactions(ctx, pg.URL, brokers); err != nil {
+		if rep.KafkaTransactions, err = countKafkaTransactions(ctx, slotURL, brokers); err != nil {
 			return rep, err
 		}
 		rep.ProducerIDLines = pids.lines()
@@ -453,7 +507,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		rep.DuplicateBound += b
 	}
 	// At most the transaction each writer had in flight when a primary died.
-	if bound := rep.FaultsInjected[FaultFailover] * o.Writers * maxTxnRows; rep.LostInFailover > bound {
+	if bound := (rep.FaultsInjected[FaultFailover] + rep.FaultsInjected[FaultStandbyPromote]) * o.Writers * maxTxnRows; rep.LostInFailover > bound {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%d records of commits lost in failovers, over their bound %d (a transaction per writer per failover)", rep.LostInFailover, bound))
 	}
 	for fault, n := range rep.DuplicatesByFault {
@@ -463,6 +517,37 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	}
 	rep.TotalSeconds = time.Since(start).Seconds()
 	return rep, nil
+}
+
+// promotionLast moves a standby's promotion to the end of faults.
+func promotionLast(faults []Fault) []Fault {
+	var out, last []Fault
+	for _, f := range faults {
+		if f == FaultStandbyPromote {
+			last = append(last, f)
+		} else {
+			out = append(out, f)
+		}
+	}
+	return append(out, last...)
+}
+
+// bothHosts is one URL over the primary's and the standby's hosts that
+// connects to whichever is the primary (target_session_attrs=read-write),
+// as the application and --primary-url name them.
+func bothHosts(primary, standby string) (string, error) {
+	p, err := url.Parse(primary)
+	if err != nil {
+		return "", err
+	}
+	s, err := url.Parse(standby)
+	if err != nil {
+		return "", err
+	}
+	q := p.Query()
+	q.Set("target_session_attrs", "read-write")
+	p.Host, p.RawQuery = p.Host+","+s.Host, q.Encode()
+	return p.String(), nil
 }
 
 // schedule returns the faults to inject in a random order.
@@ -511,18 +596,17 @@ func execSQL(ctx context.Context, url, sql string, args ...any) error {
 	return err
 }
 
-// waitConfirmed waits until the slot confirmed the current WAL position
-// (d 0: checks once).
-func waitConfirmed(ctx context.Context, url string, d time.Duration) error {
+// waitConfirmed waits until the slot (on slotURL's server) confirmed the
+// primary's (writeURL's) current WAL position (d 0: checks once).
+func waitConfirmed(ctx context.Context, writeURL, slotURL string, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	var target pglogrepl.LSN
 	var last string
 	for first := true; first || time.Now().Before(deadline); first = false {
-		conn, err := pgx.Connect(ctx, url)
+		var cur, confirmed string
+		err := queryRow(ctx, writeURL, `SELECT pg_current_wal_lsn()::text`, nil, &cur)
 		if err == nil {
-			var cur, confirmed string
-			err = conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slotName).Scan(&cur, &confirmed)
-			conn.Close(context.Background())
+			err = queryRow(ctx, slotURL, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, []any{slotName}, &confirmed)
 			if err == nil {
 				c, _ := pglogrepl.ParseLSN(cur)
 				f, _ := pglogrepl.ParseLSN(confirmed)

@@ -3,6 +3,7 @@ package testenv
 import (
 	"net/url"
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -43,4 +44,13 @@ func coreLine(version, databaseURL string) string {
 		}
 	}
 	return "core integration test: PostgreSQL " + version + ", " + server
+}
+
+// PGVersion is the major version of PostgreSQL the test bed runs the
+// tests under (OUTBOXD_PG_VERSION), 0 when not known: the version a
+// cluster the test starts of its own (StartPostgres) has.
+func PGVersion(t testing.TB) int {
+	t.Helper()
+	v, _ := strconv.Atoi(os.Getenv(envPGVersion))
+	return v
 }

@@ -51,6 +51,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.TxnMaxRecords, "transaction-max-records", 0, "with -exactly-once: outboxd --transaction-max-records (small: many Kafka transactions); 0: outboxd's default")
 	fs.IntVar(&o.MinKafkaTransactions, "min-kafka-transactions", 0, "with -exactly-once: fail unless the run commits at least this many Kafka transactions on the transactional id, "+
 		"and, past 32767 of them, unless outboxd logs the new producer id Kafka hands out when the epoch runs out")
+	fs.BoolVar(&o.DecodeOnStandby, "decode-on-standby", false, "outboxd decodes on a synchronous physical standby of the primary (--primary-url; PostgreSQL 16+); "+
+		"its faults ("+faultNames(standbyOnly)+") then default to a few each, and the faults that read or cut the primary's slot, or make standbys of their own, to none")
 	fs.IntVar(&o.Rate, "rate", 0, "the writers' steady rate in events a second; 0: as fast as they can")
 	seed := fs.Uint64("seed", 1, "seed of the writers and the fault order")
 	counts := map[chaos.Fault]*int{}
@@ -83,8 +85,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	standbyDefaults := map[chaos.Fault]int{chaos.FaultKill9: 5, chaos.FaultSIGTERM: 2, chaos.FaultPostgres: 2, chaos.FaultPostgresCrash: 2, chaos.FaultWalsender: 3,
+		chaos.FaultBroker: 2, chaos.FaultStandbyCrash: 3, chaos.FaultStandbyPromote: 1}
 	for f, n := range counts {
 		o.Faults[f] = *n
+		if o.DecodeOnStandby && !set[string(f)] {
+			o.Faults[f] = standbyDefaults[f]
+		} else if slices.Contains(standbyOnly, f) && !set[string(f)] {
+			o.Faults[f] = 0
+		}
 		if o.KafkaNodes >= 3 && !set[string(f)] {
 			if slices.Contains(singleOnly, f) {
 				o.Faults[f] = 0
@@ -133,6 +142,7 @@ func report(stdout, stderr io.Writer, rep any, table func(io.Writer), jsonOut st
 var (
 	clusterOnly = []chaos.Fault{chaos.FaultLeaderKill, chaos.FaultControllerKill, chaos.FaultMajorityLoss, chaos.FaultRollingRestart}
 	singleOnly  = []chaos.Fault{chaos.FaultBroker, chaos.FaultBrokerStall, chaos.FaultKafkaPartition}
+	standbyOnly = []chaos.Fault{chaos.FaultStandbyCrash, chaos.FaultStandbyPromote}
 )
 
 func faultNames(fs []chaos.Fault) string {
@@ -153,6 +163,9 @@ func envOr(name, def string) string {
 func printTable(w io.Writer, r chaos.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "delivery\t%s\n", r.Delivery)
+	if r.DecodedOn != "" {
+		fmt.Fprintf(tw, "decoded on\t%s\n", r.DecodedOn)
+	}
 	fmt.Fprintf(tw, "committed\t%d\n", r.Committed)
 	fmt.Fprintf(tw, "published records\t%d\n", r.Published)
 	fmt.Fprintf(tw, "unique\t%d\n", r.Unique)
