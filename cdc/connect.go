@@ -72,7 +72,7 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info sl
 		return permanent(err)
 	}
 	walEnd := outbox.LSN(sys.XLogPos)
-	fits := carriedFits(s.confirmed, walEnd)
+	fits := carriedFits(s.confirmed, walEnd, info.InRecovery)
 	switch {
 	case changed:
 		s.log.Warn("the server changed (failover, restore or another cluster): starting from the slot's own confirmed position, not from what this process confirmed before",
@@ -104,8 +104,16 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info sl
 // told from a rollback followed by new writes past it: the system and
 // timeline are the same; the slot's own position is then trusted as
 // before.)
-func carriedFits(carried, walEnd outbox.LSN) bool {
-	return carried <= walEnd
+//
+// On a standby (onStandby) every carried position fits: a standby that
+// restarted replays its WAL again, and until it is through, its WAL end
+// trails what this process confirmed there; it receives the same history
+// from the primary, so the position stays valid. Dropping it would start
+// from the slot's own confirmed position, which a standby's crash takes
+// back to its last restartpoint (seen in the chaos run: tens of
+// thousands of records sent again after one crash).
+func carriedFits(carried, walEnd outbox.LSN, onStandby bool) bool {
+	return onStandby || carried <= walEnd
 }
 
 // serverChange decides what a session on server now may do after one on

@@ -42,14 +42,19 @@ func TestCarriedPositionMustFitTheServersWAL(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
 		carried, walEnd outbox.LSN
+		onStandby       bool
 		fits            bool
 	}{
-		{"nothing carried", 0, 0x100, true},
-		{"behind the WAL end", 0x80, 0x100, true},
-		{"at the WAL end", 0x100, 0x100, true},
-		{"past the WAL end: storage rolled back", 0x180, 0x100, false},
+		{"nothing carried", 0, 0x100, false, true},
+		{"behind the WAL end", 0x80, 0x100, false, true},
+		{"at the WAL end", 0x100, 0x100, false, true},
+		{"past the WAL end: storage rolled back", 0x180, 0x100, false, false},
+		// Issue 52: a standby that restarted is still replaying; its WAL
+		// end trails what was confirmed on it, and the slot's own
+		// position went back to its last restartpoint.
+		{"past a standby's WAL end: still replaying", 0x180, 0x100, true, true},
 	} {
-		if got := carriedFits(tc.carried, tc.walEnd); got != tc.fits {
+		if got := carriedFits(tc.carried, tc.walEnd, tc.onStandby); got != tc.fits {
 			t.Errorf("%s: carriedFits(%s, %s) = %v, want %v", tc.name, tc.carried, tc.walEnd, got, tc.fits)
 		}
 	}
