@@ -128,11 +128,20 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	// The publication may have existed before (migration 0002 leaves an
 	// existing one as it is): the table must be in it, or its rows are
-	// never published. migrate does not add it: that would change what
-	// every run streaming the publication publishes; the error names the
-	// ALTER PUBLICATION that does.
+	// never published. migrate adds it only when asked
+	// (--extend-publication): that changes what every run streaming the
+	// publication publishes; the error names the ALTER PUBLICATION that
+	// does.
 	if err := slot.CheckCovers(ctx, conn, cfg.Stream.Publication, cfg.Outbox.Table, cfg.SlotNames()); err != nil {
-		return err
+		if !errors.Is(err, slot.ErrTableNotPublished) {
+			return err
+		}
+		if !cfg.Outbox.ExtendPublication {
+			return fmt.Errorf("%w; or let migrate add it with --extend-publication (extend-publication: true in a pipelines file)", err)
+		}
+		if err := extendPublication(ctx, conn, cfg.Stream.Publication, cfg.Outbox.Table, log); err != nil {
+			return err
+		}
 	}
 	// What run checks at start, checked now: the column mapping fits
 	// every table of the publication.
@@ -211,6 +220,41 @@ func waitReplayed(ctx context.Context, primary, standby *pgx.Conn, log *slog.Log
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// extendPublication adds table to the existing publication, while the
+// table is empty: pgoutput publishes a row only when its table was in the
+// publication as of the row's commit, so rows already there would never
+// be published. The table is locked against inserts from the check to the
+// change's commit.
+func extendPublication(ctx context.Context, conn *pgx.Conn, publication, table string, log *slog.Logger) error {
+	id, err := sqlquote.ParseQualified(table)
+	if err != nil {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+id.Sanitize()+" IN SHARE ROW EXCLUSIVE MODE"); err != nil {
+			return fmt.Errorf("locking %s: %w", table, err)
+		}
+		var empty bool
+		if err := tx.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+id.Sanitize()+")").Scan(&empty); err != nil {
+			return fmt.Errorf("checking whether %s holds rows: %w", table, err)
+		}
+		if !empty {
+			return fmt.Errorf("%s already holds rows, which its joining publication %s now would never publish (pgoutput publishes a row only when its table was in the publication at its commit): "+
+				"give it a publication and slot of its own (--publication, --slot) and publish its rows with run --create-slot --backfill-where; nothing was changed",
+				table, publication)
+		}
+		if _, err := tx.Exec(ctx, "ALTER PUBLICATION "+sqlquote.Identifier(publication)+" ADD TABLE "+id.Sanitize()); err != nil {
+			return fmt.Errorf("adding %s to publication %s: %w", table, publication, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("added the table to the publication: its slot streams it from now on", "table", table, "publication", publication)
+	return nil
 }
 
 // checkDefaultShape refuses, before anything is applied, an existing

@@ -13,7 +13,7 @@ import (
 // migrateBesideConfig is what migrate takes beside --config, for every
 // pipeline: what to do (print the SQL, create slots), the table's shape,
 // and the log's settings.
-var migrateBesideConfig = []string{"print-sql", "create-slot", "own-table", "partitioned", "log-level", "log-format"}
+var migrateBesideConfig = []string{"print-sql", "create-slot", "own-table", "partitioned", "extend-publication", "log-level", "log-format"}
 
 // migrateFile migrates every pipeline of the pipelines file at path, one
 // after another, each with its own settings, and goes on past a failed
@@ -79,6 +79,7 @@ func migrateConfig(p config.Pipeline, own config.Config, ownCreateSlot bool) con
 	}
 	c.Outbox.OwnTable = own.Outbox.OwnTable || p.Config.Outbox.OwnTable || p.Config.Shape.Layout == config.LayoutDebezium
 	c.Outbox.Partitioned = own.Outbox.Partitioned || p.Config.Outbox.Partitioned
+	c.Outbox.ExtendPublication = own.Outbox.ExtendPublication || p.Config.Outbox.ExtendPublication
 	return c
 }
 

@@ -93,6 +93,10 @@ type OutboxTable struct {
 	Table       string // SQL syntax
 	OwnTable    bool   // migrate: the table is the application's own; create only the publication and outboxd's tables
 	Partitioned bool   // migrate: create the default table partitioned by day
+	// ExtendPublication (migrate): an existing publication that does not
+	// publish Table gets it added, so that one publication and one slot
+	// stream several outbox tables.
+	ExtendPublication bool
 }
 
 // Files are the files the -file flags name (already read into the

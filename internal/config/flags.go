@@ -94,6 +94,11 @@ func flags() []flagSpec {
 			usage: "--table is the application's own outbox, of another shape: create only the publication over it and outboxd's own tables, not the default table or its constraints, " +
 				"and check that the column flags (--id-column, --topic-template, ...; give run the same) fit it",
 			bind: boolean(func(c *Config) *bool { return &c.Outbox.OwnTable })},
+		{name: "extend-publication", group: GroupShape,
+			usage: "when the publication exists and does not publish --table, add the table to it (while the table is empty: rows already in it would never be published) " +
+				"instead of refusing: one publication and one slot over several outbox tables, e.g. a schema's each for several services in one database (docs/fleet.md). " +
+				"Every table of the publication must fit the same column flags",
+			bind: boolean(func(c *Config) *bool { return &c.Outbox.ExtendPublication })},
 		{name: "partitioned", group: GroupShape,
 			usage: "create the default table partitioned by day on created_at (a DEFAULT partition takes a row whose day has no partition yet, so an insert never fails) and the publication with publish_via_partition_root; " +
 				"outboxd prune then drops whole days instead of deleting rows. For a new table only (an existing one is refused, not converted); not with --own-table",
