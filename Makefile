@@ -91,7 +91,7 @@ RAW_IO_OFF_TEST_NAMES := TestConcurrentWritersPublishedOnceInCommitOrder \
 	TestRenewWakeReplacesAShortDeadline
 RAW_IO_OFF_TESTS := ^($(subst $(space),|,$(strip $(RAW_IO_OFF_TEST_NAMES))))$$
 
-.PHONY: chaos-standby bench-formats test test-go up down env build image docs chaos bench bench-compression bench-fleet compare-debezium soak chaos-epochs bench-standby
+.PHONY: bench-tables chaos-standby bench-formats test test-go up down env build image docs chaos bench bench-compression bench-fleet compare-debezium soak chaos-epochs bench-standby
 
 test:
 	OUTBOXD_PG_VERSIONS="$(PG_VERSIONS)" $(TESTBED) run -- $(MAKE) --no-print-directory test-go
@@ -226,6 +226,12 @@ bench-fleet: build
 STANDBY_PG_VERSION ?= 17
 bench-standby: build
 	OUTBOXD_PG_VERSION=$(STANDBY_PG_VERSION) $(GO) run ./bench/cmd/standby-bench -outboxd bin/outboxd -testbed $(TESTBED) $(STANDBY_FLAGS)
+
+# Issue 52, "schemas, not databases": 100 outbox tables in one database
+# through one slot beside 100 databases through 100 slots, at the same
+# total rate (docs/bench/tables/).
+bench-tables: build
+	$(GO) run ./bench/cmd/tables-bench -outboxd bin/outboxd -testbed $(TESTBED) $(TABLES_FLAGS)
 
 # outboxd --layout debezium beside Debezium 3.6.1's outbox EventRouter on the
 # same inserts, every record compared field by field (docs/debezium/).

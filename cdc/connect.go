@@ -91,8 +91,18 @@ func (s *Streamer) checkServer(ctx context.Context, conn *pgconn.PgConn, info sl
 			"slot", s.cfg.Slot, "wal_end", walEnd, "previous_confirmed_lsn", s.confirmed, "slot_confirmed_lsn", info.ConfirmedFlushLSN)
 		s.confirmed = 0
 	}
-	s.ident.set(now, walEnd)
+	s.ident.set(now, walEndBound(walEnd, info.InRecovery))
 	return nil
+}
+
+// walEndBound is the WAL end the exactly-once sink may hold its progress
+// against (Server): a standby's is none (0), for the reason carriedFits
+// gives.
+func walEndBound(walEnd outbox.LSN, onStandby bool) outbox.LSN {
+	if onStandby {
+		return 0
+	}
+	return walEnd
 }
 
 // carriedFits reports whether the position a process carried over from an

@@ -60,6 +60,20 @@ func TestCarriedPositionMustFitTheServersWAL(t *testing.T) {
 	}
 }
 
+// Regression (issue 52, found by make chaos-standby): after a crash of the
+// standby it decodes on, a new exactly-once process found the progress
+// topic past the standby's WAL end (still replaying) and stopped, taking
+// it for storage rolled back.
+func TestAStandbysWALEndBoundsNoProgress(t *testing.T) {
+	t.Parallel()
+	if got := walEndBound(0x100, true); got != 0 {
+		t.Errorf("walEndBound on a standby = %s, want 0 (no bound)", got)
+	}
+	if got := walEndBound(0x100, false); got != 0x100 {
+		t.Errorf("walEndBound on a primary = %s, want 0/100", got)
+	}
+}
+
 // Regression (issue 37, review): a backfill identified its server for the
 // exactly-once sink but not for the next session's comparison, so a
 // failover between the backfill and the first session went unnoticed: the

@@ -99,7 +99,9 @@ type txnItem struct {
 type Server struct {
 	SystemID string
 	Timeline int32
-	// WALEnd is the server's WAL end when it was identified (0: unknown).
+	// WALEnd is the server's WAL end when it was identified (0: unknown,
+	// or no bound: a standby that restarted replays its WAL again, and its
+	// WAL end trails what was committed to Kafka from it).
 	// Progress past it belongs to a history the server no longer has.
 	WALEnd outbox.LSN
 }

@@ -94,10 +94,15 @@ func TestChaosOnAStandbyShort(t *testing.T) {
 	if v := testenv.PGVersion(t); v != 0 && v < 16 {
 		t.Skipf("decoding on a standby needs PostgreSQL 16 or later; the test bed runs %d", v)
 	}
-	rep := runChaosWith(t, Options{Events: 20000, DecodeOnStandby: true,
-		Faults: map[Fault]int{FaultKill9: 1, FaultPostgresCrash: 1, FaultStandbyCrash: 1, FaultStandbyPromote: 1}})
-	if rep.DecodedOn != "standby" {
-		t.Errorf("decoded on %q, want standby", rep.DecodedOn)
+	for _, exactlyOnce := range []bool{false, true} {
+		rep := runChaosWith(t, Options{Events: 20000, DecodeOnStandby: true, ExactlyOnce: exactlyOnce,
+			Faults: map[Fault]int{FaultKill9: 1, FaultSIGTERM: 1, FaultPostgresCrash: 1, FaultStandbyCrash: 2, FaultStandbyPromote: 1}})
+		if rep.DecodedOn != "standby" {
+			t.Errorf("decoded on %q, want standby", rep.DecodedOn)
+		}
+		if exactlyOnce && rep.Duplicates != 0 {
+			t.Errorf("%d duplicates in exactly-once mode, want 0", rep.Duplicates)
+		}
 	}
 }
 

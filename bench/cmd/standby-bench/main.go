@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,7 +34,6 @@ import (
 	"github.com/outboxd/outboxd/bench/internal/host"
 	"github.com/outboxd/outboxd/bench/internal/servers"
 	"github.com/outboxd/outboxd/bench/internal/steady"
-	"github.com/outboxd/outboxd/harness/procstat"
 	"github.com/outboxd/outboxd/harness/testbed"
 )
 
@@ -206,8 +204,8 @@ func oneRun(ctx context.Context, o options, srv *servers.Servers, standby *testb
 	var a, b, aWal, bWal host.Reading
 	var aPrim, bPrim, aStby, bStby float64
 	read := func() (host.Reading, host.Reading, float64, float64) {
-		_, wal := clusterPIDs(srv.PG.Dir)
-		return host.Read([]int{cmd.Process.Pid}, nil), host.Read(nil, wal), clusterCPU(srv.PG.Dir), clusterCPU(standby.Dir)
+		_, wal := host.ClusterPIDs(srv.PG.Dir)
+		return host.Read([]int{cmd.Process.Pid}, nil), host.Read(nil, wal), host.ClusterCPU(srv.PG.Dir), host.ClusterCPU(standby.Dir)
 	}
 	res.Result, err = steady.Run(ctx, steady.Load{
 		Brokers: srv.Kafka.Addr,
@@ -238,78 +236,6 @@ func oneRun(ctx context.Context, o options, srv *servers.Servers, standby *testb
 	res.OutboxdCPUus, res.StandbyCPUus, res.PrimaryCPUus, res.PrimaryWalsenderCPUus = outboxd/n*1e6, stby/n*1e6, prim/n*1e6, wal/n*1e6
 	res.MachineBusy = busy
 	return res, nil
-}
-
-// clusterCPU is the CPU seconds the cluster in dir used so far: its
-// postmaster's and its live children's, and, from the postmaster's
-// cutime and cstime, its children that exited (the writers' backends end
-// with their connections, before the last reading).
-func clusterCPU(dir string) float64 {
-	all, _ := clusterPIDs(dir)
-	if len(all) == 0 {
-		return 0
-	}
-	var sum float64
-	for _, pid := range all {
-		if cpu, err := procstat.CPUSeconds(pid); err == nil {
-			sum += cpu
-		}
-	}
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(all[0]), "stat"))
-	if err != nil {
-		return sum
-	}
-	s := string(stat)
-	// After the command: state is field 3, so cutime (16) and cstime (17)
-	// are the 14th and 15th of these.
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) > 14 {
-		cu, _ := strconv.ParseFloat(fields[13], 64)
-		cs, _ := strconv.ParseFloat(fields[14], 64)
-		sum += (cu + cs) / clockTicks
-	}
-	return sum
-}
-
-// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's
-// times (100 on every Linux this runs on).
-const clockTicks = 100
-
-// clusterPIDs lists the processes of the cluster in dir (its postmaster
-// and the postmaster's children), and its walsenders among them.
-func clusterPIDs(dir string) (all, walsenders []int) {
-	b, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
-	if err != nil {
-		return nil, nil
-	}
-	pm, err := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
-	if err != nil {
-		return nil, nil
-	}
-	all = append(all, pm)
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// The fields after the command (in parentheses, which may hold
-		// spaces): state, then the parent's pid.
-		s := string(stat)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(fields) < 2 || fields[1] != strconv.Itoa(pm) {
-			continue
-		}
-		all = append(all, pid)
-		if cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.Contains(string(cmd), "walsender") {
-			walsenders = append(walsenders, pid)
-		}
-	}
-	return all, walsenders
 }
 
 func waitActive(ctx context.Context, dbURL, slotName string) error {
