@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxd/outboxd/bench/internal/cmdline"
 	"github.com/outboxd/outboxd/harness/testbed"
 	"github.com/outboxd/outboxd/idempotent"
 )
@@ -60,13 +61,10 @@ func main() {
 	flag.StringVar(&o.out, "out", "docs/bench/consumer", "output directory")
 	batches := flag.String("batches", "1,100,1000", "batch sizes (records per database transaction)")
 	flag.Parse()
-	for _, b := range strings.Split(*batches, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(b))
-		if err != nil || n <= 0 {
-			fmt.Fprintf(os.Stderr, "consumer-bench: -batches: %q is not a positive number\n", b)
-			os.Exit(2)
-		}
-		o.batches = append(o.batches, n)
+	var err error
+	if o.batches, err = cmdline.PositiveInts("batches", *batches); err != nil {
+		fmt.Fprintln(os.Stderr, "consumer-bench:", err)
+		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

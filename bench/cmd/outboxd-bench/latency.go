@@ -7,11 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/outboxd/outboxd/bench/internal/cmdline"
 	"github.com/outboxd/outboxd/bench/internal/host"
 	"github.com/outboxd/outboxd/bench/internal/servers"
 	"github.com/outboxd/outboxd/bench/internal/stats"
@@ -274,17 +274,7 @@ func (e *env) startSteady(ctx context.Context, sys string, warmRate int) (_ *ste
 	return s, nil
 }
 
-func parseRates(s string) ([]int, error) {
-	var rates []int
-	for _, r := range strings.Split(s, ",") {
-		rate, err := strconv.Atoi(strings.TrimSpace(r))
-		if err != nil || rate <= 0 {
-			return nil, fmt.Errorf("bad rate %q in -rates", r)
-		}
-		rates = append(rates, rate)
-	}
-	return rates, nil
-}
+func parseRates(s string) ([]int, error) { return cmdline.PositiveInts("rates", s) }
 
 // steady writes rate events/s (-transaction-size rows a statement, from 4
 // writers) for d while a consumer notes when each id arrives

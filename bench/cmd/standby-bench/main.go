@@ -23,8 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -54,13 +52,10 @@ func main() {
 	flag.IntVar(&o.txSize, "transaction-size", 10, "events per transaction")
 	flag.DurationVar(&o.duration, "rate-duration", 10*time.Second, "how long each steady rate is written")
 	flag.Parse()
-	for _, r := range strings.Split(*rates, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(r))
-		if err != nil || n <= 0 {
-			fmt.Fprintf(os.Stderr, "standby-bench: -rates: %q is not a positive number\n", r)
-			os.Exit(2)
-		}
-		o.rates = append(o.rates, n)
+	var err error
+	if o.rates, err = cmdline.PositiveInts("rates", *rates); err != nil {
+		fmt.Fprintln(os.Stderr, "standby-bench:", err)
+		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

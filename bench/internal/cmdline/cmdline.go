@@ -1,7 +1,7 @@
-// Package cmdline writes a command's arguments as one line a POSIX shell
-// reads back into the same arguments, for the benchmark reports that say
-// which command produced them. It is shared by bench/cmd/outboxd-bench and
-// bench/cmd/debezium-compare.
+// Package cmdline is the benchmarks' command lines: it writes a command's
+// arguments as one line a POSIX shell reads back into the same arguments,
+// for the reports that say which command produced them, and parses the
+// lists of numbers their flags take (PositiveInts).
 package cmdline
 
 import "strings"
