@@ -20,10 +20,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,12 +45,15 @@ type options struct {
 	n, reps, txSize       int
 	rates                 []int
 	duration              time.Duration
+	standby               bool
 }
 
 // Arms.
 const (
 	armTables    = "tables"    // N tables, one slot
 	armDatabases = "databases" // N databases, N slots
+	// N databases, N slots on a physical standby (-standby).
+	armDatabasesOnStandby = "databases-on-standby"
 )
 
 type result struct {
@@ -58,8 +63,11 @@ type result struct {
 	steady.Result
 	WalsenderCPUus float64 `json:"walsender_cpu_us_per_event"`
 	ServerCPUus    float64 `json:"server_cpu_us_per_event"`
-	OutboxdCPUus   float64 `json:"outboxd_cpu_us_per_event"`
-	MachineBusy    float64 `json:"machine_cpu_busy"`
+	// StandbyCPUus is the standby's (-standby), in every arm: it replays
+	// the same WAL in each, and decodes too in databases-on-standby.
+	StandbyCPUus float64 `json:"standby_cpu_us_per_event,omitempty"`
+	OutboxdCPUus float64 `json:"outboxd_cpu_us_per_event"`
+	MachineBusy  float64 `json:"machine_cpu_busy"`
 }
 
 type summary struct {
@@ -70,6 +78,7 @@ type summary struct {
 	P99ms          stats.Spread `json:"p99_ms"`
 	WalsenderCPUus stats.Spread `json:"walsender_cpu_us_per_event"`
 	ServerCPUus    stats.Spread `json:"server_cpu_us_per_event"`
+	StandbyCPUus   stats.Spread `json:"standby_cpu_us_per_event"`
 	OutboxdCPUus   stats.Spread `json:"outboxd_cpu_us_per_event"`
 	NotDelivered   int          `json:"events_not_delivered"`
 }
@@ -80,6 +89,7 @@ type report struct {
 	Host      map[string]string `json:"host"`
 	PGVersion string            `json:"postgres_version"`
 	Outboxes  int               `json:"outboxes"`
+	Standby   bool              `json:"standby"`
 	TxSize    int               `json:"transaction_size"`
 	DurationS float64           `json:"rate_duration_seconds"`
 	Runs      []result          `json:"runs"`
@@ -96,6 +106,7 @@ func main() {
 	flag.IntVar(&o.reps, "reps", 5, "repetitions of each rate and arm")
 	flag.IntVar(&o.txSize, "transaction-size", 10, "events per transaction")
 	flag.DurationVar(&o.duration, "rate-duration", 10*time.Second, "how long each steady rate is written")
+	flag.BoolVar(&o.standby, "standby", false, "also measure the N databases with their N slots on a physical standby (--primary-url; PostgreSQL 16+), the standby's CPU in every arm")
 	flag.Parse()
 	var err error
 	if o.rates, err = cmdline.PositiveInts("rates", *rates); err != nil {
@@ -119,7 +130,9 @@ type setup struct {
 	slots   []slotAt // every slot the arm streams, to wait for
 }
 
-type slotAt struct{ url, slot string }
+// slotAt is a slot and its server's URL (a standby's, or the primary's);
+// primary is the primary's URL when it is a standby's.
+type slotAt struct{ url, slot, primary string }
 
 func run(ctx context.Context, o options, log *slog.Logger) error {
 	srv, err := servers.Start(ctx, o.testbed)
@@ -130,6 +143,17 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	limit := strconv.Itoa(o.n + 20)
 	if err := srv.Restart(ctx, "max_replication_slots = "+limit, "max_wal_senders = "+limit, "max_connections = "+strconv.Itoa(3*o.n+100)); err != nil {
 		return err
+	}
+	var standbyDir, standbyURL string
+	if o.standby {
+		// Made first, so that the databases reach it through replication.
+		sb, err := srv.PG.StartStandby(context.WithoutCancel(ctx))
+		if err != nil {
+			return fmt.Errorf("starting the standby: %w", err)
+		}
+		defer func() { _ = sb.Remove(context.WithoutCancel(ctx)) }()
+		standbyDir = sb.Dir
+		standbyURL = sb.URL
 	}
 	topics := make([]string, o.n)
 	for i := range topics {
@@ -148,25 +172,32 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	dbs, err := setUpDatabases(ctx, o, srv, topics, dir)
+	dbs, err := setUpDatabases(ctx, o, srv, topics, filepath.Join(dir, "pipelines.yaml"), "")
 	if err != nil {
 		return err
+	}
+	arms := map[string]setup{armTables: tables, armDatabases: dbs}
+	names := []string{armTables, armDatabases}
+	if o.standby {
+		if arms[armDatabasesOnStandby], err = setUpDatabases(ctx, o, srv, topics, filepath.Join(dir, "standby.yaml"), standbyURL); err != nil {
+			return err
+		}
+		names = append(names, armDatabasesOnStandby)
 	}
 	var version string
 	if err := queryRow(ctx, srv.DatabaseURL("postgres"), `SELECT current_setting('server_version')`, &version); err != nil {
 		return err
 	}
 	rep := report{When: time.Now().UTC(), Command: cmdline.Join(append([]string{"tables-bench"}, os.Args[1:]...)), Host: host.Describe(),
-		PGVersion: version, Outboxes: o.n, TxSize: o.txSize, DurationS: o.duration.Seconds()}
-	arms := map[string]setup{armTables: tables, armDatabases: dbs}
+		PGVersion: version, Outboxes: o.n, Standby: o.standby, TxSize: o.txSize, DurationS: o.duration.Seconds()}
 	for _, rate := range o.rates {
 		for i := range o.reps {
-			order := []string{armTables, armDatabases}
+			order := slices.Clone(names)
 			if i%2 == 1 {
-				order = []string{armDatabases, armTables}
+				slices.Reverse(order)
 			}
 			for _, arm := range order {
-				r, err := oneRun(ctx, o, srv, arms[arm], arm, rate, i+1)
+				r, err := oneRun(ctx, o, srv, standbyDir, arms[arm], arm, rate, i+1)
 				if err != nil {
 					return fmt.Errorf("%s at %d events/s, repetition %d: %w", arm, rate, i+1, err)
 				}
@@ -176,7 +207,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 			}
 		}
 	}
-	rep.Summary = summarize(rep.Runs, o.rates)
+	rep.Summary = summarize(rep.Runs, o.rates, names)
 	return write(o.out, rep)
 }
 
@@ -202,34 +233,42 @@ func setUpTables(ctx context.Context, o options, srv *servers.Servers, topics []
 			Insert: strings.Replace(steady.OutboxInsert(o.txSize), "INSERT INTO outbox", "INSERT INTO "+schema+".outbox", 1)})
 	}
 	s.args = []string{"run", "--log-level", "warn", "--database-url", url, "--slot", "tables_bench", "--brokers", srv.Kafka.Addr}
-	s.slots = []slotAt{{url, "tables_bench"}}
+	s.slots = []slotAt{{url: url, slot: "tables_bench"}}
 	return s, nil
 }
 
 // setUpDatabases makes a database, default outbox table, publication and
 // slot for each outbox, and the pipelines file of one process streaming
-// them all.
-func setUpDatabases(ctx context.Context, o options, srv *servers.Servers, topics []string, dir string) (setup, error) {
+// them all, written to file. With standbyURL the databases exist already
+// (the primary arm made them) and each slot is made on that standby.
+func setUpDatabases(ctx context.Context, o options, srv *servers.Servers, topics []string, file, standbyURL string) (setup, error) {
 	var s setup
 	var f strings.Builder
 	fmt.Fprintf(&f, "brokers: %q\nlog-level: \"warn\"\npipelines:\n", srv.Kafka.Addr)
 	for i := range o.n {
 		db := fmt.Sprintf("db%03d", i)
-		if err := srv.Exec(ctx, "postgres", "CREATE DATABASE "+db); err != nil {
-			return s, err
-		}
-		url := srv.DatabaseURL(db)
-		slotName := "bench_" + db
+		primary, url, slotName := srv.DatabaseURL(db), srv.DatabaseURL(db), "bench_"+db
 		args := []string{"migrate", "--log-level", "warn", "--database-url", url, "--slot", slotName}
+		if standbyURL == "" {
+			if err := srv.Exec(ctx, "postgres", "CREATE DATABASE "+db); err != nil {
+				return s, err
+			}
+		} else {
+			url, slotName = onDatabase(standbyURL, db), "standby_"+db
+			args = []string{"migrate", "--log-level", "warn", "--database-url", url, "--primary-url", primary, "--slot", slotName}
+		}
 		if out, err := exec.CommandContext(ctx, o.outboxd, args...).CombinedOutput(); err != nil {
 			return s, fmt.Errorf("outboxd migrate %s: %w\n%s", db, err, out)
 		}
 		v, _ := json.Marshal(url)
 		fmt.Fprintf(&f, "  - name: %s\n    database-url: %s\n    slot: %q\n", db, v, slotName)
-		s.targets = append(s.targets, steady.Target{URL: url, Topic: topics[i], Writers: 1, Insert: steady.OutboxInsert(o.txSize)})
-		s.slots = append(s.slots, slotAt{url, slotName})
+		if standbyURL != "" {
+			p, _ := json.Marshal(primary)
+			fmt.Fprintf(&f, "    primary-url: %s\n", p)
+		}
+		s.targets = append(s.targets, steady.Target{URL: primary, Topic: topics[i], Writers: 1, Insert: steady.OutboxInsert(o.txSize)})
+		s.slots = append(s.slots, slotAt{url: url, slot: slotName, primary: primary})
 	}
-	file := filepath.Join(dir, "pipelines.yaml")
 	if err := os.WriteFile(file, []byte(f.String()), 0o600); err != nil {
 		return s, err
 	}
@@ -240,7 +279,7 @@ func setUpDatabases(ctx context.Context, o options, srv *servers.Servers, topics
 // oneRun starts the arm's outboxd, waits until each of its slots streams
 // and has caught up with the server's WAL (the other arm's runs wrote in
 // between), writes at rate for the duration, and reads what it cost.
-func oneRun(ctx context.Context, o options, srv *servers.Servers, s setup, arm string, rate, repN int) (result, error) {
+func oneRun(ctx context.Context, o options, srv *servers.Servers, standbyDir string, s setup, arm string, rate, repN int) (result, error) {
 	res := result{Arm: arm, Rate: rate, Rep: repN}
 	cmd := exec.CommandContext(ctx, o.outboxd, s.args...)
 	logFile, err := os.CreateTemp("", "tables-bench-outboxd-*.log")
@@ -262,15 +301,19 @@ func oneRun(ctx context.Context, o options, srv *servers.Servers, s setup, arm s
 		return res, fmt.Errorf("%w; outboxd's log:\n%s", err, b)
 	}
 	var a, b, aWal, bWal host.Reading
-	var aSrv, bSrv float64
-	read := func() (host.Reading, host.Reading, float64) {
+	var aSrv, bSrv, aSby, bSby float64
+	read := func() (host.Reading, host.Reading, float64, float64) {
 		_, wal := host.ClusterPIDs(srv.PG.Dir)
-		return host.Read([]int{cmd.Process.Pid}, nil), host.Read(nil, wal), host.ClusterCPU(srv.PG.Dir)
+		sby := 0.0
+		if standbyDir != "" {
+			sby = host.ClusterCPU(standbyDir)
+		}
+		return host.Read([]int{cmd.Process.Pid}, nil), host.Read(nil, wal), host.ClusterCPU(srv.PG.Dir), sby
 	}
 	res.Result, err = steady.Run(ctx, steady.Load{
 		Brokers: srv.Kafka.Addr, Targets: s.targets, Rate: rate, TxSize: o.txSize, Duration: o.duration,
-		Started: func() { a, aWal, aSrv = read() },
-		Ended:   func() { b, bWal, bSrv = read() },
+		Started: func() { a, aWal, aSrv, aSby = read() },
+		Ended:   func() { b, bWal, bSrv, bSby = read() },
 	})
 	if err != nil {
 		return res, err
@@ -282,14 +325,19 @@ func oneRun(ctx context.Context, o options, srv *servers.Servers, s setup, arm s
 	outboxd, _, busy := host.Used(a, b)
 	_, wal, _ := host.Used(aWal, bWal)
 	res.OutboxdCPUus, res.WalsenderCPUus, res.ServerCPUus, res.MachineBusy = outboxd/n*1e6, wal/n*1e6, (bSrv-aSrv)/n*1e6, busy
+	res.StandbyCPUus = (bSby - aSby) / n * 1e6
 	return res, nil
 }
 
 // caughtUp waits (up to 5 minutes) until every slot is active and has
 // confirmed its server's WAL as it was when the wait began.
 func caughtUp(ctx context.Context, slots []slotAt) error {
+	primary := slots[0].primary
+	if primary == "" {
+		primary = slots[0].url
+	}
 	var target string
-	if err := queryRow(ctx, slots[0].url, `SELECT pg_current_wal_lsn()::text`, &target); err != nil {
+	if err := queryRow(ctx, primary, `SELECT pg_current_wal_lsn()::text`, &target); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(5 * time.Minute)
@@ -311,6 +359,15 @@ func caughtUp(ctx context.Context, slots []slotAt) error {
 		}
 	}
 	return nil
+}
+
+func onDatabase(server, db string) string {
+	u, err := url.Parse(server)
+	if err != nil {
+		return server
+	}
+	u.Path = "/" + db
+	return u.String()
 }
 
 func queryRow(ctx context.Context, dbURL, q string, dst any, args ...any) error {

@@ -10,22 +10,22 @@ import (
 	"github.com/outboxd/outboxd/bench/internal/stats"
 )
 
-func summarize(runs []result, rates []int) []summary {
+func summarize(runs []result, rates []int, arms []string) []summary {
 	var out []summary
 	for _, rate := range rates {
-		for _, arm := range []string{armTables, armDatabases} {
+		for _, arm := range arms {
 			s := summary{Arm: arm, Rate: rate}
-			var written, p50, p99, wal, srv, obx []float64
+			var written, p50, p99, wal, srv, sby, obx []float64
 			for _, r := range runs {
 				if r.Arm != arm || r.Rate != rate {
 					continue
 				}
 				written, p50, p99 = append(written, r.WrittenRate), append(p50, r.P50ms), append(p99, r.P99ms)
-				wal, srv, obx = append(wal, r.WalsenderCPUus), append(srv, r.ServerCPUus), append(obx, r.OutboxdCPUus)
+				wal, srv, sby, obx = append(wal, r.WalsenderCPUus), append(srv, r.ServerCPUus), append(sby, r.StandbyCPUus), append(obx, r.OutboxdCPUus)
 				s.NotDelivered += r.Written - r.Delivered
 			}
 			s.WrittenRate, s.P50ms, s.P99ms = stats.SpreadOf(written), stats.SpreadOf(p50), stats.SpreadOf(p99)
-			s.WalsenderCPUus, s.ServerCPUus, s.OutboxdCPUus = stats.SpreadOf(wal), stats.SpreadOf(srv), stats.SpreadOf(obx)
+			s.WalsenderCPUus, s.ServerCPUus, s.StandbyCPUus, s.OutboxdCPUus = stats.SpreadOf(wal), stats.SpreadOf(srv), stats.SpreadOf(sby), stats.SpreadOf(obx)
 			out = append(out, s)
 		}
 	}
@@ -57,16 +57,33 @@ func write(dir string, rep report) error {
 		"Medians, with the spread (least-most). Raw figures: [results.json](results.json).\n\n",
 		rep.When.Format("2006-01-02 15:04 UTC"), rep.PGVersion, rep.Host["cpus"], rep.Command, rep.Outboxes, rep.Outboxes, rep.Outboxes, rep.Outboxes, rep.TxSize,
 		rep.DurationS, rep.Summary[0].P99ms.N)
-	fmt.Fprintf(&b, "| total rate (ev/s) | arm | written (ev/s) | walsenders µs/ev | server µs/ev | outboxd µs/ev | p50 ms | p99 ms | not delivered |\n|---|---|---|---|---|---|---|---|---|\n")
-	for _, s := range rep.Summary {
-		fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %s | %s | %s | %d |\n", s.Rate, s.Arm, s.WrittenRate.Median,
-			spread(s.WalsenderCPUus), spread(s.ServerCPUus), spread(s.OutboxdCPUus), spread(s.P50ms), spread(s.P99ms), s.NotDelivered)
+	if rep.Standby {
+		fmt.Fprintf(&b, "With `-standby`, a physical standby of the server replays its WAL in every arm (its CPU is the standby column), and the third arm, "+
+			"*databases-on-standby*, has the N slots on the standby (`--primary-url`): the primary's walsenders and CPU are then what is left on the primary.\n\n")
 	}
-	fmt.Fprintf(&b, "\n| total rate (ev/s) | walsenders, databases / tables | server, databases / tables | outboxd, databases / tables | p99, databases / tables |\n|---|---|---|---|---|\n")
-	for i := 0; i+1 < len(rep.Summary); i += 2 {
-		t, d := rep.Summary[i], rep.Summary[i+1]
-		fmt.Fprintf(&b, "| %d | %.1f | %.2f | %.2f | %.2f |\n", t.Rate, ratio(d.WalsenderCPUus.Median, t.WalsenderCPUus.Median),
+	fmt.Fprintf(&b, "| total rate (ev/s) | arm | written (ev/s) | primary's walsenders µs/ev | primary µs/ev | standby µs/ev | outboxd µs/ev | p50 ms | p99 ms | not delivered |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range rep.Summary {
+		fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %s | %s | %s | %s | %d |\n", s.Rate, s.Arm, s.WrittenRate.Median,
+			spread(s.WalsenderCPUus), spread(s.ServerCPUus), spread(s.StandbyCPUus), spread(s.OutboxdCPUus), spread(s.P50ms), spread(s.P99ms), s.NotDelivered)
+	}
+	by := map[string]summary{}
+	for _, s := range rep.Summary {
+		by[fmt.Sprint(s.Rate, s.Arm)] = s
+	}
+	fmt.Fprintf(&b, "\n| total rate (ev/s) | walsenders, databases / tables | primary, databases / tables | outboxd, databases / tables | p99, databases / tables |\n|---|---|---|---|---|\n")
+	for _, rate := range rates(rep.Summary) {
+		t, d := by[fmt.Sprint(rate, armTables)], by[fmt.Sprint(rate, armDatabases)]
+		fmt.Fprintf(&b, "| %d | %.1f | %.2f | %.2f | %.2f |\n", rate, ratio(d.WalsenderCPUus.Median, t.WalsenderCPUus.Median),
 			ratio(d.ServerCPUus.Median, t.ServerCPUus.Median), ratio(d.OutboxdCPUus.Median, t.OutboxdCPUus.Median), ratio(d.P99ms.Median, t.P99ms.Median))
+	}
+	if rep.Standby {
+		fmt.Fprintf(&b, "\n| total rate (ev/s) | primary's walsenders, slots on standby / on primary | primary, on standby / on primary | standby, on standby / on primary | outboxd, on standby / on primary | p99, on standby / on primary |\n|---|---|---|---|---|---|\n")
+		for _, rate := range rates(rep.Summary) {
+			p, s := by[fmt.Sprint(rate, armDatabases)], by[fmt.Sprint(rate, armDatabasesOnStandby)]
+			fmt.Fprintf(&b, "| %d | %.2f | %.2f | %.2f | %.2f | %.2f |\n", rate, ratio(s.WalsenderCPUus.Median, p.WalsenderCPUus.Median),
+				ratio(s.ServerCPUus.Median, p.ServerCPUus.Median), ratio(s.StandbyCPUus.Median, p.StandbyCPUus.Median),
+				ratio(s.OutboxdCPUus.Median, p.OutboxdCPUus.Median), ratio(s.P99ms.Median, p.P99ms.Median))
+		}
 	}
 	return os.WriteFile(filepath.Join(dir, "README.md"), []byte(b.String()), 0o644)
 }
@@ -76,4 +93,15 @@ func ratio(a, b float64) float64 {
 		return 0
 	}
 	return a / b
+}
+
+// rates are the summaries' rates, in order.
+func rates(ss []summary) []int {
+	var out []int
+	for _, s := range ss {
+		if len(out) == 0 || out[len(out)-1] != s.Rate {
+			out = append(out, s.Rate)
+		}
+	}
+	return out
 }
