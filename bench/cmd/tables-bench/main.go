@@ -154,6 +154,16 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		defer func() { _ = sb.Remove(context.WithoutCancel(ctx)) }()
 		standbyDir = sb.Dir
 		standbyURL = sb.URL
+		// Its own limits: a slot for each database.
+		if err := execOn(ctx, sb.URL, "ALTER SYSTEM SET max_replication_slots = "+limit, "ALTER SYSTEM SET max_wal_senders = "+limit); err != nil {
+			return err
+		}
+		if err := sb.Stop(ctx, "fast"); err != nil {
+			return err
+		}
+		if err := sb.Start(ctx); err != nil {
+			return err
+		}
 	}
 	topics := make([]string, o.n)
 	for i := range topics {
@@ -368,6 +378,20 @@ func onDatabase(server, db string) string {
 	}
 	u.Path = "/" + db
 	return u.String()
+}
+
+func execOn(ctx context.Context, dbURL string, stmts ...string) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, q := range stmts {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
 }
 
 func queryRow(ctx context.Context, dbURL, q string, dst any, args ...any) error {
