@@ -154,8 +154,17 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		defer func() { _ = sb.Remove(context.WithoutCancel(ctx)) }()
 		standbyDir = sb.Dir
 		standbyURL = sb.URL
-		// Its own limits: a slot for each database.
-		if err := execOn(ctx, sb.URL, "ALTER SYSTEM SET max_replication_slots = "+limit, "ALTER SYSTEM SET max_wal_senders = "+limit); err != nil {
+		// Its own limits: a slot for each database; and none of them
+		// taken by copies of the primary arm's failover slots (17+).
+		stmts := []string{"ALTER SYSTEM SET max_replication_slots = " + limit, "ALTER SYSTEM SET max_wal_senders = " + limit}
+		var version int
+		if err := queryRow(ctx, sb.URL, `SELECT current_setting('server_version_num')::int`, &version); err != nil {
+			return err
+		}
+		if version >= 170000 {
+			stmts = append(stmts, "ALTER SYSTEM SET sync_replication_slots = off")
+		}
+		if err := execOn(ctx, sb.URL, stmts...); err != nil {
 			return err
 		}
 		if err := sb.Stop(ctx, "fast"); err != nil {
