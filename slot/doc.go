@@ -12,6 +12,9 @@
 // short-lived replication connections only for what the replication
 // protocol alone does (IDENTIFY_SYSTEM, creating a slot with an exported
 // snapshot, ALTER_REPLICATION_SLOT); the stream's connection is cdc's.
+// The slot's server may be a physical standby that decodes (PostgreSQL
+// 16+, standby.go): the standby is checked first (CheckStandby), and
+// outboxd_slots is then the primary's (Catalog).
 //
 // Invariants:
 //   - A slot is created only when the caller asks for it (a Provisioner's
@@ -23,6 +26,9 @@
 //     again and the backfill run again whole), or one just created over a
 //     table that turned out to hold rows (CreateOnFreshInstall).
 //   - All of a Provisioner's work on a slot happens under Lock.
+//   - A slot on a standby is used only when a primary URL is given and
+//     the standby passes CheckStandby; outboxd_slots is never written on
+//     a standby (it cannot be).
 //   - The catalog is read only through the queries in this package; each
 //     fact (does the publication exist, does it publish the outbox table,
 //     which columns of its tables it publishes, who holds the slot, is it
