@@ -26,7 +26,7 @@
 //     again and the backfill run again whole), or one just created over a
 //     table that turned out to hold rows (CreateOnFreshInstall).
 //   - All of a Provisioner's work on a slot happens under Lock.
-//   - A slot on a standby is used only when a primary URL is given and
+//   - A slot on a standby is set up only when a primary URL is given and
 //     the standby passes CheckStandby; outboxd_slots is never written on
 //     a standby (it cannot be).
 //   - The catalog is read only through the queries in this package; each
