@@ -214,7 +214,17 @@ func (m *Member) waitRanked(ctx context.Context, d time.Duration) bool {
 
 func (m *Member) handover() handover {
 	cfg := m.spec.Config
-	return handover{slot: streamSlot(cfg), url: cfg.Stream.DatabaseURL, name: m.appName(), replica: m.cfg.Replica, every: m.cfg.RankDelay, log: m.log}
+	return handover{slot: streamSlot(cfg), url: handoverURL(cfg), name: m.appName(), replica: m.cfg.Replica, every: m.cfg.RankDelay, log: m.log}
+}
+
+// handoverURL is where the replicas of a pipeline record and notify their
+// hand-overs: its database, or the primary's when the slot is decoded on
+// a standby, which can neither write nor LISTEN and NOTIFY.
+func handoverURL(cfg pipeline.Config) string {
+	if cfg.Stream.PrimaryURL != "" {
+		return cfg.Stream.PrimaryURL
+	}
+	return cfg.Stream.DatabaseURL
 }
 
 // appName names the pipeline's connections: its name (none in a Single
