@@ -582,24 +582,24 @@ var ErrBackfillUnderWay = errors.New("a backfill of the slot is under way")
 func (p *Provisioner) Ready(ctx context.Context, conn *pgx.Conn) (Status, error) {
 	name := p.cfg.Slot
 	info, err := Ensure(ctx, conn, name, p.cfg.PrimaryURL, p.cfg.Names)
-	if err != nil && !errors.Is(err, ErrMissing) {
+	missing := errors.Is(err, ErrMissing)
+	if err != nil && !missing {
 		return info, err
 	}
 	inRecovery := info.InRecovery
-	if errors.Is(err, ErrMissing) {
+	if missing {
 		// Ensure returns no status with a missing slot; a standby's
 		// catalog is still the primary's.
-		inRecovery, err = inRecoveryNow(ctx, conn)
-		if err != nil {
+		if inRecovery, err = inRecoveryNow(ctx, conn); err != nil {
 			return Status{}, err
 		}
 	}
-	catalog, closeCatalog, cerr := Catalog(ctx, conn, inRecovery, p.cfg.PrimaryURL, "")
-	if cerr != nil {
-		return info, cerr
+	catalog, closeCatalog, err := Catalog(ctx, conn, inRecovery, p.cfg.PrimaryURL, "")
+	if err != nil {
+		return info, err
 	}
 	defer closeCatalog()
-	if err != nil {
+	if missing {
 		return Status{}, p.lost(ctx, catalog)
 	}
 	if rec, _, err := ReadRecord(ctx, catalog, name); err == nil && rec.BackfillPending() {
