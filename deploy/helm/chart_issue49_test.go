@@ -127,7 +127,7 @@ func TestChartRefusesSecretsTyposAndWhatCannotWork(t *testing.T) {
 }
 
 // The schema's keys of a pipeline and of settings are run's flags (and
-// migrate's own-table and partitioned), as docs/configuration.md lists
+// migrate's own-table, partitioned and extend-publication), as docs/configuration.md lists
 // them (which a test of the product keeps current): a new flag must reach
 // the schema, or the chart refuses it.
 func TestValuesSchemaKnowsEveryFlag(t *testing.T) {
@@ -144,7 +144,7 @@ func TestValuesSchemaKnowsEveryFlag(t *testing.T) {
 		return out
 	}
 	want := slices.DeleteFunc(section("run"), func(f string) bool { return f == "config" })
-	want = append(want, "own-table", "partitioned")
+	want = append(want, "own-table", "partitioned", "extend-publication")
 	slices.Sort(want)
 	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
 	if err != nil {
