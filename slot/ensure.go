@@ -20,8 +20,8 @@ func Ensure(ctx context.Context, conn *pgx.Conn, slot, primaryURL string, n fiel
 	if err != nil {
 		return Status{}, err
 	}
-	if info.InRecovery && (primaryURL == "" || info.ServerVersion < StandbyVersion) {
-		return info, NoPrimaryError(slot, info.ServerVersion, n)
+	if err := StandbyRefusal(info, primaryURL, n); err != nil {
+		return info, err
 	}
 	if !info.Exists {
 		return Status{}, fmt.Errorf("%w: %s", ErrMissing, slot)

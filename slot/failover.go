@@ -56,8 +56,8 @@ func (m FailoverMode) CreateFailover(version int, n field.Names) (bool, error) {
 	case version >= FailoverVersion:
 		return true, nil
 	case m == FailoverOn:
-		return false, fmt.Errorf("%w: %s needs PostgreSQL 17 or later (this server is %d.%d): use %s or %s",
-			ErrUnusable, n.Set(failoverSetting(FailoverOn)), version/10000, version%10000, n.Set(failoverSetting(FailoverAuto)), n.Set(failoverSetting(FailoverOff)))
+		return false, fmt.Errorf("%w: %s needs PostgreSQL 17 or later (this server is %s): use %s or %s",
+			ErrUnusable, n.Set(failoverSetting(FailoverOn)), versionName(version), n.Set(failoverSetting(FailoverAuto)), n.Set(failoverSetting(FailoverOff)))
 	}
 	return false, nil
 }

@@ -349,9 +349,10 @@ func (p *Provisioner) createdBy() string {
 // database's slot is never adopted, recorded, dropped for a backfill or
 // streamed from here).
 func refuse(st Status, primaryURL string, n field.Names) error {
+	if err := StandbyRefusal(st, primaryURL, n); err != nil {
+		return err
+	}
 	switch {
-	case st.InRecovery && (primaryURL == "" || st.ServerVersion < StandbyVersion):
-		return NoPrimaryError(st.Slot, st.ServerVersion, n)
 	case st.OtherDatabase:
 		return OtherDatabaseError(st, n)
 	}
@@ -460,7 +461,9 @@ func (p *Provisioner) adopt(ctx context.Context, conn *pgx.Conn, st Status, rec 
 
 // create creates the slot at the current position, without a backfill.
 func (p *Provisioner) create(ctx context.Context, sc slotConns, out Outcome, rec Record, failover bool) (Outcome, error) {
-	lsn, err := whileCreating(ctx, sc.primaryURL, p.log, func() (outbox.LSN, error) { return Create(ctx, sc.slot, rec.Slot, failover) })
+	stop := askForSnapshots(ctx, sc.primaryURL, p.log)
+	lsn, err := Create(ctx, sc.slot, rec.Slot, failover)
+	stop()
 	if err != nil {
 		return out, err
 	}
@@ -480,15 +483,9 @@ func (p *Provisioner) createIfEmpty(ctx context.Context, sc slotConns, out Outco
 	if err != nil {
 		return out, err
 	}
-	type created struct {
-		lsn   outbox.LSN
-		empty bool
-	}
-	c, err := whileCreating(ctx, sc.primaryURL, p.log, func() (created, error) {
-		lsn, empty, err := createIfEmpty(ctx, p.cfg.DatabaseURL, rec.Slot, sc.slot, table, failover)
-		return created{lsn, empty}, err
-	})
-	lsn, empty := c.lsn, c.empty
+	stop := askForSnapshots(ctx, sc.primaryURL, p.log)
+	lsn, empty, err := createIfEmpty(ctx, p.cfg.DatabaseURL, rec.Slot, sc.slot, table, failover)
+	stop()
 	if err != nil {
 		return out, err
 	}
@@ -530,16 +527,9 @@ func (p *Provisioner) createWithBackfill(ctx context.Context, sc slotConns, out 
 	if err := SaveRecord(ctx, sc.catalog, rec); err != nil {
 		return out, fmt.Errorf("a backfill needs outboxd_slots to survive a crash: %w", err)
 	}
-	type created struct {
-		cp, walEnd outbox.LSN
-		tx         pgx.Tx
-		server     ServerID
-	}
-	c, err := whileCreating(ctx, sc.primaryURL, p.log, func() (created, error) {
-		cp, tx, server, walEnd, err := createWithSnapshot(ctx, p.cfg.DatabaseURL, name, sc.slot, failover)
-		return created{cp: cp, walEnd: walEnd, tx: tx, server: server}, err
-	})
-	cp, tx, server, walEnd := c.cp, c.tx, c.server, c.walEnd
+	stop := askForSnapshots(ctx, sc.primaryURL, p.log)
+	cp, tx, server, walEnd, err := createWithSnapshot(ctx, p.cfg.DatabaseURL, name, sc.slot, failover)
+	stop()
 	if err != nil {
 		return out, err
 	}

@@ -148,6 +148,16 @@ func NoPrimaryError(slot string, version int, n field.Names) error {
 		ErrStandby, slot, n.Of("PrimaryURL"), n.Of("DatabaseURL"))
 }
 
+// StandbyRefusal is the refusal of st's server when it is a standby that
+// may not be decoded on (NoPrimaryError): no primary URL was given, or it
+// runs PostgreSQL before 16. nil otherwise.
+func StandbyRefusal(st Status, primaryURL string, n field.Names) error {
+	if st.InRecovery && (primaryURL == "" || st.ServerVersion < StandbyVersion) {
+		return NoPrimaryError(st.Slot, st.ServerVersion, n)
+	}
+	return nil
+}
+
 // Catalog returns the connection outboxd_slots is read and written on:
 // conn itself when its server is a primary or no primary URL is given,
 // else a new connection to primaryURL, which close closes.
@@ -198,21 +208,22 @@ func nudgeStandby(ctx context.Context, primaryURL string, log *slog.Logger) {
 	}
 }
 
-// whileCreating runs create, and meanwhile, when the slot's server is a
-// standby (primaryURL set), asks the primary for the record the creation
-// waits for.
-func whileCreating[T any](ctx context.Context, primaryURL string, log *slog.Logger, create func() (T, error)) (T, error) {
+// askForSnapshots starts asking the primary (primaryURL) for the
+// running-transactions record a slot being created on a standby waits for
+// (nudgeStandby); stop ends the asking and waits for it. With no primary
+// URL (the slot's server is a primary) it does nothing.
+func askForSnapshots(ctx context.Context, primaryURL string, log *slog.Logger) (stop func()) {
 	if primaryURL == "" {
-		return create()
+		return func() {}
 	}
-	nctx, stop := context.WithCancel(ctx)
+	nctx, cancel := context.WithCancel(ctx)
 	var g errgroup.Group
 	g.Go(func() error {
 		nudgeStandby(nctx, primaryURL, log)
 		return nil
 	})
-	v, err := create()
-	stop()
-	_ = g.Wait() // the nudge only logs
-	return v, err
+	return func() {
+		cancel()
+		_ = g.Wait() // the nudge only logs
+	}
 }

@@ -176,8 +176,8 @@ func migrateConn(ctx context.Context, slotConn *pgx.Conn, cfg config.Config) (co
 	if !st.InRecovery {
 		return slotConn, false, nil
 	}
-	if cfg.Stream.PrimaryURL == "" || st.ServerVersion < slot.StandbyVersion {
-		return nil, false, fmt.Errorf("migrate writes its objects on the primary: %w; nothing was changed", slot.NoPrimaryError(cfg.Stream.Slot, st.ServerVersion, cfg.SlotNames()))
+	if err := slot.StandbyRefusal(st, cfg.Stream.PrimaryURL, cfg.SlotNames()); err != nil {
+		return nil, false, fmt.Errorf("migrate writes its objects on the primary: %w; nothing was changed", err)
 	}
 	conn, err = slot.Connect(ctx, cfg.Stream.PrimaryURL, "outboxd migrate")
 	if err != nil {
