@@ -40,6 +40,19 @@ type flagSpec struct {
 	process bool
 }
 
+// databaseURLCheck is the check of a database URL setting: parsed as what
+// connects parses it, so that what is checked is what is used; empty is
+// left to whoever requires it.
+func databaseURLCheck(url func(c *Config) string) func(c *Config) string {
+	return func(c *Config) string {
+		if url(c) == "" {
+			return ""
+		}
+		_, msg := parseDatabase(url(c))
+		return msg
+	}
+}
+
 // flags is the table of every flag.
 func flags() []flagSpec {
 	return []flagSpec{
@@ -47,16 +60,9 @@ func flags() []flagSpec {
 			usage: "PostgreSQL URL or keyword/value string, e.g. postgres://user:pass@host:5432/app (required, here or with --database-url-file); the replication connection adds replication=database",
 			field: "Stream.DatabaseURL",
 			bind:  str(func(c *Config) *string { return &c.Stream.DatabaseURL }),
-			check: func(c *Config) string {
-				// Parsed by what connects, so what is checked is what is
-				// used; cdc requires one.
-				if c.Stream.DatabaseURL == "" {
-					return ""
-				}
-				_, msg := parseDatabase(c.Stream.DatabaseURL)
-				return msg
-			},
-			show: DescribeDatabase},
+			// cdc requires one.
+			check: databaseURLCheck(func(c *Config) string { return c.Stream.DatabaseURL }),
+			show:  DescribeDatabase},
 		{name: "database-url-file", group: GroupDatabase, fileOf: "database-url",
 			usage: "file holding the --database-url, e.g. a mounted secret (its trailing newline and spaces left out): keeps the password out of ps and the environment; not with --database-url",
 			bind:  secretFileFlag(func(c *Config) *string { return &c.Files.DatabaseURLFile }, func(c *Config) *string { return &c.Stream.DatabaseURL })},
@@ -65,14 +71,8 @@ func flags() []flagSpec {
 				"the slot is created and streamed on the standby; outboxd's catalog, heartbeats and migrate's objects are written on the primary. Empty: --database-url must reach the primary",
 			field: "Stream.PrimaryURL",
 			bind:  str(func(c *Config) *string { return &c.Stream.PrimaryURL }),
-			check: func(c *Config) string {
-				if c.Stream.PrimaryURL == "" {
-					return ""
-				}
-				_, msg := parseDatabase(c.Stream.PrimaryURL)
-				return msg
-			},
-			show: DescribeDatabase},
+			check: databaseURLCheck(func(c *Config) string { return c.Stream.PrimaryURL }),
+			show:  DescribeDatabase},
 		{name: "primary-url-file", group: GroupPrimary, fileOf: "primary-url",
 			usage: "file holding the --primary-url, e.g. a mounted secret (its trailing newline and spaces left out); not with --primary-url",
 			bind:  secretFileFlag(func(c *Config) *string { return &c.Files.PrimaryURLFile }, func(c *Config) *string { return &c.Stream.PrimaryURL })},
