@@ -67,8 +67,8 @@ var statusMetrics = []statusMetric{
 		"once that outlasted the transaction timeout (a hanging transaction: the Warn log names it and the command that aborts it); 0 otherwise. "+
 		"While above 0, this pipeline's next start waits behind it, as does every read_committed consumer of the partition.",
 		func(s pipeline.Status, now time.Time) float64 { return sinceSeconds(s.Sink.HangingSince, now) }),
-	gaugeOf("outboxd_decoding_on_standby", "1 while the slot is decoded on a physical standby (--primary-url; the last replication session found its server in recovery), "+
-		"0 on a primary or before the first session.",
+	gaugeOf("outboxd_decoding_on_standby", "1 while the slot is decoded on a physical standby (--primary-url), as the slot check (--wal-check-interval) last found its server, "+
+		"0 on a primary or before the first check.",
 		func(s pipeline.Status, _ time.Time) float64 {
 			if s.OnStandby() {
 				return 1
