@@ -19,14 +19,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/bench/internal/cmdline"
 	"github.com/outboxd/outboxd/bench/internal/host"
@@ -114,7 +111,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if err := srv.Exec(ctx, "postgres", "CREATE DATABASE app"); err != nil {
 		return err
 	}
-	primaryApp, standbyApp := srv.DatabaseURL("app"), onDatabase(standby.URL, "app")
+	primaryApp, standbyApp := srv.DatabaseURL("app"), servers.OnDatabase(standby.URL, "app")
 	// The schema, and no slot: each run creates its own (run
 	// --create-slot) and drops it after, so that no idle slot retains WAL
 	// across the runs.
@@ -122,7 +119,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return fmt.Errorf("outboxd migrate: %w\n%s", err, out)
 	}
 	var version string
-	if err := queryRow(ctx, primaryApp, `SELECT current_setting('server_version')`, &version); err != nil {
+	if err := servers.QueryRow(ctx, primaryApp, `SELECT current_setting('server_version')`, &version); err != nil {
 		return err
 	}
 	rep := report{When: time.Now().UTC(), Command: cmdline.Join(append([]string{"standby-bench"}, os.Args[1:]...)), Host: host.Describe(),
@@ -237,7 +234,7 @@ func waitActive(ctx context.Context, dbURL, slotName string) error {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		var active bool
-		if err := queryRow(ctx, dbURL, `SELECT coalesce((SELECT active FROM pg_replication_slots WHERE slot_name = $1), false)`, &active, slotName); err == nil && active {
+		if err := servers.QueryRow(ctx, dbURL, `SELECT coalesce((SELECT active FROM pg_replication_slots WHERE slot_name = $1), false)`, &active, slotName); err == nil && active {
 			return nil
 		}
 		select {
@@ -253,10 +250,10 @@ func dropSlot(ctx context.Context, dbURL, slotName string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var dropped bool
-		err := queryRow(ctx, dbURL, `SELECT count(pg_drop_replication_slot(slot_name)) >= 0 FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, &dropped, slotName)
+		err := servers.QueryRow(ctx, dbURL, `SELECT count(pg_drop_replication_slot(slot_name)) >= 0 FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, &dropped, slotName)
 		var gone bool
 		if err == nil {
-			err = queryRow(ctx, dbURL, `SELECT NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, &gone, slotName)
+			err = servers.QueryRow(ctx, dbURL, `SELECT NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, &gone, slotName)
 		}
 		if err == nil && gone {
 			return nil
@@ -266,24 +263,6 @@ func dropSlot(ctx context.Context, dbURL, slotName string) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-func queryRow(ctx context.Context, dbURL, q string, dst any, args ...any) error {
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	return conn.QueryRow(ctx, q, args...).Scan(dst)
-}
-
-func onDatabase(server, db string) string {
-	u, err := url.Parse(server)
-	if err != nil {
-		return server
-	}
-	u.Path = "/" + db
-	return u.String()
 }
 
 func writeJSON(path string, v any) error {

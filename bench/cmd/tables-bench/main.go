@@ -20,7 +20,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -30,8 +29,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/bench/internal/cmdline"
 	"github.com/outboxd/outboxd/bench/internal/host"
@@ -158,13 +155,13 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		// taken by copies of the primary arm's failover slots (17+).
 		stmts := []string{"ALTER SYSTEM SET max_replication_slots = " + limit, "ALTER SYSTEM SET max_wal_senders = " + limit}
 		var version int
-		if err := queryRow(ctx, sb.URL, `SELECT current_setting('server_version_num')::int`, &version); err != nil {
+		if err := servers.QueryRow(ctx, sb.URL, `SELECT current_setting('server_version_num')::int`, &version); err != nil {
 			return err
 		}
 		if version >= 170000 {
 			stmts = append(stmts, "ALTER SYSTEM SET sync_replication_slots = off")
 		}
-		if err := execOn(ctx, sb.URL, stmts...); err != nil {
+		if err := servers.ExecOn(ctx, sb.URL, stmts...); err != nil {
 			return err
 		}
 		if err := sb.Stop(ctx, "fast"); err != nil {
@@ -204,7 +201,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		names = append(names, armDatabasesOnStandby)
 	}
 	var version string
-	if err := queryRow(ctx, srv.DatabaseURL("postgres"), `SELECT current_setting('server_version')`, &version); err != nil {
+	if err := servers.QueryRow(ctx, srv.DatabaseURL("postgres"), `SELECT current_setting('server_version')`, &version); err != nil {
 		return err
 	}
 	rep := report{When: time.Now().UTC(), Command: cmdline.Join(append([]string{"tables-bench"}, os.Args[1:]...)), Host: host.Describe(),
@@ -273,7 +270,7 @@ func setUpDatabases(ctx context.Context, o options, srv *servers.Servers, topics
 				return s, err
 			}
 		} else {
-			url, slotName = onDatabase(standbyURL, db), "standby_"+db
+			url, slotName = servers.OnDatabase(standbyURL, db), "standby_"+db
 			args = []string{"migrate", "--log-level", "warn", "--database-url", url, "--primary-url", primary, "--slot", slotName}
 		}
 		if out, err := exec.CommandContext(ctx, o.outboxd, args...).CombinedOutput(); err != nil {
@@ -356,14 +353,14 @@ func caughtUp(ctx context.Context, slots []slotAt) error {
 		primary = slots[0].url
 	}
 	var target string
-	if err := queryRow(ctx, primary, `SELECT pg_current_wal_lsn()::text`, &target); err != nil {
+	if err := servers.QueryRow(ctx, primary, `SELECT pg_current_wal_lsn()::text`, &target); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(5 * time.Minute)
 	for _, s := range slots {
 		for {
 			var ok bool
-			err := queryRow(ctx, s.url, `SELECT coalesce((SELECT active AND confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1), false)`, &ok, s.slot, target)
+			err := servers.QueryRow(ctx, s.url, `SELECT coalesce((SELECT active AND confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1), false)`, &ok, s.slot, target)
 			if err == nil && ok {
 				break
 			}
@@ -378,36 +375,4 @@ func caughtUp(ctx context.Context, slots []slotAt) error {
 		}
 	}
 	return nil
-}
-
-func onDatabase(server, db string) string {
-	u, err := url.Parse(server)
-	if err != nil {
-		return server
-	}
-	u.Path = "/" + db
-	return u.String()
-}
-
-func execOn(ctx context.Context, dbURL string, stmts ...string) error {
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	for _, q := range stmts {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", q, err)
-		}
-	}
-	return nil
-}
-
-func queryRow(ctx context.Context, dbURL, q string, dst any, args ...any) error {
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	return conn.QueryRow(ctx, q, args...).Scan(dst)
 }

@@ -122,7 +122,13 @@ func (s *Servers) DatabaseURL(db string) string {
 
 // Exec runs statements, one after another, on database db.
 func (s *Servers) Exec(ctx context.Context, db string, stmts ...string) error {
-	conn, err := pgx.Connect(ctx, s.DatabaseURL(db))
+	return ExecOn(ctx, s.DatabaseURL(db), stmts...)
+}
+
+// ExecOn runs statements, one after another, on the database dbURL
+// reaches (another server's: a standby of PG).
+func ExecOn(ctx context.Context, dbURL string, stmts ...string) error {
+	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return err
 	}
@@ -133,6 +139,27 @@ func (s *Servers) Exec(ctx context.Context, db string, stmts ...string) error {
 		}
 	}
 	return nil
+}
+
+// QueryRow scans the one row of q into dst on a connection of its own to
+// dbURL.
+func QueryRow(ctx context.Context, dbURL, q string, dst any, args ...any) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return conn.QueryRow(ctx, q, args...).Scan(dst)
+}
+
+// OnDatabase is the server URL with database db instead of its own.
+func OnDatabase(server, db string) string {
+	u, err := url.Parse(server)
+	if err != nil {
+		return server
+	}
+	u.Path = "/" + db
+	return u.String()
 }
 
 // Admin is an admin client of the broker; the caller closes it.
