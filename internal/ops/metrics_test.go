@@ -13,6 +13,7 @@ import (
 	"github.com/outboxd/outboxd/pipeline"
 	"github.com/outboxd/outboxd/pump"
 	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/slot"
 )
 
 // fixed is a pipeline whose status is s.
@@ -145,6 +146,7 @@ func TestStatusSeries(t *testing.T) {
 		Registry:   registry.Stats{Encoded: 12, Refused: 13},
 		Kafka:      pipeline.KafkaStatus{ConnectionErrors: 3},
 		Heartbeats: 6, RetainedWAL: 4096, PermanentErrors: 8, Panics: 1,
+		Decoding: slot.DecodingStandby,
 	}
 	_, reg := newMetrics(t, "orders", fixed{st})
 	for _, tt := range []struct {
@@ -160,6 +162,7 @@ func TestStatusSeries(t *testing.T) {
 		{"outboxd_schema_encoded_total", nil, 12},
 		{"outboxd_schema_refused_total", nil, 13},
 		{"outboxd_backfill_rows", nil, 7},
+		{"outboxd_decoding_on_standby", nil, 1},
 		{"outboxd_backfill_rows_total", nil, 9},
 		{"outboxd_transactions_total", nil, 11},
 		{"outboxd_reconnects_total", nil, 2},
