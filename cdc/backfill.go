@@ -42,10 +42,10 @@ func (s *Streamer) backfill(ctx context.Context, tx pgx.Tx, where string, cp out
 	for i := range tables {
 		t := &tables[i]
 		var n, unordered int64
-		if err := tx.QueryRow(ctx, t.countSQL(s.cfg.Columns.ID, where)).Scan(&n, &unordered); err != nil {
+		if err := tx.QueryRow(ctx, t.countSQL(t.id, where)).Scan(&n, &unordered); err != nil {
 			return 0, fmt.Errorf("counting the rows of %s matching %s: %w", t.Name.Sanitize(), s.cfg.Names.Of("BackfillWhere"), err)
 		}
-		s.log.Info("backfill order", "table", t.Name.Sanitize(), "order_by", t.orderBy(s.cfg.Columns.ID), "rows", n)
+		s.log.Info("backfill order", "table", t.Name.Sanitize(), "order_by", t.orderBy(t.id), "rows", n)
 		if unordered > 0 {
 			s.log.Warn("rows to backfill have no value in the ordering column: they are published after the table's other rows, in id order, which need not be the order they were written in",
 				"table", t.Name.Sanitize(), "order_column", t.order, "rows", unordered)
@@ -71,7 +71,7 @@ func (s *Streamer) backfill(ctx context.Context, tx pgx.Tx, where string, cp out
 		if err != nil {
 			return done, err
 		}
-		rows, err := tx.Query(ctx, t.selectSQL(s.cfg.Columns.ID, where), pgx.QueryResultFormats{pgx.TextFormatCode})
+		rows, err := tx.Query(ctx, t.selectSQL(t.id, where), pgx.QueryResultFormats{pgx.TextFormatCode})
 		if err != nil {
 			return done, fmt.Errorf("reading %s: %w", t.Name.Sanitize(), err)
 		}
@@ -157,7 +157,9 @@ func (s *Streamer) backfillTables(ctx context.Context, q slot.Querier) ([]backfi
 	var errs []error
 	for i := range tables {
 		t := &tables[i]
-		if t.order, err = backfillOrder(t.Name.Sanitize(), t.Columns, s.cfg.Columns.ID, s.cfg.Columns.Timestamp, s.cfg.BackfillOrderColumn, s.cfg.Names); err != nil {
+		m := s.cfg.Columns.For(t.Name[0], t.Name[1]).WithDefaults() // its own mapping, when it has one
+		t.id = m.ID
+		if t.order, err = backfillOrder(t.Name.Sanitize(), t.Columns, m.ID, m.Timestamp, s.cfg.BackfillOrderColumn, s.cfg.Names); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -269,6 +271,7 @@ func describeOID(oid uint32) string {
 type backfillTable struct {
 	slot.Table
 	order string // the ordering column (backfillOrder); the id column when it orders by itself
+	id    string // the id column, the tie-breaker
 }
 
 // filter is the WHERE clause: the publication's row filter and the predicate.

@@ -514,7 +514,23 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, cfg Config, log *slog
 	case len(tables) == 0:
 		log.Warn("publication covers no tables: nothing will be published", "publication", cfg.Publication)
 	}
+	if missing := cfg.Columns.Unpublished(tables); len(missing) > 0 {
+		return permanent(fmt.Errorf("%s gives the columns of %s, which publication %s does not publish (it publishes %s): check the name, or add the table with outboxd migrate --extend-publication",
+			cfg.Names.Of("Columns.Tables"), joinTables(missing), cfg.Publication, joinTables(tables)))
+	}
 	return nil
+}
+
+// joinTables writes tables as a list: "a.x, b.y", "none" when empty.
+func joinTables(tables []layout.TableName) string {
+	if len(tables) == 0 {
+		return "none"
+	}
+	s := make([]string, len(tables))
+	for i, t := range tables {
+		s[i] = t.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 // slotHolder reads who holds the slot, its pid and application_name (0

@@ -74,6 +74,11 @@ type Columns struct {
 	// record skips events at the next start) or be taken for a dead letter.
 	// Default none besides the internal topics.
 	ReservedTopics []string
+	// Tables are tables' own mappings, for a publication over tables of
+	// more than one shape: a table listed here takes its own settings in
+	// place of the ones above (see TableColumns, Columns.For); the others
+	// take these. Default none.
+	Tables map[TableName]TableColumns
 }
 
 // ReservedMessagePrefix is the prefix of outboxd's own heartbeat messages,

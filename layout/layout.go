@@ -14,6 +14,7 @@ import (
 // description, checked against the mapping and the shape once per
 // description. It is not safe for concurrent use.
 type Layout struct {
+	cols   Columns // as given to New: a table's own mapping is over these
 	b      Builder
 	shape  Shape
 	msgs   envelope
@@ -45,14 +46,14 @@ func (t *Table) val(row []outbox.Value, role int) outbox.Value {
 // New returns a Layout for tables with the given columns. Empty names in
 // cols mean their defaults (see [DefaultColumns]).
 func New(cols Columns) *Layout {
-	cols = cols.WithDefaults()
-	l := &Layout{
-		b:      Builder{cols: cols, names: make(map[string]string)},
-		shape:  cols.shape(),
+	d := cols.WithDefaults()
+	return &Layout{
+		cols:   cols,
+		b:      Builder{cols: d, names: make(map[string]string)},
+		shape:  d.shape(),
+		msgs:   newEnvelope(d),
 		tables: make(map[uint32]*Table),
 	}
-	l.msgs = newEnvelope(cols)
-	return l
 }
 
 // Row makes the record of an inserted row: an Event whose bytes are its
@@ -89,7 +90,7 @@ func (l *Layout) Emitted(m *outbox.Emitted) (outbox.Event, error) {
 // made unusable) is remembered with its problems: its rows become
 // *outbox.RowErrors, which the pipeline stops on or dead-letters.
 func (l *Layout) describe(rel *outbox.Relation) *Table {
-	t := check(rel, l.b.cols, l.shape)
+	t := check(rel, l.cols.For(rel.Schema, rel.Name).WithDefaults(), l.shape)
 	t.source = source(l.b.cols, SourceName(rel.Schema)+"."+SourceName(rel.Name))
 	l.tables[rel.ID] = t
 	return t
@@ -112,7 +113,7 @@ func check(rel *outbox.Relation, cols Columns, shape Shape) *Table {
 }
 
 // ValidateTable checks that a table has the outbox columns with usable types.
-// table is schema-qualified. Returns an error naming the table and the column
+// table is schema-qualified; want is the mapping for it (Columns.For). Returns an error naming the table and the column
 // (missing, or its type name/oid and what is accepted). Reports every problem
 // at once (errors.Join). Empty names in want mean their defaults; the headers
 // column may be absent.

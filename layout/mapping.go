@@ -97,6 +97,7 @@ func (c Columns) Validate() error {
 			errs = append(errs, errors.New("table-less events and the Debezium layout do not go together: the EventRouter reads a table"))
 		}
 	}
+	errs = append(errs, c.ValidateTables()...)
 	if c.MessagePrefix == ReservedMessagePrefix {
 		errs = append(errs, fmt.Errorf("message prefix %q is outboxd's heartbeat's", c.MessagePrefix))
 	}

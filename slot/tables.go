@@ -104,8 +104,9 @@ func readTables(ctx context.Context, q Querier, publication, table *string) ([]T
 // CheckPublication checks that the publication exists and that every table
 // in it publishes the outbox columns with usable types. It returns the
 // tables; its errors wrap ErrPublicationMissing or ErrTableUnusable, the
-// latter listing every problem of every table.
-func CheckPublication(ctx context.Context, conn *pgx.Conn, publication string, cols layout.Columns) ([]string, error) {
+// latter listing every problem of every table. A table with its own
+// mapping (cols.Tables) is checked against that.
+func CheckPublication(ctx context.Context, conn *pgx.Conn, publication string, cols layout.Columns) ([]layout.TableName, error) {
 	exists, err := publicationExists(ctx, conn, publication)
 	if err != nil {
 		return nil, err
@@ -117,10 +118,10 @@ func CheckPublication(ctx context.Context, conn *pgx.Conn, publication string, c
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(tables))
+	names := make([]layout.TableName, len(tables))
 	var errs []error
 	for i, t := range tables {
-		names[i] = t.String()
+		names[i] = layout.TableName{Schema: t.Name[0], Name: t.Name[1]}
 		if err := validate(t, cols, "publication "+publication); err != nil {
 			errs = append(errs, err)
 		}
@@ -154,6 +155,7 @@ func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols layout.C
 // said to be that column's: it is there, and not published (by, as it
 // names it, by).
 func validate(t Table, cols layout.Columns, by string) error {
+	cols = cols.For(t.Name[0], t.Name[1])
 	published := t.Published()
 	err := layout.ValidateTable(t.String(), published, cols)
 	if err == nil {

@@ -47,6 +47,10 @@ type Config struct {
 	Prune   retention.Config // prune: what to remove (its table and slot come from Outbox and Stream)
 	Files   Files            // the files settings are read from
 
+	// TableColumns are --table-columns' items, TABLE:SETTING=VALUE:
+	// tables' own column mappings (Mapping parses them).
+	TableColumns []string
+
 	// SkipFiles leaves the files settings name unread (outboxd validate
 	// --skip-files, for a file rendered where its secrets are not): a
 	// -file variant keeps its path, and what would be checked of the
@@ -141,6 +145,7 @@ const (
 // by --layout's check.
 func (c *Config) Mapping() layout.Columns {
 	m := c.Stream.Columns
+	m.Tables, _ = parseTableColumns(c.TableColumns) // its flag's check reports its problems
 	switch {
 	case c.Shape.Layout == LayoutDebezium:
 		m.Shape, m.Debezium = layout.ShapeDebezium, c.Shape.DZ

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -97,7 +98,7 @@ func flags() []flagSpec {
 		{name: "extend-publication", group: GroupShape,
 			usage: "when the publication exists and does not publish --table, add the table to it (while the table is empty: rows already in it would never be published) " +
 				"instead of refusing: one publication and one slot over several outbox tables, e.g. a schema's each for several services in one database (docs/fleet.md). " +
-				"Every table of the publication must fit the same column flags",
+				"Every table of the publication must fit the column flags, or its own mapping (--table-columns)",
 			bind: boolean(func(c *Config) *bool { return &c.Outbox.ExtendPublication })},
 		{name: "partitioned", group: GroupShape,
 			usage: "create the default table partitioned by day on created_at (a DEFAULT partition takes a row whose day has no partition yet, so an insert never fails) and the publication with publish_via_partition_root; " +
@@ -223,6 +224,21 @@ func flags() []flagSpec {
 			bind: str(func(c *Config) *string { return &c.Stream.Columns.MessagePrefix }),
 			check: func(c *Config) string {
 				return errText(layout.Columns{MessagePrefix: c.Stream.Columns.MessagePrefix}.Validate())
+			}},
+		{name: "table-columns", group: GroupColumns,
+			usage: "TABLE:SETTING=VALUE[,...]: a table's own column mapping, for one publication over outbox tables of more than one shape. " +
+				"SETTING is one of " + tableSettings + ", and replaces that flag for the rows of TABLE (schema-qualified, SQL syntax); what a table does not set is the flag's, and the layout is the pipeline's. " +
+				"One setting an item; header-columns items add up (header-columns= alone: none). E.g. billing.outbox:id-column=event_id,billing.outbox:payload-column=body. run refuses a table the publication does not publish",
+			field: "Stream.Columns.Tables",
+			bind: func(fs *flag.FlagSet, c *Config, name, usage string) {
+				fs.Var((*stringList)(&c.TableColumns), name, usage)
+			},
+			check: func(c *Config) string {
+				_, problems := parseTableColumns(c.TableColumns)
+				if len(problems) > 0 {
+					return strings.Join(problems, "; ")
+				}
+				return errText(errors.Join(c.Mapping().ValidateTables()...))
 			}},
 		{name: "layout", group: GroupColumns,
 			usage: "default: records as the column flags say. debezium: records as Debezium 3.6's outbox EventRouter makes them from its outbox table (id uuid, aggregatetype, aggregateid, type, payload), " +
