@@ -125,7 +125,7 @@ func TestValidateTables(t *testing.T) {
 		{name: "not schema-qualified", c: Columns{Tables: map[TableName]TableColumns{{"", "events"}: {ID: "seq"}}},
 			errs: []string{"want a schema-qualified table"}},
 		{name: "a reserved header, two tables, every problem at once",
-			c: Columns{Tables: map[TableName]TableColumns{{"app", "events"}: {HeaderColumns: []string{"id"}}, {"b", "x"}: {TopicTemplate: "{"}}},
+			c:    Columns{Tables: map[TableName]TableColumns{{"app", "events"}: {HeaderColumns: []string{"id"}}, {"b", "x"}: {TopicTemplate: "{"}}},
 			errs: []string{`app.events: header columns: "id" is reserved`, `b.x: topic template "{"`}},
 		{name: "Debezium routes itself", c: Columns{Shape: ShapeDebezium, Tables: map[TableName]TableColumns{{"app", "events"}: {Topic: "dest", ID: "seq"}}},
 			errs: []string{"the Debezium layout routes and places headers itself"}},
