@@ -210,7 +210,8 @@ func TestDecodingOnAStandby(t *testing.T) {
 // refused naming the version, a standby without hot_standby_feedback with
 // its fix. A slot the standby lost to a conflict is refused with the
 // cause, a rebuilt standby's missing slot as lost, and the recovery
-// (--create-slot --backfill-where on the new standby) publishes every row.
+// (--create-slot --backfill-where on the new standby) publishes every row;
+// so is the slot a promoted sibling standby never had.
 func TestStandbyIsCheckedBeforeDecoding(t *testing.T) {
 	t.Parallel()
 	testenv.Core(t)
@@ -308,4 +309,66 @@ func TestStandbyIsCheckedBeforeDecoding(t *testing.T) {
 		t.Errorf("%d of %d rows never reached Kafka after the recovery on the rebuilt standby; log:\n%s", missing, len(all), rec.log())
 	}
 	rec.stop(t)
+
+	// Another standby is promoted (the failover chose the sibling, the
+	// primary is gone): the new primary never had the slot, which is
+	// refused as lost, and the same recovery works there.
+	sibling := testenv.StartStandby(t, sp.primary)
+	siblingApp := onDatabase(t, sibling.URL, "app")
+	waitFor(t, time.Minute, "the sibling standby replays every row", func() bool {
+		return queryBool(t, siblingApp, `SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn`, currentLSN(t, sp.primaryApp))
+	})
+	if err := sp.primary.Stop(t.Context(), "fast"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sibling.Promote(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the sibling promoted", func() bool {
+		return queryBool(t, siblingApp, `SELECT NOT pg_is_in_recovery()`)
+	})
+	w.url = siblingApp
+	if w.pool, err = pgxpool.New(t.Context(), siblingApp); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.pool.Close)
+	gone := w.start(t)
+	if code := gone.wait(t, time.Minute); code != exitError {
+		t.Fatalf("run on the promoted sibling: exit %d, want %d; log:\n%s", code, exitError, gone.log())
+	}
+	for _, s := range []string{"is gone", "--backfill-where"} {
+		if !strings.Contains(gone.log(), s) {
+			t.Errorf("the refusal of the slot the promoted sibling never had does not say %q:\n%s", s, gone.log())
+		}
+	}
+	more = w.write(t, 10, 3000)
+	rec = w.start(t, "--create-slot", "--backfill-where", "true")
+	after = w.write(t, 10, 4000)
+	all = append(append(all, more...), after...)
+	count, _ = w.consumeAll(t, all, 2*time.Minute)
+	missing = 0
+	for _, id := range all {
+		if count[id] == 0 {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d rows never reached Kafka after the recovery on the promoted sibling; log:\n%s", missing, len(all), rec.log())
+	}
+	rec.stop(t)
+}
+
+// currentLSN is the server's current WAL position.
+func currentLSN(t *testing.T, url string) string {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var lsn string
+	if err := conn.QueryRow(t.Context(), `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	return lsn
 }
