@@ -106,52 +106,6 @@ func describeColumns(c Columns) string {
 		map[bool]string{true: "tables", false: "-"}[c.Tables != nil]}, "|")
 }
 
-func TestValidateTables(t *testing.T) {
-	yes := true
-	tests := []struct {
-		name string
-		c    Columns
-		errs []string
-	}{
-		{name: "fine", c: Columns{Tables: map[TableName]TableColumns{{"app", "events"}: eventsOwn()}}},
-		{name: "the table's template does not parse", c: Columns{Tables: map[TableName]TableColumns{{"app", "events"}: {TopicTemplate: "t.{x"}}},
-			errs: []string{`the columns of table app.events: topic template "t.{x": '{' without '}'`}},
-		{name: "a topic column and a template", c: Columns{Tables: map[TableName]TableColumns{{"app", "events"}: {Topic: "dest", TopicTemplate: "t"}}},
-			errs: []string{"a topic column and a topic template"}},
-		{name: "a key and no key", c: Columns{Tables: map[TableName]TableColumns{{"app", "events"}: {Key: "k", NoKey: &yes}}},
-			errs: []string{"a key column and no key"}},
-		{name: "nothing set", c: Columns{Tables: map[TableName]TableColumns{{"app", "events"}: {}}},
-			errs: []string{"no setting given"}},
-		{name: "not schema-qualified", c: Columns{Tables: map[TableName]TableColumns{{"", "events"}: {ID: "seq"}}},
-			errs: []string{"want a schema-qualified table"}},
-		{name: "a reserved header, two tables, every problem at once",
-			c:    Columns{Tables: map[TableName]TableColumns{{"app", "events"}: {HeaderColumns: []string{"id"}}, {"b", "x"}: {TopicTemplate: "{"}}},
-			errs: []string{`app.events: header columns: "id" is reserved`, `b.x: topic template "{"`}},
-		{name: "Debezium routes itself", c: Columns{Shape: ShapeDebezium, Tables: map[TableName]TableColumns{{"app", "events"}: {Topic: "dest", ID: "seq"}}},
-			errs: []string{"the Debezium layout routes and places headers itself"}},
-		{name: "Debezium takes a table's own id", c: Columns{Shape: ShapeDebezium, Tables: map[TableName]TableColumns{{"app", "events"}: {ID: "seq"}}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.c.Validate()
-			if len(tt.errs) == 0 {
-				if err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("Validate = nil, want %q", tt.errs)
-			}
-			for _, e := range tt.errs {
-				if !strings.Contains(err.Error(), e) {
-					t.Errorf("error %q\ndoes not contain %q", err, e)
-				}
-			}
-		})
-	}
-}
-
 func TestUnpublished(t *testing.T) {
 	c := Columns{Tables: map[TableName]TableColumns{{"b", "outbox"}: {ID: "x"}, {"a", "outbox"}: {ID: "x"}, {"c", "outbox"}: {ID: "x"}}}
 	got := c.Unpublished([]TableName{{"c", "outbox"}, {"public", "outbox"}})

@@ -299,13 +299,7 @@ func TestStandbyIsCheckedBeforeDecoding(t *testing.T) {
 	after := w.write(t, 10, 2000)
 	all := append(append(append([]int64{}, ids...), more...), after...)
 	count, _ = w.consumeAll(t, all, 2*time.Minute)
-	missing := 0
-	for _, id := range all {
-		if count[id] == 0 {
-			missing++
-		}
-	}
-	if missing > 0 {
+	if missing := unseen(count, all); missing > 0 {
 		t.Errorf("%d of %d rows never reached Kafka after the recovery on the rebuilt standby; log:\n%s", missing, len(all), rec.log())
 	}
 	rec.stop(t)
@@ -346,16 +340,21 @@ func TestStandbyIsCheckedBeforeDecoding(t *testing.T) {
 	after = w.write(t, 10, 4000)
 	all = append(append(all, more...), after...)
 	count, _ = w.consumeAll(t, all, 2*time.Minute)
-	missing = 0
-	for _, id := range all {
-		if count[id] == 0 {
-			missing++
-		}
-	}
-	if missing > 0 {
+	if missing := unseen(count, all); missing > 0 {
 		t.Errorf("%d of %d rows never reached Kafka after the recovery on the promoted sibling; log:\n%s", missing, len(all), rec.log())
 	}
 	rec.stop(t)
+}
+
+// unseen is how many of ids count never saw.
+func unseen(count map[int64]int, ids []int64) int {
+	n := 0
+	for _, id := range ids {
+		if count[id] == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // currentLSN is the server's current WAL position.
