@@ -113,8 +113,9 @@ func check(rel *outbox.Relation, cols Columns, shape Shape) *Table {
 }
 
 // ValidateTable checks that a table has the outbox columns with usable types.
-// table is schema-qualified; want is the mapping for it (Columns.For). Returns an error naming the table and the column
-// (missing, or its type name/oid and what is accepted). Reports every problem
+// table is schema-qualified; want is the mapping for it (Columns.For).
+// Returns an error naming the table and the column (missing, or its type
+// name/oid and what is accepted). Reports every problem
 // at once (errors.Join). Empty names in want mean their defaults; the headers
 // column may be absent.
 func ValidateTable(table string, cols []outbox.Column, want Columns) error {

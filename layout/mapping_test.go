@@ -240,6 +240,9 @@ func TestColumnsValidate(t *testing.T) {
 			errs: []string{`app.events: header columns: "id" is reserved`, `b.x: topic template "{"`}},
 		{name: "Debezium routes itself", c: Columns{Shape: ShapeDebezium, Tables: map[TableName]TableColumns{{"app", "events"}: {Topic: "dest", ID: "seq"}}},
 			errs: []string{"the Debezium layout routes and places headers itself"}},
+		{name: "the pipeline's problem once, not again for each table",
+			c:    Columns{HeaderColumns: []string{"id"}, Tables: map[TableName]TableColumns{{"app", "events"}: {ID: "seq"}, {"b", "x"}: {ID: "seq"}}},
+			errs: []string{`header columns: "id" is reserved`}},
 		{name: "Debezium takes a table's own id", c: Columns{Shape: ShapeDebezium, Tables: map[TableName]TableColumns{{"app", "events"}: {ID: "seq"}}}},
 	}
 	for _, tt := range tests {

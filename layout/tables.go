@@ -72,11 +72,20 @@ func (c Columns) For(schema, name string) Columns {
 // Validate reports the pipeline's (the table named), and what the shape
 // decides itself (the Debezium layout routes and places headers).
 func (c Columns) ValidateTables() []error {
+	if len(c.Tables) == 0 {
+		return nil
+	}
 	names := make([]TableName, 0, len(c.Tables))
 	for n := range c.Tables {
 		names = append(names, n)
 	}
 	slices.SortFunc(names, func(a, b TableName) int { return cmp.Compare(a.String(), b.String()) })
+	base := c
+	base.Tables = nil
+	var pipeline []string
+	for _, err := range problems(base.Validate()) {
+		pipeline = append(pipeline, err.Error())
+	}
 	var errs []error
 	for _, n := range names {
 		o := c.Tables[n]
@@ -96,8 +105,10 @@ func (c Columns) ValidateTables() []error {
 		if c.Shape == ShapeDebezium && (o.Topic != "" || o.TopicTemplate != "" || o.Headers != "" || o.HeaderColumns != nil) {
 			own = append(own, errors.New("the Debezium layout routes and places headers itself: a table's own topic, headers column or header columns do not apply"))
 		}
-		if err := c.For(n.Schema, n.Name).Validate(); err != nil {
-			own = append(own, err)
+		for _, err := range problems(c.For(n.Schema, n.Name).Validate()) {
+			if !slices.Contains(pipeline, err.Error()) { // the pipeline's own are reported once, as its
+				own = append(own, err)
+			}
 		}
 		if len(own) > 0 {
 			errs = append(errs, fmt.Errorf("the columns of table %s: %w", n, errors.Join(own...)))
@@ -118,4 +129,15 @@ func (c Columns) Unpublished(published []TableName) []TableName {
 	}
 	slices.SortFunc(out, func(a, b TableName) int { return cmp.Compare(a.String(), b.String()) })
 	return out
+}
+
+// problems are the problems err joins (errors.Join), or err alone.
+func problems(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }
