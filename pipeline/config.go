@@ -40,6 +40,12 @@ type Config struct {
 	// Heartbeat is how often to write a heartbeat message so that an idle
 	// slot advances; 0: off.
 	Heartbeat time.Duration
+	// Paused: Run reads nothing from the slot and sends nothing to Kafka;
+	// it keeps watching the slot (the WAL it retains, which grows, and
+	// whether PostgreSQL invalidated it) until ctx ends. The slot stays
+	// at its confirmed position, where the pipeline resumes when run
+	// without Paused. Status says StatePaused, and since when.
+	Paused bool
 	// Observer, when set, learns about the pipeline's transactions read
 	// and records acknowledged or dead-lettered (metrics).
 	Observer Observer

@@ -11,7 +11,9 @@
 // A Pipeline is built from one [Config] by [New], which does no I/O, and
 // runs with Run(ctx) until ctx ends (a graceful stop: the open transaction
 // finishes, Kafka acknowledges, the slot is confirmed) or a permanent
-// error. A process may build and run many, each with its own Config.
+// error. A process may build and run many, each with its own Config. A
+// paused one (Config.Paused) runs only the WAL monitor: it reads nothing
+// from its slot, which keeps its confirmed position.
 //
 // Invariants:
 //   - Config.Validate reports every problem at once, each a *field.Error

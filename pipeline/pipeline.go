@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -33,6 +34,8 @@ type Pipeline struct {
 	hb     *slot.Heartbeat // nil without a heartbeat
 	// failed counts the runs that ended in an error (one at most).
 	failed atomic.Uint64
+	// pausedSince is when Run of a paused pipeline began (Config.Paused).
+	pausedSince atomic.Pointer[time.Time]
 }
 
 // sink is what a Pipeline needs of either producer.
@@ -142,6 +145,9 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		}
 	}()
 	defer p.Close()
+	if p.cfg.Paused {
+		return p.runPaused(ctx)
+	}
 	if t := p.cfg.Pump.DeadLetterTopic; t != "" {
 		if err := checkDeadLetterTopic(ctx, p.sink, t, p.cfg.Kafka.AllowAutoTopicCreation, p.cfg.Names, p.log); err != nil {
 			return err
@@ -177,6 +183,18 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		return p.stream.Run(gctx)
 	})
 	return g.Wait()
+}
+
+// runPaused stands paused until ctx ends: nothing is read from the slot,
+// which keeps its confirmed position (its WAL grows meanwhile, so the
+// monitor keeps reporting it, and stops the pipeline if PostgreSQL
+// invalidates the slot).
+func (p *Pipeline) runPaused(ctx context.Context) error {
+	now := time.Now()
+	p.pausedSince.Store(&now)
+	p.log.Info("pipeline paused: reading nothing from the slot, which stays at its confirmed position and retains WAL until the pipeline resumes",
+		"slot", streamSlot(p.cfg.Stream))
+	return contain.Call("checking the WAL the slot retains", func() error { return p.wal.Run(ctx) })
 }
 
 // safeGo runs f in g with its panic returned as an error (package

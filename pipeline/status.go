@@ -22,11 +22,12 @@ const (
 	StateStandby      State = "standby"      // the slot is in use by another process; waiting to take over
 	StateReconnecting State = "reconnecting" // connection lost; backing off
 	StateStopped      State = "stopped"      // not running
+	StatePaused       State = "paused"       // Config.Paused: reading nothing, the slot kept and watched
 )
 
 // States lists the states of a running pipeline.
 func States() []State {
-	return []State{StateStarting, StateStreaming, StateStandby, StateReconnecting, StateStopped}
+	return []State{StateStarting, StateStreaming, StateStandby, StateReconnecting, StateStopped, StatePaused}
 }
 
 // Status is everything a pipeline reports, read at one moment: what
@@ -35,11 +36,15 @@ func States() []State {
 type Status struct {
 	State State
 	// Detail says why, when a supervisor has something to say (the error
-	// the pipeline failed with and when it starts again).
+	// the pipeline failed with and when it starts again), or since when
+	// a paused pipeline is paused.
 	Detail string
-	Stream cdc.Stats  // state, reconnects, confirmed position, server WAL end, backfill
-	Window pump.Stats // records in flight, acknowledged, dead-lettered; transactions
-	Sink   SinkStatus
+	// PausedSince is when the paused pipeline (Config.Paused) started to
+	// stand paused; zero for one that is not.
+	PausedSince time.Time
+	Stream      cdc.Stats  // state, reconnects, confirmed position, server WAL end, backfill
+	Window      pump.Stats // records in flight, acknowledged, dead-lettered; transactions
+	Sink        SinkStatus
 	// Registry counts the records the schema-registry stage encoded and
 	// refused (zero without a schema format).
 	Registry registry.Stats
@@ -92,6 +97,16 @@ func (p *Pipeline) Status() Status {
 		Decoding:    p.wal.Decoding(),
 	}
 	st.State = State(st.Stream.State.String())
+	if p.cfg.Paused {
+		// The stream reads nothing: the slot's positions are the WAL
+		// check's, so that the lag shows what waits.
+		st.Stream.ConfirmedLSN, st.Stream.ServerWALEnd = p.wal.Positions()
+		st.State = StatePaused
+		if since := p.pausedSince.Load(); since != nil {
+			st.PausedSince = *since
+			st.Detail = "paused since " + since.UTC().Format(time.RFC3339)
+		}
+	}
 	if p.txn != nil {
 		ts := p.txn.Stats()
 		st.Sink.KafkaTransactions, st.Sink.SkippedRecords, st.Sink.HangingSince = ts.Committed, ts.Skipped, ts.HangingSince

@@ -9,12 +9,13 @@ import (
 )
 
 // TestStatesAreTheStreams: a running pipeline's State is its stream's
-// state's text, so each of States must be one of cdc.State's.
+// state's text, so each of States must be one of cdc.State's, but for a
+// paused pipeline's, which runs no stream.
 func TestStatesAreTheStreams(t *testing.T) {
 	t.Parallel()
 	stream := []cdc.State{cdc.StateStarting, cdc.StateStreaming, cdc.StateStandby, cdc.StateReconnecting, cdc.StateStopped}
-	if len(States()) != len(stream) {
-		t.Fatalf("States() = %v, want one for each of the stream's %v", States(), stream)
+	if len(States()) != len(stream)+1 || States()[len(stream)] != StatePaused {
+		t.Fatalf("States() = %v, want one for each of the stream's %v, then paused", States(), stream)
 	}
 	for i, s := range stream {
 		if got := States()[i]; string(got) != s.String() {

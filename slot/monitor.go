@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/lib/field"
+	"github.com/outboxd/outboxd/outbox"
 )
 
 // MonitorConfig configures a Monitor.
@@ -54,6 +55,9 @@ type Monitor struct {
 	// decoding is which server decodes the slot as the last check found
 	// it: 0 not known yet, 1 a primary, 2 a standby.
 	decoding atomic.Int32
+	// confirmed and current are the slot's confirmed position and the
+	// server's WAL position at the last check (0 before).
+	confirmed, current atomic.Uint64
 }
 
 // Which server decodes the slot (Monitor.Decoding).
@@ -135,6 +139,13 @@ func NewMonitor(cfg MonitorConfig, log *slog.Logger) (*Monitor, error) {
 // Retained returns the retained WAL in bytes at the last check (-1 before).
 func (m *Monitor) Retained() int64 { return m.retained.Load() - 1 }
 
+// Positions returns the slot's confirmed position and the server's WAL
+// position (a standby's replay position) at the last check; zero before.
+// A pipeline that does not stream (paused) has no other source for them.
+func (m *Monitor) Positions() (confirmed, current outbox.LSN) {
+	return outbox.LSN(m.confirmed.Load()), outbox.LSN(m.current.Load())
+}
+
 // Run checks at once and then every Interval, until ctx ends (nil) or the
 // slot is invalidated (an error wrapping ErrInvalidated).
 func (m *Monitor) Run(ctx context.Context) error {
@@ -171,6 +182,8 @@ func (m *Monitor) check(ctx context.Context) error {
 	}
 	m.noteDecoding(st)
 	m.retained.Store(st.RetainedWALBytes + 1)
+	m.confirmed.Store(uint64(st.ConfirmedFlushLSN))
+	m.current.Store(uint64(st.CurrentLSN))
 	m.recordAcknowledged(cctx, conn, st.InRecovery)
 	switch {
 	case st.RetainedWALBytes >= m.cfg.WarnBytes && !m.warned:
