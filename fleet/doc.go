@@ -30,7 +30,9 @@
 //     any standby replaces it, at-least-once.
 //   - A Reload leaves a pipeline whose Spec did not change (same
 //     Fingerprint) running untouched; a removed one drains and releases
-//     its slot; a changed one drains before its new settings start.
+//     its slot; a changed one drains before its new settings start. A
+//     pause is such a change: the paused pipeline (Config.Paused) then
+//     reads nothing and only watches its slot, until a Reload resumes it.
 //   - Every goroutine belongs to Run's errgroup.
 //   - A Member's Status is its pipeline's (pipeline.Status), with its own
 //     word while the pipeline does not run (waiting, backing off,

@@ -143,9 +143,9 @@ func status(f *fleet.Fleet, name string) pipeline.Status {
 
 // consume reads topic from its start until want records arrived or a
 // minute passed, and returns their values.
-func consume(t *testing.T, brokers []string, topic string, want int) []string {
+func consume(t *testing.T, brokers []string, topic string, want int, opts ...kgo.Opt) []string {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,9 +91,9 @@ func (m *Member) Status() pipeline.Status {
 		return st
 	}
 	ps := p.Status()
-	ps.PermanentErrors, ps.Panics, ps.LastError, ps.Detail = st.PermanentErrors, st.Panics, st.LastError, st.Detail
+	ps.PermanentErrors, ps.Panics, ps.LastError = st.PermanentErrors, st.Panics, st.LastError
 	if st.State != "" {
-		ps.State = st.State
+		ps.State, ps.Detail = st.State, st.Detail
 	}
 	return ps
 }

@@ -8,8 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"runtime"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/fleet"
 	"github.com/outboxd/outboxd/internal/config"
@@ -92,8 +96,58 @@ func runPublisher(ctx context.Context, cfg config.Config, settings string, log *
 	pc.Pump.Budget = budget
 	// The one pipeline is named after its slot: its series carry
 	// pipeline="<slot>".
-	spec := fleet.Spec{Name: cfg.Stream.WithDefaults().Slot, Config: pc, Settings: settings}
-	return runPipelines(ctx, pipelinesRun{fleet: fleet.Config{Single: true}, specs: []fleet.Spec{spec}, budget: budget}, &cfg, log)
+	spec := fleet.Spec{Name: cfg.Stream.WithDefaults().Slot, Config: pc, Settings: settings, Fingerprint: pausedFingerprint(pc.Paused)}
+	return runPipelines(ctx, pipelinesRun{fleet: fleet.Config{Single: true}, specs: []fleet.Spec{spec}, budget: budget, pausable: true}, &cfg, log)
+}
+
+// pausedFingerprint tells the one pipeline of a run without a file paused
+// from running: what a pause or a resume changes (pauseOnSignal).
+func pausedFingerprint(paused bool) string {
+	if paused {
+		return "paused"
+	}
+	return "running"
+}
+
+// pauseOnSignal pauses the one pipeline of a run without a pipelines file
+// on SIGUSR1 and resumes it on SIGUSR2, in g until ctx ends: a reload of
+// the fleet with the pipeline's Paused changed, which drains and
+// confirms the running pipeline before the paused one stands (a
+// pipelines file pauses a pipeline with its paused key and SIGHUP).
+func pauseOnSignal(ctx context.Context, g *errgroup.Group, f *fleet.Fleet, spec fleet.Spec, log *slog.Logger) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+	g.Go(func() error {
+		defer signal.Ignore(syscall.SIGUSR1, syscall.SIGUSR2) // as before run
+		paused := spec.Config.Paused
+		for {
+			var sig os.Signal
+			select {
+			case <-ctx.Done():
+				return nil
+			case sig = <-sigs:
+			}
+			want := sig == syscall.SIGUSR1
+			switch {
+			case want == paused && paused:
+				log.Info("SIGUSR1: the pipeline is paused already (SIGUSR2 resumes it)")
+				continue
+			case want == paused:
+				log.Info("SIGUSR2: the pipeline is not paused (SIGUSR1 pauses it)")
+				continue
+			case want:
+				log.Info("SIGUSR1: pausing the pipeline: it finishes its open transaction, waits for Kafka and confirms, then reads nothing until SIGUSR2")
+			default:
+				log.Info("SIGUSR2: resuming the pipeline from the slot's confirmed position")
+			}
+			paused = want
+			s := spec
+			s.Config.Paused, s.Fingerprint = paused, pausedFingerprint(paused)
+			if err := f.Reload([]fleet.Spec{s}); err != nil {
+				return err
+			}
+		}
+	})
 }
 
 // registered lists the flags a command registered (for tests).

@@ -70,8 +70,10 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// SIGHUP is not a reason to die (a closed terminal, a config reload
-	// request): ignore it rather than take the default action.
-	signal.Ignore(syscall.SIGHUP)
+	// request), nor are SIGUSR1 and SIGUSR2 (run's pause and resume, sent
+	// before run listens for them or to a command that has none): ignore
+	// them rather than take the default action.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 
 	cmd, rest := args[0], args[1:]
 	switch cmd {

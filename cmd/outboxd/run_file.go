@@ -224,6 +224,9 @@ type pipelinesRun struct {
 	budget       *pump.Budget
 	reload       func() ([]fleet.Spec, error) // nil: no file to reload
 	settingFiles func() []string
+	// pausable: SIGUSR1 pauses the one pipeline and SIGUSR2 resumes it
+	// (a run without a pipelines file).
+	pausable bool
 }
 
 // runPipelines runs the fleet and the metrics server until ctx ends (or,
@@ -294,6 +297,9 @@ func runPipelines(ctx context.Context, run pipelinesRun, cfg *config.Config, log
 		if err := reloadOnSignal(gctx, g, f, reg, run, log); err != nil {
 			return err
 		}
+	}
+	if run.pausable {
+		pauseOnSignal(gctx, g, f, run.specs[0], log)
 	}
 	g.Go(func() error {
 		defer stopServer()

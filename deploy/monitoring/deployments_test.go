@@ -39,6 +39,9 @@ func TestAlertsTellDeploymentsApart(t *testing.T) {
 				{labels: []string{"__name__", "outboxd_state", "namespace", "shop", "job", "outboxd", "instance", "a", "pipeline", "outbox", "state", "streaming"}, value: 1, ages: now},
 				{labels: []string{"__name__", "outboxd_state", "namespace", "billing", "job", "outboxd", "instance", "b", "pipeline", "outbox", "state", "streaming"}, value: 0, ages: now},
 				{labels: []string{"__name__", "outboxd_state", "namespace", "billing", "job", "outboxd", "instance", "b", "pipeline", "outbox", "state", "backing off"}, value: 1, ages: now},
+				// Paused by an operator (issue 53): not streamed on purpose.
+				{labels: []string{"__name__", "outboxd_state", "namespace", "ops", "job", "outboxd", "instance", "c", "pipeline", "outbox", "state", "streaming"}, value: 0, ages: now},
+				{labels: []string{"__name__", "outboxd_state", "namespace", "ops", "job", "outboxd", "instance", "c", "pipeline", "outbox", "state", "paused"}, value: 1, ages: now},
 			},
 			want: []string{"billing"},
 		},

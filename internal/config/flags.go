@@ -573,6 +573,12 @@ func flags() []flagSpec {
 				}
 				return ""
 			}},
+		{name: "paused", group: GroupOps,
+			usage: "run the pipeline paused: read nothing from the slot and send nothing to Kafka, the slot kept at its confirmed position (its WAL grows; outboxd_slot_retained_wal_bytes watches it). " +
+				"A running pipeline paused drains, waits for Kafka and confirms first; resumed, it goes on from the confirmed position. " +
+				"In a pipelines file: set paused: true on the pipeline and reload (SIGHUP); without one: SIGUSR1 pauses, SIGUSR2 resumes (docs/operating.md, Pausing a pipeline)",
+			field: "Paused",
+			bind:  boolean(func(c *Config) *bool { return &c.Paused })},
 		{name: "heartbeat-interval", group: GroupOps, usage: "write a pg_logical_emit_message heartbeat this often (0: off; only needed where keepalives do not advance an idle slot)",
 			bind:  duration(func(c *Config) *time.Duration { return &c.Heartbeat }),
 			field: "Heartbeat"},

@@ -39,7 +39,7 @@ func states(t *testing.T, reg prometheus.Gatherer, pipeline string) map[string]f
 // current one, and one for a current state it was not told of.
 func TestStateSeriesCoverEveryState(t *testing.T) {
 	t.Parallel()
-	own := map[string]float64{"starting": 0, "streaming": 0, "standby": 0, "reconnecting": 0, "stopped": 0}
+	own := map[string]float64{"starting": 0, "streaming": 0, "standby": 0, "reconnecting": 0, "stopped": 0, "paused": 0}
 	with := func(base map[string]float64, set map[string]float64) map[string]float64 {
 		out := maps.Clone(base)
 		maps.Copy(out, set)
@@ -56,7 +56,7 @@ func TestStateSeriesCoverEveryState(t *testing.T) {
 		{name: "a pipeline's states", state: pipeline.StateStandby, states: pipeline.States(), want: with(own, map[string]float64{"standby": 1})},
 		{name: "streaming, under a supervisor", state: pipeline.StateStreaming, states: all, want: with(supervised, map[string]float64{"streaming": 1})},
 		{name: "backing off", state: "backing off", states: all, want: with(supervised, map[string]float64{"backing off": 1})},
-		{name: "a state nobody listed", state: "paused", states: all, want: with(supervised, map[string]float64{"paused": 1})},
+		{name: "a state nobody listed", state: "draining", states: all, want: with(supervised, map[string]float64{"draining": 1})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
