@@ -66,6 +66,7 @@ func (c Config) monitor() slot.MonitorConfig {
 	m, s := c.Monitor, c.Stream.WithDefaults()
 	m.DatabaseURL, m.PrimaryURL, m.Slot, m.Publication = s.DatabaseURL, s.PrimaryURL, s.Slot, s.Publication
 	m.Names = c.Stream.SlotNames()
+	m.Paused = c.Paused
 	return m
 }
 

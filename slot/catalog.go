@@ -159,6 +159,33 @@ func RecordAcknowledged(ctx context.Context, q Querier, slot string, commit time
 	return catalogWriteError("recording the newest acknowledged commit of slot "+slot, err)
 }
 
+// RecordPaused records in outboxd_slots that slot is paused (since now,
+// unless recorded already), or that it is not any more.
+func RecordPaused(ctx context.Context, q Querier, slot string, paused bool) error {
+	sql := `UPDATE outboxd_slots SET paused_at = now() WHERE slot_name = $1 AND paused_at IS NULL`
+	if !paused {
+		sql = `UPDATE outboxd_slots SET paused_at = NULL WHERE slot_name = $1 AND paused_at IS NOT NULL`
+	}
+	_, err := q.Exec(ctx, sql, slot)
+	return catalogWriteError("recording whether slot "+slot+" is paused", err)
+}
+
+// ReadPausedAt reads since when slot is paused, as outboxd_slots records
+// it: nil when it is not, or the catalog has no record of pauses (no
+// outboxd_slots, or one older than migration 0014).
+func ReadPausedAt(ctx context.Context, q Querier, slot string) (*time.Time, error) {
+	var at *time.Time
+	err := q.QueryRow(ctx, `SELECT paused_at FROM outboxd_slots WHERE slot_name = $1`, slot).Scan(&at)
+	var pe *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703"): // no table, no column
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading whether slot %s is paused: %w", slot, err)
+	}
+	return at, nil
+}
+
 // Querier is what the catalog functions need of a connection or transaction.
 type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)

@@ -32,6 +32,11 @@ type MonitorConfig struct {
 	// outboxd_slots, where a lost slot's recovery command takes its
 	// suggested predicate from. Nil: nothing is recorded.
 	AcknowledgedCommit func() time.Time
+	// Paused: the pipeline is paused (it does not stream the slot); each
+	// check records it in outboxd_slots while no one streams the slot,
+	// for outboxd status. A check of a pipeline that is not paused clears
+	// the record once it finds the slot streamed.
+	Paused bool
 	// Names renders the settings its messages name, as ProvisionConfig's.
 	Names field.Names
 }
@@ -58,6 +63,9 @@ type Monitor struct {
 	// confirmed and current are the slot's confirmed position and the
 	// server's WAL position at the last check (0 before).
 	confirmed, current atomic.Uint64
+	// pauseRecorded: this Monitor recorded the pause, or its end, once
+	// (recordPause writes at most once).
+	pauseRecorded bool
 }
 
 // Which server decodes the slot (Monitor.Decoding).
@@ -185,6 +193,7 @@ func (m *Monitor) check(ctx context.Context) error {
 	m.confirmed.Store(uint64(st.ConfirmedFlushLSN))
 	m.current.Store(uint64(st.CurrentLSN))
 	m.recordAcknowledged(cctx, conn, st.InRecovery)
+	m.recordPause(cctx, conn, st)
 	switch {
 	case st.RetainedWALBytes >= m.cfg.WarnBytes && !m.warned:
 		m.warned = true
@@ -198,6 +207,28 @@ func (m *Monitor) check(ctx context.Context) error {
 		m.log.Info("replication slot WAL retention back to normal", "slot", m.cfg.Slot, "retained_wal_bytes", st.RetainedWALBytes)
 	}
 	return nil
+}
+
+// recordPause records a paused pipeline's pause in outboxd_slots while
+// the slot is not streamed, or clears it once a pipeline that is not
+// paused finds it streamed (by this process or another), once per
+// Monitor. Failing is not worth stopping for (a role without UPDATE, a
+// schema older than migration 0014): only status says less.
+func (m *Monitor) recordPause(ctx context.Context, conn *pgx.Conn, st Status) {
+	if m.pauseRecorded || m.cfg.Paused == st.Active { // paused and streamed by another, or not paused and not streamed (yet)
+		return
+	}
+	catalog, closeCatalog, err := Catalog(ctx, conn, st.InRecovery, m.cfg.PrimaryURL, "")
+	if err != nil {
+		m.log.Debug("could not record whether the slot is paused", "slot", m.cfg.Slot, "err", err)
+		return
+	}
+	defer closeCatalog()
+	if err := RecordPaused(ctx, catalog, m.cfg.Slot, m.cfg.Paused); err != nil {
+		m.log.Debug("could not record whether the slot is paused", "slot", m.cfg.Slot, "err", err)
+		return
+	}
+	m.pauseRecorded = true
 }
 
 // recordAcknowledged keeps outboxd_slots' acknowledged commit time current.

@@ -3,6 +3,7 @@ package slot
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -28,7 +29,11 @@ type Status struct {
 	ActivePID       int    `json:"active_pid,omitempty"`
 	// ActiveApplication is the application_name of the process holding
 	// the slot (outboxd's: slot.AppName), where this role may see it.
-	ActiveApplication string     `json:"active_application_name,omitempty"`
+	ActiveApplication string `json:"active_application_name,omitempty"`
+	// PausedAt (ReadStatus) is since when an outboxd pipeline paused the
+	// slot, no one having streamed it since, as outboxd_slots records it;
+	// nil otherwise.
+	PausedAt          *time.Time `json:"paused_at,omitempty"`
 	ConfirmedFlushLSN outbox.LSN `json:"-"`
 	RestartLSN        outbox.LSN `json:"-"`
 	CurrentLSN        outbox.LSN `json:"-"`
@@ -92,6 +97,11 @@ func ReadStatus(ctx context.Context, conn *pgx.Conn, slot, publication string) (
 		return st, fmt.Errorf("reading the tables of publication %s: %w", publication, err)
 	}
 	st.Tables = append(st.Tables, tables...)
+	if st.Exists && !st.Active {
+		if st.PausedAt, err = ReadPausedAt(ctx, conn, slot); err != nil {
+			return st, err
+		}
+	}
 	return st, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,7 +15,7 @@ import (
 	"github.com/outboxd/outboxd/slot"
 )
 
-const statusSynopsis = "Shows the replication slot and the publication: whether the slot is active and by\nwhich pid, its confirmed position, the lag and the WAL it retains, wal_status and\nsafe_wal_size, on PostgreSQL 16+ conflicting, on 17+ invalidation_reason, failover\n(the slot is synchronized to standbys) and synced (a standby's copy of a primary's\nfailover slot), and the publication's tables. Works on a standby too (positions\nare then its replay position). Exits 1 when the slot is missing, was invalidated or\nbelongs to another database of the server (slot names are per server)."
+const statusSynopsis = "Shows the replication slot and the publication: whether the slot is active and by\nwhich pid (or paused by outboxd, since when), its confirmed position, the lag and the WAL it retains, wal_status and\nsafe_wal_size, on PostgreSQL 16+ conflicting, on 17+ invalidation_reason, failover\n(the slot is synchronized to standbys) and synced (a standby's copy of a primary's\nfailover slot), and the publication's tables. Works on a standby too (positions\nare then its replay position). Exits 1 when the slot is missing, was invalidated or\nbelongs to another database of the server (slot names are per server)."
 
 // statusFlags builds status's flags on cfg, and its own --json.
 func statusFlags(cfg *config.Config, stderr io.Writer) (fs *flag.FlagSet, asJSON *bool) {
@@ -101,6 +102,9 @@ func printStatus(w io.Writer, st slot.Status) {
 			database = fmt.Sprintf("%s (another database: not this database's slot; this is %s)", st.Database, st.CurrentDatabase)
 		}
 		fmt.Fprintf(tw, "plugin\t%s\ndatabase\t%s\nactive\t%s\n", st.Plugin, database, active)
+		if st.PausedAt != nil {
+			fmt.Fprintf(tw, "paused\tsince %s (an outboxd pipeline's paused setting; it resumes from confirmed_flush_lsn)\n", st.PausedAt.UTC().Format(time.RFC3339))
+		}
 		fmt.Fprintf(tw, "confirmed_flush_lsn\t%s\ncurrent_wal_lsn\t%s\n", st.Confirmed, st.Current)
 		fmt.Fprintf(tw, "lag\t%s\nretained WAL\t%s\n", bytesText(st.LagBytes), bytesText(st.RetainedWALBytes))
 		fmt.Fprintf(tw, "wal_status\t%s\n", st.WALStatus)

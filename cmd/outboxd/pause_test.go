@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,7 +70,11 @@ func TestRunPausesOnSIGUSR1AndResumesOnSIGUSR2(t *testing.T) {
 			if mode == "exactly-once" {
 				args = eosArgs(t, w)
 			}
-			p := w.start(t, append(args, "--metrics-addr", anyPort)...)
+			p := w.start(t, append(args, "--metrics-addr", anyPort, "--wal-check-interval", "1s")...)
+			status := func() string {
+				out, _ := exec.Command(builtBinary, "status", "--database-url", w.url, "--slot", w.slot).CombinedOutput()
+				return string(out)
+			}
 			addr := servedAt(t, p.log)
 			ids := w.write(t, 10, 0)
 			if count, _ := w.consumeAll(t, ids, time.Minute, readCommitted); len(count) != len(ids) {
@@ -83,6 +89,9 @@ func TestRunPausesOnSIGUSR1AndResumesOnSIGUSR2(t *testing.T) {
 				_, body := get(addr, "/metrics")
 				return metric(body, w.slot, "outboxd_slot_retained_wal_bytes") >= 0
 			})
+			waitFor(t, time.Minute, "outboxd status saying since when the slot is paused", func() bool {
+				return regexp.MustCompile(`(?m)^paused\s+since \d{4}-`).MatchString(status())
+			})
 			more := w.write(t, 10, 100)
 			if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil { // again: said, nothing changes
 				t.Fatal(err)
@@ -95,11 +104,19 @@ func TestRunPausesOnSIGUSR1AndResumesOnSIGUSR2(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFor(t, time.Minute, "streaming again", func() bool { return pipelineStates(addr) == w.slot+": streaming" })
+			waitFor(t, time.Minute, "the pause's record cleared once the slot is streamed again", func() bool {
+				var cleared bool
+				err := w.pool.QueryRow(t.Context(), `SELECT paused_at IS NULL FROM outboxd_slots WHERE slot_name = $1`, w.slot).Scan(&cleared)
+				return err == nil && cleared
+			})
 			after := w.write(t, 10, 200)
 			all := append(append(append([]int64{}, ids...), more...), after...)
 			count, _ := w.consumeAll(t, all, time.Minute, readCommitted)
 			onceEach(t, count, all)
 			p.stop(t)
+			if out := status(); strings.Contains(out, "paused") {
+				t.Errorf("outboxd status of a slot resumed, then let go by a stop, says it is paused:\n%s", out)
+			}
 		})
 	}
 }
