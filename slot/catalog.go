@@ -172,13 +172,14 @@ func RecordPaused(ctx context.Context, q Querier, slot string, paused bool) erro
 
 // ReadPausedAt reads since when slot is paused, as outboxd_slots records
 // it: nil when it is not, or the catalog has no record of pauses (no
-// outboxd_slots, or one older than migration 0014).
+// outboxd_slots, one older than migration 0014, or a role that may not
+// read it).
 func ReadPausedAt(ctx context.Context, q Querier, slot string) (*time.Time, error) {
 	var at *time.Time
 	err := q.QueryRow(ctx, `SELECT paused_at FROM outboxd_slots WHERE slot_name = $1`, slot).Scan(&at)
 	var pe *pgconn.PgError
 	switch {
-	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703"): // no table, no column
+	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703" || pe.Code == "42501"): // no table, no column, no privilege
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("reading whether slot %s is paused: %w", slot, err)
