@@ -134,3 +134,88 @@ func writerConn(t *testing.T, url string) *pgx.Conn {
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
 }
+
+// Issue 53: a pipeline paused on both replicas of a deployment (the same
+// file reloaded by each) is streamed by neither: no replica takes the slot
+// the other let go, nor asks for it back. Resumed, one of them streams it
+// from the confirmed position: every row once, in order.
+func TestAPausedPipelineStaysPausedOnEveryReplica(t *testing.T) {
+	t.Parallel()
+	brokers := testenv.Brokers(t)
+	url, conn := outboxDB(t)
+	slotName := testenv.Name(t, "slot")
+	createSlot(t, conn, slotName)
+	topic := testenv.CreateTopic(t, brokers, testenv.Name(t, "topic"), 1)
+	s := spec("p", url, slotName, brokers)
+	s.Fingerprint = "running"
+	var replicas []*fleet.Fleet
+	for r := range 2 {
+		f, err := fleet.New(fleet.Config{Replica: r, Replicas: 2, RankDelay: 600 * time.Millisecond}, []fleet.Spec{s}, fleet.Hooks{}, discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		runFleet(t, f)
+		replicas = append(replicas, f)
+	}
+	streamedBy := func(want pipeline.State) func() bool {
+		return func() bool {
+			n := 0
+			for _, f := range replicas {
+				if status(f, "p").State == want {
+					n++
+				}
+			}
+			return want == pipeline.StateStreaming && n == 1 || n == len(replicas)
+		}
+	}
+	testenv.Eventually(t, time.Minute, "one replica streaming", streamedBy(pipeline.StateStreaming))
+	key := "00000000-0000-0000-0000-00000000000c"
+	rows := 0
+	write := func(n int) {
+		for range n {
+			insert(t, conn, topic, key, fmt.Sprintf(`{"n": %d}`, rows))
+			rows++
+		}
+	}
+	write(10)
+
+	paused := s
+	paused.Fingerprint, paused.Config.Paused = "paused", true
+	for _, f := range replicas {
+		if err := f.Reload([]fleet.Spec{paused}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, time.Minute, "paused on both replicas", streamedBy(pipeline.StatePaused))
+	// What the stream had read when told to pause is in Kafka; rows it
+	// had not read yet wait in the slot with those written since.
+	atPause := len(consume(t, brokers, topic, 0))
+	write(10)
+	// Several rank delays and slot retries: a replica that took the
+	// released slot, or asked for it back, would have done it by now.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		var active bool
+		if err := conn.QueryRow(t.Context(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slotName).Scan(&active); err != nil {
+			t.Fatal(err)
+		}
+		if active {
+			t.Fatal("a replica streams the slot of the pipeline paused on both")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := consume(t, brokers, topic, 0); len(got) != atPause {
+		t.Errorf("%d records in Kafka while the pipeline was paused on both replicas, want the %d published before", len(got), atPause)
+	}
+
+	resumed := s
+	resumed.Fingerprint = "resumed"
+	for _, f := range replicas {
+		if err := f.Reload([]fleet.Spec{resumed}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, time.Minute, "one replica streaming again", streamedBy(pipeline.StateStreaming))
+	write(10)
+	inOrder(t, consume(t, brokers, topic, rows), rows)
+}
