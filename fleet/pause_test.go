@@ -27,12 +27,7 @@ func TestPauseAndResumeLoseNothingAndRepeatNothing(t *testing.T) {
 		t.Run(delivery, func(t *testing.T) {
 			t.Parallel()
 			brokers := testenv.Brokers(t)
-			url, conn := outboxDB(t)
-			slotName := testenv.Name(t, "slot")
-			createSlot(t, conn, slotName)
-			topic := testenv.CreateTopic(t, brokers, testenv.Name(t, "topic"), 1)
-			s := spec("p", url, slotName, brokers)
-			s.Fingerprint = "running"
+			url, conn, slotName, topic, s := pausable(t, brokers)
 			s.Config.Delivery = delivery
 			s.Config.Txn = publish.TxnConfig{ProgressTopic: testenv.Name(t, "progress"), Interval: 50 * time.Millisecond}
 			var opts []kgo.Opt
@@ -123,6 +118,19 @@ func TestPauseAndResumeLoseNothingAndRepeatNothing(t *testing.T) {
 	}
 }
 
+// pausable makes a pipeline "p" of its own database, slot and topic,
+// running (Fingerprint "running"; a test pauses it by a reload).
+func pausable(t *testing.T, brokers []string) (url string, conn *pgx.Conn, slotName, topic string, s fleet.Spec) {
+	t.Helper()
+	url, conn = outboxDB(t)
+	slotName = testenv.Name(t, "slot")
+	createSlot(t, conn, slotName)
+	topic = testenv.CreateTopic(t, brokers, testenv.Name(t, "topic"), 1)
+	s = spec("p", url, slotName, brokers)
+	s.Fingerprint = "running"
+	return url, conn, slotName, topic, s
+}
+
 // writerConn is a connection of the test's own to url, for a writer
 // beside the test's other queries.
 func writerConn(t *testing.T, url string) *pgx.Conn {
@@ -142,12 +150,7 @@ func writerConn(t *testing.T, url string) *pgx.Conn {
 func TestAPausedPipelineStaysPausedOnEveryReplica(t *testing.T) {
 	t.Parallel()
 	brokers := testenv.Brokers(t)
-	url, conn := outboxDB(t)
-	slotName := testenv.Name(t, "slot")
-	createSlot(t, conn, slotName)
-	topic := testenv.CreateTopic(t, brokers, testenv.Name(t, "topic"), 1)
-	s := spec("p", url, slotName, brokers)
-	s.Fingerprint = "running"
+	_, conn, slotName, topic, s := pausable(t, brokers)
 	var replicas []*fleet.Fleet
 	for r := range 2 {
 		f, err := fleet.New(fleet.Config{Replica: r, Replicas: 2, RankDelay: 600 * time.Millisecond}, []fleet.Spec{s}, fleet.Hooks{}, discard())

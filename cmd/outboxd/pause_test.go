@@ -43,16 +43,7 @@ func pipelineEntry(t *testing.T, addr, name string) ops.PipelineStatus {
 // onceEach checks that every id of want arrived exactly once.
 func onceEach(t *testing.T, count map[int64]int, want []int64) {
 	t.Helper()
-	missing, dups := 0, 0
-	for _, id := range want {
-		switch n := count[id]; {
-		case n == 0:
-			missing++
-		case n > 1:
-			dups++
-		}
-	}
-	if missing > 0 || dups > 0 {
+	if missing, dups := tally(count, want); missing > 0 || dups > 0 {
 		t.Errorf("of %d rows, %d never reached Kafka and %d more than once; want each once", len(want), missing, dups)
 	}
 }

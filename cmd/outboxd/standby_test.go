@@ -179,15 +179,7 @@ func TestDecodingOnAStandby(t *testing.T) {
 	want := tableIDs(t, w.pool, "outbox")
 	count, byKey := w.consumeByKey(t, want, 2*time.Minute)
 	checkKeyOrder(t, byKey)
-	missing, dups := 0, 0
-	for _, id := range want {
-		switch n := count[id]; {
-		case n == 0:
-			missing++
-		case n > 1:
-			dups++
-		}
-	}
+	missing, dups := tally(count, want)
 	if missing > 0 {
 		t.Errorf("%d of %d rows never reached Kafka", missing, len(want))
 	}
@@ -299,7 +291,7 @@ func TestStandbyIsCheckedBeforeDecoding(t *testing.T) {
 	after := w.write(t, 10, 2000)
 	all := append(append(append([]int64{}, ids...), more...), after...)
 	count, _ = w.consumeAll(t, all, 2*time.Minute)
-	if missing := unseen(count, all); missing > 0 {
+	if missing, _ := tally(count, all); missing > 0 {
 		t.Errorf("%d of %d rows never reached Kafka after the recovery on the rebuilt standby; log:\n%s", missing, len(all), rec.log())
 	}
 	rec.stop(t)
@@ -340,21 +332,24 @@ func TestStandbyIsCheckedBeforeDecoding(t *testing.T) {
 	after = w.write(t, 10, 4000)
 	all = append(append(all, more...), after...)
 	count, _ = w.consumeAll(t, all, 2*time.Minute)
-	if missing := unseen(count, all); missing > 0 {
+	if missing, _ := tally(count, all); missing > 0 {
 		t.Errorf("%d of %d rows never reached Kafka after the recovery on the promoted sibling; log:\n%s", missing, len(all), rec.log())
 	}
 	rec.stop(t)
 }
 
-// unseen is how many of ids count never saw.
-func unseen(count map[int64]int, ids []int64) int {
-	n := 0
-	for _, id := range ids {
-		if count[id] == 0 {
-			n++
+// tally counts the ids of want count never saw (missing) and those it
+// saw more than once (dups).
+func tally(count map[int64]int, want []int64) (missing, dups int) {
+	for _, id := range want {
+		switch n := count[id]; {
+		case n == 0:
+			missing++
+		case n > 1:
+			dups++
 		}
 	}
-	return n
+	return missing, dups
 }
 
 // currentLSN is the server's current WAL position.
