@@ -33,6 +33,8 @@ Usage:
                                           stream the outbox to Kafka until SIGTERM/SIGINT
   outboxd status --database-url URL       the slot's state, lag and retained WAL; exit 1 when
                                           the slot is missing or invalidated
+  outboxd doctor --database-url URL       check the PostgreSQL server, publication and slot
+                                          before a run, each finding with what to do
   outboxd validate --config FILE          check a pipelines file (several pipelines, one
                                           process) without connecting; migrate and status
                                           take --config FILE too, for every pipeline in it
@@ -85,6 +87,8 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return cmdDemo(ctx, rest, stdout, stderr, getenv)
 	case "status":
 		return cmdStatus(ctx, rest, stdout, stderr, getenv)
+	case "doctor":
+		return cmdDoctor(ctx, rest, stdout, stderr, getenv)
 	case "validate":
 		return cmdValidate(rest, stdout, stderr, getenv)
 	case "processed-keys":
@@ -122,10 +126,12 @@ func commands() []config.Command {
 	status, _ := statusFlags(cfg(), io.Discard)
 	processedKeys, _ := processedKeysFlags(cfg(), io.Discard)
 	demo, _ := demoFlags(cfg(), io.Discard)
+	doctor, _ := doctorFlags(cfg(), io.Discard)
 	return []config.Command{
 		{Name: "migrate", Synopsis: migrateSynopsis, Flags: migrate},
 		{Name: "run", Synopsis: runSynopsis, Flags: runFlags(cfg(), io.Discard)},
 		{Name: "status", Synopsis: statusSynopsis, Flags: status},
+		{Name: "doctor", Synopsis: doctorSynopsis, Flags: doctor},
 		{Name: "validate", Synopsis: validateSynopsis, Flags: validateFlags(cfg(), io.Discard)},
 		{Name: "prune", Synopsis: pruneSynopsis, Flags: pruneFlags(cfg(), io.Discard)},
 		{Name: "processed-keys", Synopsis: processedKeysSynopsis, Flags: processedKeys},

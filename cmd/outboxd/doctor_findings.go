@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// severity says how much a finding matters: ok, a warning (something that
+// can endanger a pipeline later), or a failure (it would stop one now).
+type severity string
+
+const (
+	sevOK   severity = "ok"
+	sevWarn severity = "warn"
+	sevFail severity = "fail"
+	// sevSkipped: not checked (by this version).
+	sevSkipped severity = "skipped"
+)
+
+// finding is one result of outboxd doctor: what was checked, of which
+// pipeline ("" for a server's), what was found, and what to do.
+type finding struct {
+	Pipeline string   `json:"pipeline,omitempty"`
+	Check    string   `json:"check"`
+	Severity severity `json:"severity"`
+	Found    string   `json:"found"`
+	Fix      string   `json:"fix,omitempty"`
+}
+
+// serverFacts are what doctor reads of one PostgreSQL server (one
+// connection's), to judge the pipelines that use it.
+type serverFacts struct {
+	Version  int    // server_version_num
+	WALLevel string // wal_level
+	// MaxSlots and MaxWALSenders are max_replication_slots and
+	// max_wal_senders; Slots the replication slots that exist (every
+	// kind: each takes one of max_replication_slots), WALSenders the
+	// walsender processes running.
+	MaxSlots, MaxWALSenders, Slots, WALSenders int
+	// MaxSlotWALKeepMB is max_slot_wal_keep_size in MB (-1: unlimited).
+	MaxSlotWALKeepMB int64
+	// WALSenderTimeoutMS is wal_sender_timeout in ms (0: never).
+	WALSenderTimeoutMS int64
+	// IdleSlotTimeoutS is idle_replication_slot_timeout in seconds (18+;
+	// 0: off or the server has none).
+	IdleSlotTimeoutS int64
+	// Replication: the role may replicate (REPLICATION or superuser).
+	Replication bool
+	Role        string
+}
+
+// pipelineNeed is what one pipeline needs of its server.
+type pipelineNeed struct {
+	Name string
+	// SlotExists: the pipeline's slot is there already (it holds one of
+	// max_replication_slots); Streaming: a walsender streams it now.
+	SlotExists, Streaming bool
+}
+
+// serverFindings judges a server for the pipelines that use it: every
+// finding, ok ones too, in a fixed order.
+func serverFindings(f serverFacts, pipelines []pipelineNeed) []finding {
+	var out []finding
+	add := func(check string, sev severity, found, fix string) {
+		out = append(out, finding{Check: check, Severity: sev, Found: found, Fix: fix})
+	}
+	if f.WALLevel == "logical" {
+		add("wal_level", sevOK, "logical", "")
+	} else {
+		add("wal_level", sevFail, f.WALLevel+": logical decoding needs logical",
+			"ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL")
+	}
+	newSlots, streaming := 0, 0
+	for _, p := range pipelines {
+		if !p.SlotExists {
+			newSlots++
+		}
+		if p.Streaming {
+			streaming++
+		}
+	}
+	slots := fmt.Sprintf("%d of max_replication_slots %d in use, %d more needed by %s", f.Slots, f.MaxSlots, newSlots, plural(len(pipelines), "pipeline"))
+	switch free := f.MaxSlots - f.Slots; {
+	case newSlots > free:
+		add("max_replication_slots", sevFail, slots,
+			fmt.Sprintf("raise max_replication_slots to at least %d (ALTER SYSTEM, then restart), or drop slots no one uses", f.Slots+newSlots))
+	case free-newSlots < 1:
+		add("max_replication_slots", sevWarn, slots+": none to spare",
+			"raise max_replication_slots: a recovery (--create-slot) or one more pipeline needs one")
+	default:
+		add("max_replication_slots", sevOK, slots, "")
+	}
+	// Each pipeline holds a walsender while it streams; those streaming
+	// now hold theirs already.
+	need := len(pipelines) - streaming
+	senders := fmt.Sprintf("%d of max_wal_senders %d running, %d more needed by %s", f.WALSenders, f.MaxWALSenders, need, plural(len(pipelines), "pipeline"))
+	if need > f.MaxWALSenders-f.WALSenders {
+		add("max_wal_senders", sevFail, senders,
+			fmt.Sprintf("raise max_wal_senders to at least %d (ALTER SYSTEM, then restart)", f.WALSenders+need))
+	} else {
+		add("max_wal_senders", sevOK, senders, "")
+	}
+	if f.MaxSlotWALKeepMB < 0 {
+		add("max_slot_wal_keep_size", sevWarn, "-1 (unlimited): a slot no one reads any more keeps WAL until the disk is full",
+			"set max_slot_wal_keep_size (e.g. 100GB, below the free disk space): PostgreSQL then invalidates such a slot instead, and outboxd refuses it with the recovery")
+	} else {
+		add("max_slot_wal_keep_size", sevOK, strconv.FormatInt(f.MaxSlotWALKeepMB, 10)+"MB", "")
+	}
+	if f.WALSenderTimeoutMS == 0 {
+		add("wal_sender_timeout", sevWarn, "0: a replica that died without closing its connection keeps its slot busy until TCP gives up (hours), and no other replica can take it",
+			"set wal_sender_timeout (default 60s)")
+	} else {
+		add("wal_sender_timeout", sevOK, strconv.FormatInt(f.WALSenderTimeoutMS, 10)+"ms", "")
+	}
+	if f.IdleSlotTimeoutS > 0 {
+		add("idle_replication_slot_timeout", sevWarn,
+			fmt.Sprintf("%ds: PostgreSQL invalidates a slot no one streamed for that long, so a pipeline paused, stopped or failing longer loses its slot", f.IdleSlotTimeoutS),
+			"keep it above the longest pause or outage a pipeline may have, or 0 (off); a lost slot is recovered with run --create-slot --backfill-where")
+	}
+	if f.Replication {
+		add("replication privilege", sevOK, "role "+f.Role+" may replicate", "")
+	} else {
+		add("replication privilege", sevFail, "role "+f.Role+" has neither REPLICATION nor superuser: run cannot open a replication connection",
+			"ALTER ROLE "+f.Role+" REPLICATION (docs/operating.md, Least privilege)")
+	}
+	return out
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
