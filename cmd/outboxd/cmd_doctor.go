@@ -6,15 +6,20 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/internal/config"
+	"github.com/outboxd/outboxd/layout"
+	"github.com/outboxd/outboxd/pipeline"
+	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -25,14 +30,18 @@ const doctorSynopsis = "Checks the PostgreSQL servers of a pipeline (its flags, 
 	"counted together), max_slot_wal_keep_size, wal_sender_timeout, on 18\n" +
 	"idle_replication_slot_timeout, the role's REPLICATION, a standby's settings, the\n" +
 	"publication against the column mapping, and the slot (missing, lost, invalidated,\n" +
-	"another database's, paused). Kafka is not checked yet. Exits 1 when a finding would\n" +
-	"stop a pipeline (fail); warnings do not."
+	"another database's, paused); and its Kafka cluster with the client run would use\n" +
+	"(TLS, SASL): reachable, the topics known ahead (a fixed topic, the dead-letter and\n" +
+	"progress topics) there with their replication, and for exactly-once the transaction\n" +
+	"timeout and state log. Exits 1 when a finding would stop a pipeline (fail);\n" +
+	"warnings do not."
 
 // doctorFlags builds doctor's flags on cfg: run's, and its own --format.
 func doctorFlags(cfg *config.Config, stderr io.Writer) (*flag.FlagSet, *string) {
 	fs := newFlagSet("doctor", doctorSynopsis, stderr)
 	configFlag(fs, "check every pipeline of the file, the pipelines on one server counted together; beside it only --format")
-	cfg.Register(fs, config.GroupDatabase, config.GroupPrimary, config.GroupRunTable, config.GroupSlot, config.GroupPublication, config.GroupColumns)
+	cfg.Register(fs, config.GroupDatabase, config.GroupPrimary, config.GroupRunTable, config.GroupSlot, config.GroupPublication, config.GroupColumns,
+		config.GroupPump, config.GroupKafka, config.GroupDelivery)
 	return fs, fs.String("format", "text", "text (a table, one line a finding) or json")
 }
 
@@ -113,6 +122,7 @@ func diagnose(ctx context.Context, pipelines []doctorPipeline) []finding {
 			order = append(order, key)
 		}
 		own, need := pipelineFindings(ctx, p)
+		own = append(own, clusterFindings(ctx, p)...)
 		for i := range own {
 			own[i].Pipeline = p.name
 		}
@@ -133,8 +143,51 @@ func diagnose(ctx context.Context, pipelines []doctorPipeline) []finding {
 			srv = append(srv, f)
 		}
 	}
-	out = append(srv, out...)
-	return append(out, finding{Check: "kafka", Severity: sevSkipped, Found: "not checked by this version of doctor"})
+	return append(srv, out...)
+}
+
+// kafkaInspectTimeout bounds reading a cluster: an unreachable broker is
+// retried by the client until then.
+const kafkaInspectTimeout = 15 * time.Second
+
+// clusterFindings checks the pipeline's Kafka cluster.
+func clusterFindings(ctx context.Context, p doctorPipeline) []finding {
+	pc, err := p.cfg.Pipeline(slog.New(slog.DiscardHandler))
+	if err != nil {
+		return []finding{{Check: "kafka", Severity: sevFail, Found: err.Error()}}
+	}
+	need := kafkaNeed{ExactlyOnce: pc.Delivery == pipeline.ExactlyOnce, TxnTimeout: pc.Txn.WithDefaults().Timeout}
+	if t := pc.Pump.DeadLetterTopic; t != "" {
+		need.Topics = append(need.Topics, neededTopic{Name: t, Why: "the dead-letter topic"})
+	}
+	if need.ExactlyOnce {
+		need.Topics = append(need.Topics, neededTopic{Name: pc.Txn.WithDefaults().ProgressTopic, Why: "the progress topic", Created: true})
+	}
+	m := pc.Stream.Columns
+	fixed := map[string]bool{}
+	for _, tmpl := range append([]string{m.TopicTemplate}, tableTemplates(m)...) {
+		if tmpl != "" && !strings.Contains(tmpl, "{") && !fixed[tmpl] {
+			fixed[tmpl] = true
+			need.Topics = append(need.Topics, neededTopic{Name: tmpl, Why: "the topic every row names (--topic-template)"})
+		}
+	}
+	ictx, cancel := context.WithTimeout(ctx, kafkaInspectTimeout)
+	defer cancel()
+	names := make([]string, len(need.Topics))
+	for i, t := range need.Topics {
+		names[i] = t.Name
+	}
+	facts, err := publish.Inspect(ictx, pc.Kafka, names, slog.New(slog.DiscardHandler))
+	return kafkaFindings(facts, err, need)
+}
+
+// tableTemplates are the topic templates of the tables' own mappings.
+func tableTemplates(m layout.Columns) []string {
+	var out []string
+	for _, t := range m.Tables {
+		out = append(out, t.TopicTemplate)
+	}
+	return out
 }
 
 // serverKey names the server a database URL reaches (host:port), without

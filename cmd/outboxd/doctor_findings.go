@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"time"
+
+	"github.com/outboxd/outboxd/publish"
 )
 
 // severity says how much a finding matters: ok, a warning (something that
@@ -13,8 +16,6 @@ const (
 	sevOK   severity = "ok"
 	sevWarn severity = "warn"
 	sevFail severity = "fail"
-	// sevSkipped: not checked (by this version).
-	sevSkipped severity = "skipped"
 )
 
 // finding is one result of outboxd doctor: what was checked, of which
@@ -131,4 +132,68 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// neededTopic is a topic a pipeline writes that is known ahead.
+type neededTopic struct {
+	Name, Why string
+	// Created: outboxd creates it at start when missing (the progress
+	// topic).
+	Created bool
+}
+
+// kafkaNeed is what a pipeline needs of its Kafka cluster.
+type kafkaNeed struct {
+	Topics      []neededTopic
+	ExactlyOnce bool
+	TxnTimeout  time.Duration // --transaction-timeout
+}
+
+// kafkaFindings judges a cluster (as publish.Inspect read it, or the
+// error reaching it) for a pipeline: every finding, ok ones too.
+func kafkaFindings(f publish.ClusterFacts, err error, need kafkaNeed) []finding {
+	var out []finding
+	add := func(check string, sev severity, found, fix string) {
+		out = append(out, finding{Check: check, Severity: sev, Found: found, Fix: fix})
+	}
+	if err != nil {
+		add("kafka", sevFail, err.Error(), "check --brokers and the --kafka-tls and --kafka-sasl settings: doctor uses the client run would")
+		return out
+	}
+	add("kafka", sevOK, plural(f.Brokers, "broker")+" reached", "")
+	for _, t := range need.Topics {
+		check := "topic " + t.Name
+		tf := f.Topics[t.Name]
+		switch {
+		case !tf.Exists && t.Created:
+			add(check, sevOK, t.Why+": does not exist yet; outboxd creates it at start", "")
+		case !tf.Exists:
+			add(check, sevFail, t.Why+": does not exist", "create it (kafka-topics.sh --create --topic "+t.Name+" --replication-factor 3), or let outboxd's records create it with --allow-auto-topic-creation where the broker allows it")
+		case tf.RF == 1:
+			add(check, sevWarn, fmt.Sprintf("%s: replication factor 1: a broker lost loses its records, even acknowledged ones", t.Why), "recreate it with 3 replicas (min.insync.replicas 2)")
+		case tf.MinISR == 1:
+			add(check, sevWarn, fmt.Sprintf("%s: min.insync.replicas 1: acks=all is acknowledged by one replica, which may be lost before the others have the record", t.Why), "kafka-configs.sh --alter --entity-type topics --entity-name "+t.Name+" --add-config min.insync.replicas=2")
+		default:
+			add(check, sevOK, fmt.Sprintf("%s: %d partitions, replication factor %d, min.insync.replicas %d", t.Why, tf.Partitions, tf.RF, tf.MinISR), "")
+		}
+	}
+	if !need.ExactlyOnce {
+		return out
+	}
+	switch {
+	case f.TxnMaxTimeout > 0 && f.TxnMaxTimeout < need.TxnTimeout:
+		add("transaction timeout", sevFail, fmt.Sprintf("--transaction-timeout %s is above the brokers' transaction.max.timeout.ms (%s): Kafka refuses the producer", need.TxnTimeout, f.TxnMaxTimeout),
+			"lower --transaction-timeout, or raise transaction.max.timeout.ms")
+	case f.TxnMaxTimeout > 0:
+		add("transaction timeout", sevOK, fmt.Sprintf("--transaction-timeout %s within transaction.max.timeout.ms %s", need.TxnTimeout, f.TxnMaxTimeout), "")
+	}
+	switch {
+	case f.TxnStateRF == 1:
+		add("transaction state log", sevWarn, "transaction.state.log.replication.factor 1: a broker lost loses the transactions' state", "3 in production (set before the log is created)")
+	case f.TxnStateMinISR == 1:
+		add("transaction state log", sevWarn, "transaction.state.log.min.isr 1: a transaction's state may live on one replica", "2 in production")
+	case f.TxnStateRF > 0:
+		add("transaction state log", sevOK, fmt.Sprintf("replication factor %d, min.isr %d", f.TxnStateRF, f.TxnStateMinISR), "")
+	}
+	return out
 }

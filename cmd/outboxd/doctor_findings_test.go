@@ -1,8 +1,12 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/publish"
 )
 
 // Issue 53: doctor's judgement of a server, one finding a setting.
@@ -45,18 +49,7 @@ func TestServerFindings(t *testing.T) {
 			if pipelines == nil {
 				pipelines = one
 			}
-			var got *finding
-			for _, x := range serverFindings(f, pipelines) {
-				if x.Check == tt.check {
-					got = &x
-				}
-			}
-			if got == nil {
-				t.Fatalf("no %s finding", tt.check)
-			}
-			if got.Severity != tt.want || !strings.Contains(got.Found+" "+got.Fix, tt.says) {
-				t.Errorf("%s: %+v, want %s saying %q", tt.check, *got, tt.want, tt.says)
-			}
+			wantFinding(t, serverFindings(f, pipelines), tt.check, tt.want, tt.says)
 		})
 	}
 	// A good server has no warning or failure.
@@ -64,5 +57,54 @@ func TestServerFindings(t *testing.T) {
 		if x.Severity != sevOK {
 			t.Errorf("a good server: %+v", x)
 		}
+	}
+}
+
+// Issue 53: doctor's judgement of a Kafka cluster for a pipeline.
+func TestKafkaFindings(t *testing.T) {
+	t.Parallel()
+	healthy := publish.TopicFacts{Exists: true, Partitions: 6, RF: 3, MinISR: 2}
+	facts := func(topics map[string]publish.TopicFacts) publish.ClusterFacts {
+		return publish.ClusterFacts{Brokers: 3, Topics: topics, TxnStateRF: 3, TxnStateMinISR: 2, TxnMaxTimeout: 15 * time.Minute}
+	}
+	dlq := neededTopic{Name: "dlq", Why: "the dead-letter topic"}
+	tests := []struct {
+		name  string
+		facts publish.ClusterFacts
+		err   error
+		need  kafkaNeed
+		check string
+		want  severity
+		says  string
+	}{
+		{name: "reached", facts: facts(nil), check: "kafka", want: sevOK, says: "3 brokers reached"},
+		{name: "not reached", err: errors.New("reaching Kafka: dial tcp: refused"), check: "kafka", want: sevFail, says: "--brokers"},
+		{name: "a healthy topic", facts: facts(map[string]publish.TopicFacts{"dlq": healthy}), need: kafkaNeed{Topics: []neededTopic{dlq}}, check: "topic dlq", want: sevOK, says: "replication factor 3"},
+		{name: "a missing topic", facts: facts(map[string]publish.TopicFacts{"dlq": {}}), need: kafkaNeed{Topics: []neededTopic{dlq}}, check: "topic dlq", want: sevFail, says: "does not exist"},
+		{name: "a missing topic outboxd creates", facts: facts(map[string]publish.TopicFacts{"p": {}}), need: kafkaNeed{Topics: []neededTopic{{Name: "p", Created: true}}}, check: "topic p", want: sevOK, says: "outboxd creates it"},
+		{name: "one replica", facts: facts(map[string]publish.TopicFacts{"dlq": {Exists: true, RF: 1, MinISR: 1}}), need: kafkaNeed{Topics: []neededTopic{dlq}}, check: "topic dlq", want: sevWarn, says: "replication factor 1"},
+		{name: "min.insync.replicas 1", facts: facts(map[string]publish.TopicFacts{"dlq": {Exists: true, RF: 3, MinISR: 1}}), need: kafkaNeed{Topics: []neededTopic{dlq}}, check: "topic dlq", want: sevWarn, says: "min.insync.replicas=2"},
+		{name: "a transaction timeout Kafka refuses", facts: facts(nil), need: kafkaNeed{ExactlyOnce: true, TxnTimeout: 20 * time.Minute}, check: "transaction timeout", want: sevFail, says: "transaction.max.timeout.ms"},
+		{name: "a transaction timeout Kafka takes", facts: facts(nil), need: kafkaNeed{ExactlyOnce: true, TxnTimeout: time.Minute}, check: "transaction timeout", want: sevOK},
+		{name: "a transaction state log of one replica", facts: publish.ClusterFacts{Brokers: 1, TxnStateRF: 1, TxnStateMinISR: 1}, need: kafkaNeed{ExactlyOnce: true, TxnTimeout: time.Minute}, check: "transaction state log", want: sevWarn, says: "replication.factor 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			wantFinding(t, kafkaFindings(tt.facts, tt.err, tt.need), tt.check, tt.want, tt.says)
+		})
+	}
+}
+
+// wantFinding checks that findings have one of check, of severity want,
+// saying says (in what it found or the fix).
+func wantFinding(t *testing.T, findings []finding, check string, want severity, says string) {
+	t.Helper()
+	got := findingOf(findings, check)
+	if got == nil {
+		t.Fatalf("no %s finding in %+v", check, findings)
+	}
+	if got.Severity != want || !strings.Contains(got.Found+" "+got.Fix, says) {
+		t.Errorf("%s: %+v, want %s saying %q", check, *got, want, says)
 	}
 }

@@ -33,8 +33,9 @@ Usage:
                                           stream the outbox to Kafka until SIGTERM/SIGINT
   outboxd status --database-url URL       the slot's state, lag and retained WAL; exit 1 when
                                           the slot is missing or invalidated
-  outboxd doctor --database-url URL       check the PostgreSQL server, publication and slot
-                                          before a run, each finding with what to do
+  outboxd doctor --database-url URL --brokers HOST:PORT
+                                          check the PostgreSQL server, publication, slot and
+                                          Kafka before a run, each finding with what to do
   outboxd validate --config FILE          check a pipelines file (several pipelines, one
                                           process) without connecting; migrate and status
                                           take --config FILE too, for every pipeline in it
