@@ -28,8 +28,8 @@ const doctorSynopsis = "Checks the PostgreSQL servers of a pipeline (its flags, 
 	"do: wal_level, max_replication_slots and max_wal_senders against the slots and\n" +
 	"walsenders in use plus those the pipelines need (a file's pipelines on one server\n" +
 	"counted together), max_slot_wal_keep_size, wal_sender_timeout, on 18\n" +
-	"idle_replication_slot_timeout, the role's REPLICATION, a standby's settings, the\n" +
-	"publication against the column mapping, and the slot (missing, lost, invalidated,\n" +
+	"idle_replication_slot_timeout, the role's REPLICATION, the publication against the\n" +
+	"column mapping, and the slot (missing, lost, invalidated,\n" +
 	"another database's, paused); and its Kafka cluster with the client run would use\n" +
 	"(TLS, SASL): reachable, the topics known ahead (a fixed topic, the dead-letter and\n" +
 	"progress topics) there with their replication, and for exactly-once the transaction\n" +
@@ -168,7 +168,7 @@ func clusterFindings(ctx context.Context, p doctorPipeline) []finding {
 	for _, tmpl := range append([]string{m.TopicTemplate}, tableTemplates(m)...) {
 		if tmpl != "" && !strings.Contains(tmpl, "{") && !fixed[tmpl] {
 			fixed[tmpl] = true
-			need.Topics = append(need.Topics, neededTopic{Name: tmpl, Why: "the topic every row names (--topic-template)"})
+			need.Topics = append(need.Topics, neededTopic{Name: tmpl, Why: "a fixed --topic-template's topic"})
 		}
 	}
 	ictx, cancel := context.WithTimeout(ctx, kafkaInspectTimeout)
