@@ -103,14 +103,19 @@ func TestRunConfigRunsEveryPipelineAndReloadsOnSIGHUP(t *testing.T) {
 	// rewritten) is taken up without SIGHUP: the file is read again, and
 	// the pipeline whose setting changed starts again with it.
 	writeFile(t, file, head+entry("a", a)+entryB+entry("c", c)) // the good file back
+	startsOfB := strings.Count(p.log(), "msg=streaming pipeline=b ")
 	writeFile(t, urlFile, b.url+"&application_name=rotated\n")
 	testenv.Eventually(t, time.Minute, "the rotated secret taken up", func() bool {
 		return strings.Contains(p.log(), "a file a pipeline's settings come from changed") && strings.Contains(p.log(), `changed=[b]`)
 	})
-	testenv.Eventually(t, time.Minute, "b streaming again", streaming("a: streaming, b: streaming, c: streaming"))
-	if _, body := get(addr, "/metrics"); processMetric(body, "outboxd_config_last_reload_successful") != 1 {
-		t.Error("outboxd_config_last_reload_successful is not 1 after the reload that took the rotated secret up")
-	}
+	testenv.Eventually(t, time.Minute, "b streaming again with the rotated URL", func() bool {
+		return strings.Count(p.log(), "msg=streaming pipeline=b ") > startsOfB && streaming("a: streaming, b: streaming, c: streaming")()
+	})
+	// Set once the reload was handed to the fleet, which may log it first.
+	testenv.Eventually(t, 30*time.Second, "outboxd_config_last_reload_successful 1 after the reload that took the rotated secret up", func() bool {
+		_, body := get(addr, "/metrics")
+		return processMetric(body, "outboxd_config_last_reload_successful") == 1
+	})
 
 	// Removed: b stops and releases its slot; a and c stream on.
 	writeFile(t, file, head+entry("a", a)+entry("c", c))
@@ -123,9 +128,13 @@ func TestRunConfigRunsEveryPipelineAndReloadsOnSIGHUP(t *testing.T) {
 		err := b.pool.QueryRow(t.Context(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, b.slot).Scan(&active)
 		return err == nil && !active
 	})
-	if _, body := get(addr, "/metrics"); metric(body, "b", `outboxd_state{state="streaming"}`) != -1 {
-		t.Error("b's series still exported after it was removed")
-	}
+	// A flake in CI: the slot is released when b's replication connection
+	// closes, a moment before b's run returns and its series are taken off
+	// the registry; checked once, they could still be there.
+	testenv.Eventually(t, 30*time.Second, "b's series no longer exported", func() bool {
+		_, body := get(addr, "/metrics")
+		return metric(body, "b", `outboxd_state{state="streaming"}`) == -1
+	})
 	// Issue 49, item 9: the removed pipeline's slot stays and retains WAL;
 	// the log says so with the SQL that drops it, and a gauge counts it.
 	if log := p.log(); !strings.Contains(log, "pipeline no longer in the file") || !strings.Contains(log, "pg_drop_replication_slot('"+b.slot+"')") {
