@@ -24,7 +24,7 @@ import (
 func envName(flagName string) string { return config.EnvName(flagName) }
 
 var runGroups = []config.Group{
-	config.GroupDatabase, config.GroupPrimary, config.GroupRunTable, config.GroupSlot, config.GroupPublication, config.GroupCreateSlot, config.GroupBackfill, config.GroupColumns,
+	config.GroupDatabase, config.GroupPrimary, config.GroupRunTable, config.GroupSlot, config.GroupPublication, config.GroupCreateSlot, config.GroupBackfill, config.GroupBackfillOrder, config.GroupColumns,
 	config.GroupPump, config.GroupKafka, config.GroupDelivery, config.GroupRegistry, config.GroupStream, config.GroupOps, config.GroupLog, config.GroupFleet,
 }
 

@@ -43,6 +43,9 @@ Usage:
                                           remove outbox rows no longer needed (published, and
                                           older than any recovery would read): whole day
                                           partitions, or batched deletes; for cron
+  outboxd replay --database-url URL --brokers HOST:PORT --replay-from 1000
+                                          re-publish rows still in the outbox table (a range,
+                                          a time span or a predicate); resumes where it stopped
   outboxd processed-keys --database-url URL
                                           maintain the processed_keys table of idempotent
                                           consumers (package idempotent): partitions, TTL
@@ -96,6 +99,8 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return cmdProcessedKeys(ctx, rest, stdout, stderr, getenv)
 	case "prune":
 		return cmdPrune(ctx, rest, stdout, stderr, getenv)
+	case "replay":
+		return cmdReplay(ctx, rest, stdout, stderr, getenv)
 	case "version", "--version", "-version":
 		fmt.Fprint(stdout, describeBuild(version, readBuildInfo()))
 		return exitOK
@@ -135,6 +140,7 @@ func commands() []config.Command {
 		{Name: "doctor", Synopsis: doctorSynopsis, Flags: doctor},
 		{Name: "validate", Synopsis: validateSynopsis, Flags: validateFlags(cfg(), io.Discard)},
 		{Name: "prune", Synopsis: pruneSynopsis, Flags: pruneFlags(cfg(), io.Discard)},
+		{Name: "replay", Synopsis: replaySynopsis, Flags: replayFlags(cfg(), io.Discard)},
 		{Name: "processed-keys", Synopsis: processedKeysSynopsis, Flags: processedKeys},
 		{Name: "demo", Synopsis: demoSynopsis, Flags: demo},
 	}

@@ -45,7 +45,10 @@ type Config struct {
 	Process Process          // the process's own settings, one per process whatever its pipelines
 	Outbox  OutboxTable      // migrate's and prune's outbox table
 	Prune   retention.Config // prune: what to remove (its table and slot come from Outbox and Stream)
-	Files   Files            // the files settings are read from
+	// Replay is what replay selects and where it sends it; the rest of
+	// its cdc.ReplayConfig comes from the pipeline's settings (Replayer).
+	Replay cdc.ReplayConfig
+	Files  Files // the files settings are read from
 
 	// TableColumns are --table-columns' items, TABLE:SETTING=VALUE:
 	// tables' own column mappings (Mapping parses them).
@@ -250,25 +253,27 @@ type Group int
 
 // The groups of flags.
 const (
-	GroupDatabase    Group = iota // --database-url
-	GroupTable                    // --table: the table migrate and prune act on
-	GroupRunTable                 // --table: the table run checks the publication publishes
-	GroupShape                    // --own-table, --partitioned (migrate)
-	GroupPrune                    // --older-than and the other options of prune
-	GroupPublication              // --publication
-	GroupSlot                     // --slot
-	GroupCreateSlot               // --create-slot
-	GroupBackfill                 // --backfill-where (run)
-	GroupColumns                  // which columns of the outbox table make the record
-	GroupStream                   // the replication stream's timings
-	GroupPump                     // in-flight window, dead-letter topic
-	GroupKafka                    // brokers, record size, TLS, SASL
-	GroupDelivery                 // --delivery and the exactly-once options
-	GroupOps                      // metrics, WAL checks, heartbeat
-	GroupLog                      // --log-level, --log-format
-	GroupFleet                    // --replica, --replicas, --rank-delay (run --config)
-	GroupRegistry                 // --value-format, --key-format and the schema registry
-	GroupPrimary                  // --primary-url: decoding on a standby
+	GroupDatabase      Group = iota // --database-url
+	GroupTable                      // --table: the table migrate and prune act on
+	GroupRunTable                   // --table: the table run checks the publication publishes
+	GroupShape                      // --own-table, --partitioned (migrate)
+	GroupPrune                      // --older-than and the other options of prune
+	GroupPublication                // --publication
+	GroupSlot                       // --slot
+	GroupCreateSlot                 // --create-slot
+	GroupBackfill                   // --backfill-where (run)
+	GroupColumns                    // which columns of the outbox table make the record
+	GroupStream                     // the replication stream's timings
+	GroupPump                       // in-flight window, dead-letter topic
+	GroupKafka                      // brokers, record size, TLS, SASL
+	GroupDelivery                   // --delivery and the exactly-once options
+	GroupOps                        // metrics, WAL checks, heartbeat
+	GroupLog                        // --log-level, --log-format
+	GroupFleet                      // --replica, --replicas, --rank-delay (run --config)
+	GroupRegistry                   // --value-format, --key-format and the schema registry
+	GroupPrimary                    // --primary-url: decoding on a standby
+	GroupBackfillOrder              // --backfill-order-column (run, replay)
+	GroupReplay                     // what replay selects, and where it sends it
 )
 
 // Register defines the flags of the groups on fs, bound to c's fields,

@@ -17,7 +17,7 @@ import (
 func runLike(c *Config) *flag.FlagSet {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	c.Register(fs, GroupDatabase, GroupRunTable, GroupSlot, GroupPublication, GroupCreateSlot, GroupBackfill, GroupColumns,
+	c.Register(fs, GroupDatabase, GroupRunTable, GroupSlot, GroupPublication, GroupCreateSlot, GroupBackfill, GroupBackfillOrder, GroupColumns,
 		GroupPump, GroupKafka, GroupDelivery, GroupRegistry, GroupStream, GroupOps, GroupLog)
 	return fs
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/lib/rawio"
 	"github.com/outboxd/outboxd/lib/sqlquote"
+	"github.com/outboxd/outboxd/outbox"
+	"github.com/outboxd/outboxd/slot"
 )
 
 // flagSpec is one flag: its name, group, help, binding to a field, check,
@@ -171,7 +173,7 @@ func flags() []flagSpec {
 			field: "Stream.BackfillWhere",
 			bind:  str(func(c *Config) *string { return &c.Stream.BackfillWhere }),
 		},
-		{name: "backfill-order-column", group: GroupBackfill,
+		{name: "backfill-order-column", group: GroupBackfillOrder,
 			usage: "the column a backfill reads each table's rows in order of, ties broken by --id-column (ORDER BY col NULLS LAST, id), so each key's rows reach Kafka in the order they were written: " +
 				"a timestamptz, timestamp or integer column set in that order (e.g. DEFAULT clock_timestamp(), or a bigserial); every table of the publication must have it. " +
 				"Default empty: the id when it is an integer filled from a sequence (identity, serial: the default table), else --timestamp-column; " +
@@ -179,6 +181,60 @@ func flags() []flagSpec {
 			bind:  str(func(c *Config) *string { return &c.Stream.BackfillOrderColumn }),
 			field: "Stream.BackfillOrderColumn"},
 
+		{name: "replay-name", group: GroupReplay,
+			usage: "names the replay: its progress in outboxd_replays (the same name resumes where it stopped), the value of the outboxd.replay header on each record, and with exactly-once delivery its transactional id's suffix. " +
+				"Default: the table and a digest of the selection, so the same command resumes",
+			field: "Replay.Name",
+			bind:  str(func(c *Config) *string { return &c.Replay.Name })},
+		{name: "replay-from", group: GroupReplay,
+			usage: "replay the rows from this value of the ordering column on (inclusive; the id of the default table, else --backfill-order-column or --timestamp-column), e.g. 1000 or \"2026-12-01 10:00+00\"",
+			field: "Replay.Selection.From",
+			bind:  str(func(c *Config) *string { return &c.Replay.Selection.From })},
+		{name: "replay-to", group: GroupReplay,
+			usage: "replay the rows up to this value of the ordering column (inclusive)",
+			field: "Replay.Selection.To",
+			bind:  str(func(c *Config) *string { return &c.Replay.Selection.To })},
+		{name: "replay-since", group: GroupReplay,
+			usage: "replay the rows whose --timestamp-column is at or after this time (RFC 3339, e.g. 2026-12-01T10:00:00Z, or a date 2026-12-01, UTC)",
+			field: "Replay.Selection.Since",
+			bind:  timestamp(func(c *Config) *time.Time { return &c.Replay.Selection.Since })},
+		{name: "replay-until", group: GroupReplay,
+			usage: "replay the rows whose --timestamp-column is before this time (as --replay-since)",
+			field: "Replay.Selection.Until",
+			bind:  timestamp(func(c *Config) *time.Time { return &c.Replay.Selection.Until })},
+		{name: "replay-where", group: GroupReplay,
+			usage: "replay the rows matching this SQL predicate over the table, checked as --backfill-where (read in read-only transactions) and refused when it reads another table, e.g. \"topic = 'orders'\"",
+			field: "Replay.Selection.Where",
+			bind:  str(func(c *Config) *string { return &c.Replay.Selection.Where }),
+			check: func(c *Config) string {
+				if w := c.Replay.Selection.Where; w != "" {
+					return errText(slot.CheckBackfillWhere(w))
+				}
+				return ""
+			}},
+		{name: "replay-topic", group: GroupReplay,
+			usage: "send every replayed record to this one topic; default empty: each to its own topic, as the stream chose it",
+			field: "Replay.Topic",
+			bind:  str(func(c *Config) *string { return &c.Replay.Topic }),
+			check: func(c *Config) string {
+				if t := c.Replay.Topic; t != "" {
+					return errText(outbox.ValidTopic(t))
+				}
+				return ""
+			}},
+		{name: "replay-rate", group: GroupReplay,
+			usage: "replay at most this many rows a second (averaged over pages of 500 rows); 0: as fast as Kafka acknowledges",
+			field: "Replay.Rate",
+			bind:  float(func(c *Config) *float64 { return &c.Replay.Rate }),
+			check: func(c *Config) string {
+				if c.Replay.Rate < 0 {
+					return "must not be negative"
+				}
+				return ""
+			}},
+		{name: "dry-run", group: GroupReplay, usage: "count the rows the replay would publish (and say what the table no longer holds), and publish nothing",
+			field: "Replay.DryRun",
+			bind:  boolean(func(c *Config) *bool { return &c.Replay.DryRun })},
 		{name: "id-column", group: GroupColumns,
 			usage: "the outbox id column (bigint, integer, smallint, uuid, text or varchar): header id, its text form, the consumers' idempotency key",
 			bind:  str(func(c *Config) *string { return &c.Stream.Columns.ID }),
@@ -623,6 +679,38 @@ func flags() []flagSpec {
 
 func str(field func(*Config) *string) func(*flag.FlagSet, *Config, string, string) {
 	return func(fs *flag.FlagSet, c *Config, name, usage string) { fs.StringVar(field(c), name, *field(c), usage) }
+}
+
+func float(field func(*Config) *float64) func(*flag.FlagSet, *Config, string, string) {
+	return func(fs *flag.FlagSet, c *Config, name, usage string) { fs.Float64Var(field(c), name, *field(c), usage) }
+}
+
+func timestamp(field func(*Config) *time.Time) func(*flag.FlagSet, *Config, string, string) {
+	return func(fs *flag.FlagSet, c *Config, name, usage string) { fs.Var((*timeValue)(field(c)), name, usage) }
+}
+
+// timeValue is a time flag: RFC 3339, or a date (midnight UTC).
+type timeValue time.Time
+
+func (t *timeValue) String() string {
+	if t == nil || time.Time(*t).IsZero() {
+		return ""
+	}
+	return time.Time(*t).UTC().Format(time.RFC3339Nano)
+}
+
+func (t *timeValue) Set(s string) error {
+	if s == "" {
+		*t = timeValue{}
+		return nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02"} {
+		if v, err := time.Parse(layout, s); err == nil {
+			*t = timeValue(v)
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is no RFC 3339 time (2026-12-01T10:00:00Z) or date (2026-12-01)", s)
 }
 
 func boolean(field func(*Config) *bool) func(*flag.FlagSet, *Config, string, string) {
