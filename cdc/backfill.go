@@ -120,15 +120,25 @@ func (s *Streamer) drainBackfill(ctx context.Context, cp outbox.LSN) error {
 // apply hands one backfilled message on as the stream would: a
 // row that cannot become a record is dead-lettered or a permanent error.
 func (s *Streamer) apply(ctx context.Context, lay *layout.Layout, m decode.Message) error {
+	return handOn(ctx, s.out, lay, m, nil)
+}
+
+// handOn lays m out and hands it to out: a row that cannot become a
+// record is rejected (dead-lettered, or a permanent error). edit, when
+// not nil, changes each record first.
+func handOn(ctx context.Context, out outbox.Stage, lay *layout.Layout, m decode.Message, edit func(*outbox.Event)) error {
 	c, err := change(lay, &m)
 	var re *outbox.RowError
 	switch {
 	case errors.As(err, &re):
-		return s.out.Reject(ctx, re)
+		return out.Reject(ctx, re)
 	case err != nil:
 		return err
 	}
-	return s.out.Apply(ctx, c)
+	if edit != nil && c.Kind == outbox.ChangeEvent {
+		edit(&c.Event)
+	}
+	return out.Apply(ctx, c)
 }
 
 // ErrBackfillUnordered: a table of the publication has nothing that tells

@@ -723,21 +723,12 @@ func (r *Replayer) page(ctx context.Context, conn *pgx.Conn, t *replayTable, whe
 // apply hands one replayed message on as the backfill does, each record
 // with the replay's header and, when given, the one topic.
 func (r *Replayer) apply(ctx context.Context, lay *layout.Layout, m decode.Message) error {
-	c, err := change(lay, &m)
-	var re *outbox.RowError
-	switch {
-	case errors.As(err, &re):
-		return r.out.Reject(ctx, re)
-	case err != nil:
-		return err
-	}
-	if c.Kind == outbox.ChangeEvent {
+	return handOn(ctx, r.out, lay, m, func(ev *outbox.Event) {
 		if r.cfg.Topic != "" {
-			c.Event.Topic = r.cfg.Topic
+			ev.Topic = r.cfg.Topic
 		}
-		c.Event.Headers = append(c.Event.Headers, outbox.Header{Key: ReplayHeader, Value: []byte(r.cfg.Name)})
-	}
-	return r.out.Apply(ctx, c)
+		ev.Headers = append(ev.Headers, outbox.Header{Key: ReplayHeader, Value: []byte(r.cfg.Name)})
+	})
 }
 
 // deref is *s, "" for nil (a NULL read as text).

@@ -167,15 +167,8 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	// sink's commits. They stop once it returned; any of them failing
 	// ends gctx, which stops the stream (its records fail, and the
 	// failure is Run's error).
-	downstream, stopDownstream := context.WithCancel(context.WithoutCancel(gctx))
+	stopDownstream := runDownstream(gctx, g, p.reg, p.pump, p.txn)
 	defer stopDownstream()
-	if p.reg != nil {
-		safeGo(g, "fetching schemas", func() error { return p.reg.Run(downstream) })
-	}
-	safeGo(g, "running the pump", func() error { return p.pump.Run(downstream) })
-	if p.txn != nil {
-		safeGo(g, "producing Kafka transactions", func() error { return p.txn.Run(downstream) })
-	}
 	// The stream's Run returns nil only once gctx ended: on a stop, or
 	// when a sibling failed (then g.Wait returns that sibling's error).
 	safeGo(g, "streaming", func() error {
@@ -183,6 +176,23 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		return p.stream.Run(gctx)
 	})
 	return g.Wait()
+}
+
+// runDownstream runs the stages after the reader (the schema stage when
+// there is one, the pump, the exactly-once sink when there is one) in g,
+// on a context of their own that outlives gctx's cancel: the reader
+// drains through them at a stop. stop ends them; call it once the reader
+// returned.
+func runDownstream(gctx context.Context, g *errgroup.Group, reg *registry.Stage, pm *pump.Pump, txn *publish.TxnProducer) (stop func()) {
+	downstream, stop := context.WithCancel(context.WithoutCancel(gctx))
+	if reg != nil {
+		safeGo(g, "fetching schemas", func() error { return reg.Run(downstream) })
+	}
+	safeGo(g, "running the pump", func() error { return pm.Run(downstream) })
+	if txn != nil {
+		safeGo(g, "producing Kafka transactions", func() error { return txn.Run(downstream) })
+	}
+	return stop
 }
 
 // runPaused stands paused until ctx ends: nothing is read from the slot,

@@ -112,15 +112,8 @@ func (r *Replay) Run(ctx context.Context) (err error) {
 	safeGo(g, "checking that Kafka answers", func() error { return r.reach.CheckAtStart(gctx, r.sink.Ping) })
 	// As in Run: the stages after the reader outlive it, which waits for
 	// what it handed on before it returns.
-	downstream, stopDownstream := context.WithCancel(context.WithoutCancel(gctx))
+	stopDownstream := runDownstream(gctx, g, r.reg, r.pump, r.txn)
 	defer stopDownstream()
-	if r.reg != nil {
-		safeGo(g, "fetching schemas", func() error { return r.reg.Run(downstream) })
-	}
-	safeGo(g, "running the pump", func() error { return r.pump.Run(downstream) })
-	if r.txn != nil {
-		safeGo(g, "producing Kafka transactions", func() error { return r.txn.Run(downstream) })
-	}
 	safeGo(g, "replaying", func() error {
 		defer stopDownstream()
 		err := r.source.Run(gctx)
