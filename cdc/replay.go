@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"golang.org/x/time/rate"
 
 	"github.com/outboxd/outboxd/decode"
@@ -243,16 +244,36 @@ func (r *Replayer) table(ctx context.Context, conn *pgx.Conn) (*replayTable, err
 		}
 	}
 	if !r.cfg.Selection.Since.IsZero() || !r.cfg.Selection.Until.IsZero() {
-		found := false
-		for _, c := range chosen.Columns {
-			found = found || c.Name == m.Timestamp
-		}
-		if !found {
-			return nil, fmt.Errorf("%w: table %s has no timestamp column %q to select a time range by (%s)",
-				ErrReplayRefused, chosen.Name.Sanitize(), m.Timestamp, r.cfg.Names.Of("Columns.Timestamp"))
+		if t.timestamp, err = timeColumn(chosen, m.Timestamp); err != nil {
+			return nil, fmt.Errorf("%w: table %s: %w (%s)", ErrReplayRefused, chosen, err, r.cfg.Names.Of("Columns.Timestamp"))
 		}
 	}
 	return t, nil
+}
+
+// defaultTimeColumn is the default table's time column, which a time
+// range selects by when no timestamp column is given.
+const defaultTimeColumn = "created_at"
+
+// timeColumn is the column Since and Until select by: the mapping's
+// timestamp column, else created_at; it must be a timestamptz or timestamp.
+func timeColumn(t *slot.Table, timestamp string) (string, error) {
+	name := timestamp
+	if name == "" {
+		name = defaultTimeColumn
+	}
+	for _, c := range t.Columns {
+		if c.Name == name {
+			if c.TypeOID != pgtype.TimestamptzOID && c.TypeOID != pgtype.TimestampOID {
+				return "", fmt.Errorf("column %q has %s, want timestamptz or timestamp to select a time range by", name, describeOID(c.TypeOID))
+			}
+			return name, nil
+		}
+	}
+	if timestamp == "" {
+		return "", fmt.Errorf("no column %q to select a time range by: name the table's time column", name)
+	}
+	return "", fmt.Errorf("no timestamp column %q to select a time range by", name)
 }
 
 func orNoTables(names []string) string {

@@ -64,8 +64,9 @@ type Selection struct {
 	// table filled from a sequence), inclusive, as the column's type reads
 	// them ("1000", "2026-12-01 10:00:00+00").
 	From, To string
-	// Since and Until bound the timestamp column (Columns.Timestamp):
-	// rows written at or after Since, and before Until.
+	// Since and Until bound the timestamp column (Columns.Timestamp,
+	// else the default table's created_at): rows written at or after
+	// Since, and before Until.
 	Since, Until time.Time
 	// Where is an SQL predicate over the table, checked as the backfill's
 	// (read only; it may read no other table).
@@ -158,9 +159,6 @@ func (c ReplayConfig) Validate() error {
 	}
 	if s := c.Selection; !s.Since.IsZero() && !s.Until.IsZero() && !s.Since.Before(s.Until) {
 		p.Add("Selection.Until", "must be after the start of the range ("+c.Names.Of("Selection.Since")+")")
-	}
-	if (!c.Selection.Since.IsZero() || !c.Selection.Until.IsZero()) && c.Columns.WithDefaults().Timestamp == "" {
-		p.Add("Selection.Since", "needs a timestamp column ("+c.Names.Of("Columns.Timestamp")+")")
 	}
 	if c.Topic != "" {
 		if err := outbox.ValidTopic(c.Topic); err != nil {

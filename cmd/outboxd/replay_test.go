@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxd/outboxd/harness/testenv"
@@ -215,10 +217,12 @@ func TestReplayRepublishesASelection(t *testing.T) {
 	_ = p
 }
 
-// A replay killed with -9 resumes where Kafka acknowledged it: every
-// selected row arrives, each key's in order, deduplicated by source and
+// A replay stopped with SIGTERM, then killed with -9 twice, resumes where
+// Kafka acknowledged it, while the pipeline streams beside it: every
+// selected row arrives, each key's in order; deduplicated by source and
 // id nothing is processed twice, and with exactly-once delivery a
-// read_committed consumer sees no duplicate at all.
+// read_committed consumer sees no duplicate at all; the stream loses
+// nothing and sends nothing twice.
 func TestReplayKilledResumes(t *testing.T) {
 	t.Parallel()
 	for _, delivery := range []string{"at-least-once", "exactly-once"} {
@@ -232,66 +236,84 @@ func TestReplayKilledResumes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ids []int64
-			for rows.Next() {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
-					t.Fatal(err)
-				}
-				ids = append(ids, id)
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				t.Fatal(err)
 			}
-			if rows.Err() != nil {
-				t.Fatal(rows.Err())
-			}
-			to := testenv.Topic(t, 3)
-			args := []string{"replay", "--database-url", w.url, "--brokers", w.brokers, "--replay-topic", to, "--replay-rate", "1500",
-				"--delivery", delivery, "--transaction-interval", "50ms"}
+			w.start(t, "--delivery", delivery)
 			var opts []kgo.Opt
 			if delivery == "exactly-once" {
 				opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 			}
-			kills := 0
-			for attempt := 0; attempt < 3; attempt++ {
+			if count, _ := w.consumeAll(t, ids, 2*time.Minute, opts...); len(count) != n {
+				t.Fatalf("%d of %d rows streamed before the replay", len(count), n)
+			}
+			// The stream goes on beside the replay.
+			ctx, stopWriting := context.WithCancel(t.Context())
+			written := make(chan []int64, 1)
+			go func() {
+				var all []int64
+				for i := 0; ctx.Err() == nil; i++ {
+					got, _ := w.tryWrite(ctx, 1, 100000+i*5)
+					all = append(all, got...)
+					time.Sleep(20 * time.Millisecond)
+				}
+				written <- all
+			}()
+
+			to := testenv.Topic(t, 3)
+			args := []string{"replay", "--database-url", w.url, "--brokers", w.brokers, "--replay-topic", to, "--replay-rate", "1500", "--replay-to", strconv.FormatInt(ids[n-1], 10),
+				"--delivery", delivery, "--transaction-interval", "50ms"}
+			stops := 0
+			for i, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL, syscall.SIGKILL} {
 				p := startProcess(t, args)
-				// Kill it once some but not all of it is in Kafka.
-				for {
-					select {
-					case <-p.done:
-					case <-time.After(300 * time.Millisecond):
-					}
-					if closedChan(p.done) {
-						break
-					}
-					if got := len(readReplayed(t, w.brokers, to, 1, 300*time.Millisecond, opts...)); got >= (attempt+1)*n/4 {
-						_ = p.cmd.Process.Signal(syscall.SIGKILL)
+				// Stop it once some but not all of it is in Kafka.
+				for !closedChan(p.done) {
+					if got := len(readReplayed(t, w.brokers, to, 1, 300*time.Millisecond, opts...)); got >= (i+1)*n/4 {
+						_ = p.cmd.Process.Signal(sig)
 						<-p.done
-						kills++
+						stops++
 						break
 					}
 				}
-				if p.cmd.ProcessState.Exited() && p.cmd.ProcessState.ExitCode() != 0 {
-					t.Fatalf("replay exited %d:\n%s", p.cmd.ProcessState.ExitCode(), tail(p.log(), 30))
+				state := p.cmd.ProcessState
+				switch {
+				case state.Exited() && state.ExitCode() != 0:
+					t.Fatalf("replay exited %d:\n%s", state.ExitCode(), tail(p.log(), 30))
+				case sig == syscall.SIGTERM && !strings.Contains(p.log(), "replay stopped: run it again to resume"):
+					t.Errorf("after SIGTERM the replay did not say it stopped:\n%s", tail(p.log(), 10))
 				}
 			}
 			p := startProcess(t, args)
 			if code := p.wait(t, 2*time.Minute); code != 0 {
 				t.Fatalf("the resumed replay exited %d:\n%s", code, tail(p.log(), 30))
 			}
-			if kills == 0 {
-				t.Fatal("the replay was never killed: it finished first")
+			if stops != 3 {
+				t.Fatalf("the replay was stopped %d times, want 3: it finished first", stops)
 			}
 			if !strings.Contains(p.log(), "replay resumed") {
 				t.Errorf("the last run did not resume:\n%s", tail(p.log(), 20))
 			}
+			stopWriting()
+			streamed := <-written
 			recs := readReplayed(t, w.brokers, to, n, time.Minute, opts...)
 			name := ""
 			if len(recs) > 0 {
 				name = recs[0].replay
 			}
 			dups := checkReplayed(t, recs, ids, name)
-			t.Logf("measured: %s replay of %d rows, %d kill -9: %d records, %d duplicates (same source and id)", delivery, n, kills, len(recs), dups)
+			count, _ := w.consumeAll(t, streamed, time.Minute, opts...)
+			streamDups := 0
+			for _, id := range streamed {
+				streamDups += max(count[id]-1, 0)
+			}
+			t.Logf("measured: %s replay of %d rows, SIGTERM and 2 kill -9: %d records, %d duplicates (same source and id); stream beside it: %d rows, %d duplicates",
+				delivery, n, len(recs), dups, len(streamed), streamDups)
 			if delivery == "exactly-once" && dups != 0 {
 				t.Errorf("exactly-once replay: %d duplicates for a read_committed consumer, want 0", dups)
+			}
+			if streamDups != 0 {
+				t.Errorf("the stream beside the replay sent %d rows twice, want none", streamDups)
 			}
 		})
 	}
@@ -303,5 +325,88 @@ func closedChan(c chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// A table whose id is a uuid replays in the order of its ordering column
+// (--backfill-order-column), rows without a value last, across pages and
+// across a kill -9; a time range selects by created_at when no
+// --timestamp-column is given.
+func TestReplayOrdersByAnOrderingColumn(t *testing.T) {
+	t.Parallel()
+	db := testenv.Database(t)
+	pool := poolFor(t, db)
+	if _, err := pool.Exec(t.Context(), `CREATE TABLE app_events (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregate_id uuid NOT NULL,
+		topic text NOT NULL, payload jsonb NOT NULL, headers jsonb, created_at timestamptz)`); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := outboxd(t, nil, "migrate", "--database-url", db, "--own-table", "--table", "app_events", "--create-slot=false"); code != exitOK {
+		t.Fatalf("migrate: exit %d\n%s%s", code, out, errOut)
+	}
+	const timed, untimed = 1100, 600 // pages of 500 end inside both parts
+	base := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	if _, err := pool.Exec(t.Context(), `INSERT INTO app_events (aggregate_id, topic, payload, created_at)
+		SELECT ('00000000-0000-4000-8000-' || lpad((g % 8)::text, 12, '0'))::uuid, 'unused', jsonb_build_object('n', g),
+			CASE WHEN g <= $2 THEN $1::timestamptz + g * interval '1 millisecond' END
+		FROM generate_series(1, $3::int) g`, base, timed, timed+untimed); err != nil {
+		t.Fatal(err)
+	}
+	brokers := strings.Join(testenv.Brokers(t), ",")
+	to := testenv.Topic(t, 3)
+	args := []string{"replay", "--database-url", db, "--brokers", brokers, "--table", "app_events", "--backfill-order-column", "created_at", "--replay-topic", to}
+
+	// A time range, by created_at: rows 500 to 699.
+	code, out, errOut := outboxd(t, nil, append(args, "--dry-run", "--replay-since", base.Add(500*time.Millisecond).Format(time.RFC3339Nano),
+		"--replay-until", base.Add(700*time.Millisecond).Format(time.RFC3339Nano))...)
+	if code != exitOK || !strings.Contains(out, "would publish 200 rows") {
+		t.Errorf("dry run of a time range: exit %d, want 0 saying 200 rows:\n%s%s", code, out, errOut)
+	}
+
+	p := startProcess(t, append(args, "--replay-rate", "500"))
+	for !closedChan(p.done) && len(readReplayed(t, brokers, to, 1, 300*time.Millisecond)) < 400 {
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	if code, out, errOut := outboxd(t, nil, args...); code != exitOK || !strings.Contains(out, "acknowledged by Kafka") || !strings.Contains(errOut, "replay resumed") {
+		t.Fatalf("the resumed replay: exit %d, want 0, resumed:\n%s%s", code, out, errOut)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(testenv.Brokers(t)...), kgo.ConsumeTopics(to), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	seen := map[string]bool{}
+	lastOfKey := map[string]int{}
+	for deadline := time.Now().Add(time.Minute); len(seen) < timed+untimed && time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			id := ""
+			for _, h := range r.Headers {
+				if h.Key == "id" {
+					id = string(h.Value)
+				}
+			}
+			if seen[id] {
+				return // sent again after the kill: an idempotent consumer skips it
+			}
+			seen[id] = true
+			var v struct{ N int }
+			if err := json.Unmarshal(r.Value, &v); err != nil {
+				t.Fatalf("record value %q: %v", r.Value, err)
+			}
+			last, ok := lastOfKey[string(r.Key)]
+			switch {
+			case ok && v.N <= timed && v.N < last:
+				t.Errorf("key %s: row %d after row %d: not in the order of created_at", r.Key, v.N, last)
+			case ok && v.N <= timed && last > timed:
+				t.Errorf("key %s: row %d (with created_at) after row %d (without): rows without a value come last", r.Key, v.N, last)
+			}
+			lastOfKey[string(r.Key)] = max(last, v.N)
+		})
+	}
+	if len(seen) != timed+untimed {
+		t.Errorf("%d distinct rows replayed, want %d", len(seen), timed+untimed)
 	}
 }

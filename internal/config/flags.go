@@ -195,7 +195,7 @@ func flags() []flagSpec {
 			field: "Replay.Selection.To",
 			bind:  str(func(c *Config) *string { return &c.Replay.Selection.To })},
 		{name: "replay-since", group: GroupReplay,
-			usage: "replay the rows whose --timestamp-column is at or after this time (RFC 3339, e.g. 2026-12-01T10:00:00Z, or a date 2026-12-01, UTC)",
+			usage: "replay the rows whose --timestamp-column (else the default table's created_at) is at or after this time (RFC 3339, e.g. 2026-12-01T10:00:00Z, or a date 2026-12-01, UTC)",
 			field: "Replay.Selection.Since",
 			bind:  timestamp(func(c *Config) *time.Time { return &c.Replay.Selection.Since })},
 		{name: "replay-until", group: GroupReplay,
