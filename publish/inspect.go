@@ -2,13 +2,18 @@ package publish
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // ClusterFacts are what Inspect reads of a Kafka cluster, with the
@@ -34,6 +39,73 @@ type TopicFacts struct {
 	// RF is the replication factor (the fewest replicas of any
 	// partition); MinISR its min.insync.replicas (0 when not read).
 	RF, MinISR int
+	// Denied: the broker refused to describe the topic to this client
+	// (TOPIC_AUTHORIZATION_FAILED); whether it exists is not known.
+	Denied bool
+	// ACLKnown: the broker said what this client may do on the topic
+	// (Kafka 2.3+; every operation where it has no authorizer);
+	// CanWrite and CanDescribe are then the client's WRITE and DESCRIBE.
+	ACLKnown, CanWrite, CanDescribe bool
+}
+
+// describeTopics reads topics with one metadata request of its own
+// (AllowAutoTopicCreation false, as checkTopic), asking what this client
+// may do on each, into facts; it returns those that exist.
+func describeTopics(ctx context.Context, cl *kgo.Client, topics []string, facts map[string]TopicFacts) ([]string, error) {
+	if len(topics) == 0 {
+		return nil, nil // no topics in a request means every topic
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	req.IncludeTopicAuthorizedOperations = true
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+		facts[t] = TopicFacts{}
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("reading Kafka's metadata for topics %s: %w", strings.Join(topics, ", "), err)
+	}
+	var present []string
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		var f TopicFacts
+		switch err := kerr.ErrorForCode(t.ErrorCode); {
+		case errors.Is(err, kerr.TopicAuthorizationFailed):
+			f.Denied = true
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+		case err != nil:
+			return nil, fmt.Errorf("reading Kafka's metadata for topic %s: %w", *t.Topic, err)
+		default:
+			f.Exists = true
+			f.Partitions = len(t.Partitions)
+			for _, p := range t.Partitions {
+				if f.RF == 0 || len(p.Replicas) < f.RF {
+					f.RF = len(p.Replicas)
+				}
+			}
+			present = append(present, *t.Topic)
+		}
+		if t.AuthorizedOperations != math.MinInt32 { // MinInt32: not said
+			f.ACLKnown = true
+			for _, op := range kadm.DecodeACLOperations(t.AuthorizedOperations) {
+				switch op {
+				case kmsg.ACLOperationAll:
+					f.CanWrite, f.CanDescribe = true, true
+				case kmsg.ACLOperationWrite:
+					f.CanWrite = true
+				case kmsg.ACLOperationDescribe:
+					f.CanDescribe = true
+				}
+			}
+		}
+		facts[*t.Topic] = f
+	}
+	return present, nil
 }
 
 // Inspect reads cfg's cluster: its brokers, topics (without creating any,
@@ -61,35 +133,11 @@ func Inspect(ctx context.Context, cfg Config, topics []string, log *slog.Logger)
 		return facts, fmt.Errorf("reaching Kafka: %w", err)
 	}
 	facts.Brokers = len(brokers)
-	for _, t := range topics {
-		if err := checkTopic(ctx, cl, t); err != nil {
-			facts.Topics[t] = TopicFacts{}
-			continue
-		}
-		facts.Topics[t] = TopicFacts{Exists: true}
-	}
-	var present []string
-	for t, f := range facts.Topics {
-		if f.Exists {
-			present = append(present, t)
-		}
+	present, err := describeTopics(ctx, cl, topics, facts.Topics)
+	if err != nil {
+		return facts, err
 	}
 	if len(present) > 0 {
-		details, err := adm.ListTopics(ctx, present...)
-		if err != nil {
-			return facts, fmt.Errorf("describing topics: %w", err)
-		}
-		for name, d := range details {
-			f := facts.Topics[name]
-			f.Partitions = len(d.Partitions)
-			f.RF = 0
-			for _, p := range d.Partitions {
-				if f.RF == 0 || len(p.Replicas) < f.RF {
-					f.RF = len(p.Replicas)
-				}
-			}
-			facts.Topics[name] = f
-		}
 		// Not read (an ACL): MinISR stays 0, unknown.
 		configs, _ := adm.DescribeTopicConfigs(ctx, present...)
 		for _, rc := range configs {

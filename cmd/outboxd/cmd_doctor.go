@@ -27,12 +27,13 @@ const doctorSynopsis = "Checks the PostgreSQL servers of a pipeline (its flags, 
 	"pipeline of a pipelines file before anything runs, and prints each finding with what to\n" +
 	"do: wal_level, max_replication_slots and max_wal_senders against the slots and\n" +
 	"walsenders in use plus those the pipelines need (a file's pipelines on one server\n" +
-	"counted together), max_slot_wal_keep_size, wal_sender_timeout, on 18\n" +
-	"idle_replication_slot_timeout, the role's REPLICATION, the publication against the\n" +
-	"column mapping, and the slot (missing, lost, invalidated,\n" +
-	"another database's, paused); and its Kafka cluster with the client run would use\n" +
-	"(TLS, SASL): reachable, the topics known ahead (a fixed topic, the dead-letter and\n" +
-	"progress topics) there with their replication, and for exactly-once the transaction\n" +
+	"counted together), max_slot_wal_keep_size, wal_sender_timeout and TCP keepalives, on 18\n" +
+	"idle_replication_slot_timeout, the role's REPLICATION and its privileges for run and\n" +
+	"migrate, a standby's fitness to decode, the publication against the column mapping,\n" +
+	"and the slot (missing, lost, invalidated, another database's, paused); and its Kafka\n" +
+	"cluster with the client run would use (TLS, SASL): reachable, the topics known ahead\n" +
+	"(a fixed topic, the dead-letter and progress topics) there, writable by this client\n" +
+	"(the broker's ACLs), with their replication, and for exactly-once the transaction\n" +
 	"timeout and state log. Exits 1 when a finding would stop a pipeline (fail);\n" +
 	"warnings do not."
 
@@ -157,6 +158,9 @@ func clusterFindings(ctx context.Context, p doctorPipeline) []finding {
 		return []finding{{Check: "kafka", Severity: sevFail, Found: err.Error()}}
 	}
 	need := kafkaNeed{ExactlyOnce: pc.Delivery == pipeline.ExactlyOnce, TxnTimeout: pc.Txn.WithDefaults().Timeout}
+	if u := pc.Kafka.SASL.Username; pc.Kafka.SASL.Mechanism != "" && u != "" {
+		need.Principal = "User:" + u
+	}
 	if t := pc.Pump.DeadLetterTopic; t != "" {
 		need.Topics = append(need.Topics, neededTopic{Name: t, Why: "the dead-letter topic"})
 	}
@@ -216,9 +220,13 @@ func readServerFacts(ctx context.Context, url string) (serverFacts, error) {
 		(SELECT setting::int8 FROM pg_catalog.pg_settings WHERE name = 'wal_sender_timeout'),
 		coalesce((SELECT setting::int8 * CASE unit WHEN 'min' THEN 60 WHEN 'h' THEN 3600 WHEN 'd' THEN 86400 ELSE 1 END
 			FROM pg_catalog.pg_settings WHERE name = 'idle_replication_slot_timeout'), 0),
-		current_user, (SELECT rolsuper OR rolreplication FROM pg_catalog.pg_roles WHERE rolname = current_user)`).Scan(
+		current_user, (SELECT rolsuper OR rolreplication FROM pg_catalog.pg_roles WHERE rolname = current_user),
+		(SELECT setting::int8 FROM pg_catalog.pg_settings WHERE name = 'tcp_keepalives_idle'),
+		(SELECT setting::int8 FROM pg_catalog.pg_settings WHERE name = 'tcp_keepalives_interval'),
+		(SELECT setting::int8 FROM pg_catalog.pg_settings WHERE name = 'tcp_keepalives_count')`).Scan(
 		&f.Version, &f.WALLevel, &f.MaxSlots, &f.MaxWALSenders, &f.Slots, &f.WALSenders,
-		&f.MaxSlotWALKeepMB, &f.WALSenderTimeoutMS, &f.IdleSlotTimeoutS, &f.Role, &f.Replication)
+		&f.MaxSlotWALKeepMB, &f.WALSenderTimeoutMS, &f.IdleSlotTimeoutS, &f.Role, &f.Replication,
+		&f.KeepalivesIdleS, &f.KeepalivesIntervalS, &f.KeepalivesCount)
 	if err != nil {
 		return f, fmt.Errorf("reading the server's settings: %w", err)
 	}
@@ -236,21 +244,85 @@ func pipelineFindings(ctx context.Context, p doctorPipeline) ([]finding, pipelin
 	defer conn.Close(context.WithoutCancel(ctx))
 	stream := p.cfg.Stream.WithDefaults()
 	var out []finding
+	var names []string
 	if tables, err := slot.CheckPublication(ctx, conn, stream.Publication, p.cfg.Mapping()); err != nil {
 		out = append(out, finding{Check: "publication", Severity: sevFail, Found: err.Error()})
 	} else {
-		names := make([]string, len(tables))
-		for i, t := range tables {
-			names[i] = t.String()
+		for _, t := range tables {
+			names = append(names, t.String())
 		}
 		out = append(out, finding{Check: "publication", Severity: sevOK, Found: stream.Publication + " publishes " + strings.Join(names, ", ") + ", each fitting the column mapping"})
+	}
+	if pf, err := readPrivileges(ctx, conn, names); err != nil {
+		out = append(out, finding{Check: "privileges", Severity: sevFail, Found: err.Error()})
+	} else {
+		out = append(out, privilegeFindings(pf)...)
 	}
 	st, err := slot.Read(ctx, conn, stream.Slot)
 	if err != nil {
 		return append(out, finding{Check: "slot", Severity: sevFail, Found: err.Error()}), need
 	}
 	need.SlotExists, need.Streaming = st.Exists, st.Active
+	if st.InRecovery {
+		out = append(out, standbyFinding(ctx, conn, p, st))
+	}
 	return append(out, slotFinding(ctx, conn, p, st)), need
+}
+
+// readPrivileges reads what the role may do for run and migrate; tables
+// are the outbox tables (schema.name; the first one's schema is
+// migrate's, public when there is none).
+func readPrivileges(ctx context.Context, conn *pgx.Conn, tables []string) (privilegeFacts, error) {
+	var f privilegeFacts
+	f.Schema = "public"
+	if len(tables) > 0 {
+		f.Schema, _, _ = strings.Cut(tables[0], ".")
+	}
+	// has_table_privilege with several privileges says whether any is
+	// held: each is asked on its own.
+	err := conn.QueryRow(ctx, `WITH c AS (SELECT pg_catalog.to_regclass('outboxd_slots') AS slots)
+		SELECT current_user, current_database(), c.slots IS NOT NULL,
+			coalesce(pg_catalog.has_table_privilege(c.slots, 'SELECT'), false),
+			coalesce(pg_catalog.has_table_privilege(c.slots, 'INSERT'), false),
+			coalesce(pg_catalog.has_table_privilege(c.slots, 'UPDATE'), false),
+			coalesce((SELECT array_agg(t ORDER BY t) FROM unnest($1::text[]) t
+				WHERE NOT coalesce(pg_catalog.has_table_privilege(pg_catalog.to_regclass(t), 'SELECT'), true)), '{}'),
+			pg_catalog.has_database_privilege(current_database(), 'CREATE'),
+			pg_catalog.has_schema_privilege($2, 'CREATE')
+		FROM c`, tables, f.Schema).Scan(&f.Role, &f.Database, &f.Catalog, &f.CatalogSelect, &f.CatalogInsert, &f.CatalogUpdate,
+		&f.Unreadable, &f.CreateOnDatabase, &f.CreateOnSchema)
+	if err != nil {
+		return f, fmt.Errorf("reading the role's privileges: %w", err)
+	}
+	return f, nil
+}
+
+// standbyFinding judges a pipeline whose database URL reaches a standby:
+// decoding there needs a primary URL, PostgreSQL 16+, and what keeps the
+// slot safe (slot.CheckStandby), as run checks at start.
+func standbyFinding(ctx context.Context, conn *pgx.Conn, p doctorPipeline, st slot.Status) finding {
+	f := finding{Check: "standby"}
+	n := p.cfg.SlotNames()
+	if err := slot.StandbyRefusal(st, p.cfg.Stream.PrimaryURL, n); err != nil {
+		f.Severity, f.Found = sevFail, err.Error()
+		return f
+	}
+	primary, err := slot.Connect(ctx, p.cfg.Stream.PrimaryURL, "outboxd doctor")
+	if err != nil {
+		f.Severity, f.Found, f.Fix = sevFail, "reaching the primary: "+err.Error(), "check --primary-url"
+		return f
+	}
+	defer primary.Close(context.WithoutCancel(ctx))
+	facts, err := slot.ReadStandbyFacts(ctx, conn, primary)
+	if err == nil {
+		err = slot.CheckStandby(facts, n)
+	}
+	if err != nil {
+		f.Severity, f.Found = sevFail, err.Error()
+		return f
+	}
+	f.Severity, f.Found = sevOK, "decoding on this standby: PostgreSQL "+strconv.Itoa(facts.Version/10000)+", hot_standby_feedback on, wal_level logical on both servers, a physical slot on the primary"
+	return f
 }
 
 // slotFinding judges the pipeline's slot.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/outboxd/outboxd/publish"
@@ -48,6 +49,10 @@ type serverFacts struct {
 	// Replication: the role may replicate (REPLICATION or superuser).
 	Replication bool
 	Role        string
+	// KeepalivesIdleS, KeepalivesIntervalS and KeepalivesCount are the
+	// server's TCP keepalive settings for doctor's own connection (0: the
+	// operating system's default).
+	KeepalivesIdleS, KeepalivesIntervalS, KeepalivesCount int64
 }
 
 // pipelineNeed is what one pipeline needs of its server.
@@ -113,6 +118,8 @@ func serverFindings(f serverFacts, pipelines []pipelineNeed) []finding {
 	} else {
 		add("wal_sender_timeout", sevOK, strconv.FormatInt(f.WALSenderTimeoutMS, 10)+"ms", "")
 	}
+	sev, found, fix := keepaliveFinding(f)
+	add("tcp keepalives", sev, found, fix)
 	if f.IdleSlotTimeoutS > 0 {
 		add("idle_replication_slot_timeout", sevWarn,
 			fmt.Sprintf("%ds: PostgreSQL invalidates a slot no one streamed for that long, so a pipeline paused, stopped or failing longer loses its slot", f.IdleSlotTimeoutS),
@@ -123,6 +130,90 @@ func serverFindings(f serverFacts, pipelines []pipelineNeed) []finding {
 	} else {
 		add("replication privilege", sevFail, "role "+f.Role+" has neither REPLICATION nor superuser: run cannot open a replication connection",
 			"ALTER ROLE "+f.Role+" REPLICATION (docs/operating.md, Least privilege)")
+	}
+	return out
+}
+
+// keepaliveSlack is how long a dead replica may keep its slot busy before
+// doctor warns: the replica ranked next waits that long to take over.
+const keepaliveSlack = 5 * time.Minute
+
+// keepaliveFinding judges how fast the server notices a replica that died
+// without closing its connection: wal_sender_timeout, else its TCP
+// keepalives.
+func keepaliveFinding(f serverFacts) (severity, string, string) {
+	if f.WALSenderTimeoutMS > 0 {
+		return sevOK, fmt.Sprintf("not relied on: wal_sender_timeout (%dms) releases a dead replica's slot", f.WALSenderTimeoutMS), ""
+	}
+	const fix = "set wal_sender_timeout (default 60s), or tcp_keepalives_idle, tcp_keepalives_interval and tcp_keepalives_count so that they add up to a few minutes"
+	if f.KeepalivesIdleS == 0 || f.KeepalivesIntervalS == 0 || f.KeepalivesCount == 0 {
+		return sevWarn, "with wal_sender_timeout 0, only TCP keepalives release a dead replica's slot, and the server uses the operating system's defaults (on Linux 2 hours before the first probe)", fix
+	}
+	after := time.Duration(f.KeepalivesIdleS+f.KeepalivesIntervalS*f.KeepalivesCount) * time.Second
+	found := fmt.Sprintf("with wal_sender_timeout 0, TCP keepalives (idle %ds, interval %ds, count %d) release a dead replica's slot after about %s",
+		f.KeepalivesIdleS, f.KeepalivesIntervalS, f.KeepalivesCount, after)
+	if after > keepaliveSlack {
+		return sevWarn, found, fix
+	}
+	return sevOK, found, ""
+}
+
+// privilegeFacts are what the pipeline's role may do in its database.
+type privilegeFacts struct {
+	Role     string
+	Database string
+	// Catalog: outboxd_slots exists; CatalogSelect, CatalogInsert and
+	// CatalogUpdate: the role holds each on it.
+	Catalog                                     bool
+	CatalogSelect, CatalogInsert, CatalogUpdate bool
+	// Unreadable are the outbox tables (schema.name) the role may not
+	// read: a backfill and a replay do.
+	Unreadable []string
+	// Schema is the first table's schema ("public" when none);
+	// CreateOnDatabase and CreateOnSchema what migrate needs (CREATE
+	// PUBLICATION, the tables).
+	Schema                           string
+	CreateOnDatabase, CreateOnSchema bool
+}
+
+// privilegeFindings judges the role's privileges for run and migrate.
+func privilegeFindings(f privilegeFacts) []finding {
+	var out []finding
+	var missing []string
+	for _, p := range []struct {
+		name string
+		held bool
+	}{{"SELECT", f.CatalogSelect}, {"INSERT", f.CatalogInsert}, {"UPDATE", f.CatalogUpdate}} {
+		if !p.held {
+			missing = append(missing, p.name)
+		}
+	}
+	switch {
+	case f.Catalog && len(missing) > 0:
+		out = append(out, finding{Check: "privileges for run", Severity: sevFail,
+			Found: fmt.Sprintf("role %s lacks %s on outboxd_slots: run refuses to start, as it could not tell a lost slot or an unfinished backfill", f.Role, strings.Join(missing, ", ")),
+			Fix:   "GRANT SELECT, INSERT, UPDATE ON outboxd_slots TO " + f.Role})
+	case len(f.Unreadable) > 0:
+		tables := strings.Join(f.Unreadable, ", ")
+		out = append(out, finding{Check: "privileges for run", Severity: sevWarn,
+			Found: fmt.Sprintf("role %s may not read %s: a backfill (--backfill-where) and outboxd replay read the outbox table", f.Role, tables),
+			Fix:   "GRANT SELECT ON " + tables + " TO " + f.Role})
+	default:
+		out = append(out, finding{Check: "privileges for run", Severity: sevOK, Found: "role " + f.Role + " may read and write outboxd's catalog"})
+	}
+	var lacks []string
+	if !f.CreateOnDatabase {
+		lacks = append(lacks, "CREATE on database "+f.Database+" (CREATE PUBLICATION)")
+	}
+	if !f.CreateOnSchema {
+		lacks = append(lacks, "CREATE on schema "+f.Schema+" (outboxd's tables)")
+	}
+	if len(lacks) > 0 {
+		out = append(out, finding{Check: "privileges for migrate", Severity: sevWarn,
+			Found: fmt.Sprintf("role %s lacks %s: outboxd migrate as this role would fail", f.Role, strings.Join(lacks, " and ")),
+			Fix:   "run migrate as the database's or schema's owner, or give migrate --print-sql's SQL to whoever is"})
+	} else {
+		out = append(out, finding{Check: "privileges for migrate", Severity: sevOK, Found: "role " + f.Role + " may create what migrate creates"})
 	}
 	return out
 }
@@ -147,6 +238,19 @@ type kafkaNeed struct {
 	Topics      []neededTopic
 	ExactlyOnce bool
 	TxnTimeout  time.Duration // --transaction-timeout
+	// Principal is who the pipeline connects as, for the ACL fixes:
+	// User:<SASL user>, or "" when not known here (TLS client
+	// certificates, no authentication).
+	Principal string
+}
+
+// aclFix is the command that lets the pipeline's principal write topic.
+func (n kafkaNeed) aclFix(topic string) string {
+	who := n.Principal
+	if who == "" {
+		who = "User:<outboxd's principal>"
+	}
+	return "kafka-acls.sh --add --allow-principal " + who + " --operation Write --operation Describe --topic " + topic
 }
 
 // kafkaFindings judges a cluster (as publish.Inspect read it, or the
@@ -165,6 +269,10 @@ func kafkaFindings(f publish.ClusterFacts, err error, need kafkaNeed) []finding 
 		check := "topic " + t.Name
 		tf := f.Topics[t.Name]
 		switch {
+		case tf.Denied:
+			add(check, sevFail, t.Why+": the broker refuses to describe it to this client (TOPIC_AUTHORIZATION_FAILED): run could not write to it", need.aclFix(t.Name))
+		case tf.Exists && tf.ACLKnown && (!tf.CanWrite || !tf.CanDescribe):
+			add(check, sevFail, t.Why+": the broker's ACLs do not let this client "+missingOps(tf)+" it", need.aclFix(t.Name))
 		case !tf.Exists && t.Created:
 			add(check, sevOK, t.Why+": does not exist yet; outboxd creates it at start", "")
 		case !tf.Exists:
@@ -174,7 +282,11 @@ func kafkaFindings(f publish.ClusterFacts, err error, need kafkaNeed) []finding 
 		case tf.MinISR == 1:
 			add(check, sevWarn, fmt.Sprintf("%s: min.insync.replicas 1: acks=all is acknowledged by one replica, which may be lost before the others have the record", t.Why), "kafka-configs.sh --alter --entity-type topics --entity-name "+t.Name+" --add-config min.insync.replicas=2")
 		default:
-			add(check, sevOK, fmt.Sprintf("%s: %d partitions, replication factor %d, min.insync.replicas %d", t.Why, tf.Partitions, tf.RF, tf.MinISR), "")
+			found := fmt.Sprintf("%s: %d partitions, replication factor %d, min.insync.replicas %d", t.Why, tf.Partitions, tf.RF, tf.MinISR)
+			if tf.ACLKnown {
+				found += "; this client may write to it"
+			}
+			add(check, sevOK, found, "")
 		}
 	}
 	if !need.ExactlyOnce {
@@ -196,4 +308,15 @@ func kafkaFindings(f publish.ClusterFacts, err error, need kafkaNeed) []finding 
 		add("transaction state log", sevOK, fmt.Sprintf("replication factor %d, min.isr %d", f.TxnStateRF, f.TxnStateMinISR), "")
 	}
 	return out
+}
+
+// missingOps names what a topic's ACLs keep the client from.
+func missingOps(tf publish.TopicFacts) string {
+	switch {
+	case !tf.CanWrite && !tf.CanDescribe:
+		return "write to or describe"
+	case !tf.CanWrite:
+		return "write to"
+	}
+	return "describe"
 }

@@ -36,6 +36,14 @@ func TestServerFindings(t *testing.T) {
 		{name: "unlimited WAL for a slot", facts: func(f *serverFacts) { f.MaxSlotWALKeepMB = -1 }, check: "max_slot_wal_keep_size", want: sevWarn, says: "until the disk is full"},
 		{name: "no walsender timeout", facts: func(f *serverFacts) { f.WALSenderTimeoutMS = 0 }, check: "wal_sender_timeout", want: sevWarn, says: "no other replica can take it"},
 		{name: "idle slots invalidated (18)", facts: func(f *serverFacts) { f.Version, f.IdleSlotTimeoutS = 180000, 3600 }, check: "idle_replication_slot_timeout", want: sevWarn, says: "3600s"},
+		{name: "keepalives not relied on", check: "tcp keepalives", want: sevOK, says: "not relied on"},
+		{name: "keepalives at the OS defaults, no walsender timeout", facts: func(f *serverFacts) { f.WALSenderTimeoutMS = 0 }, check: "tcp keepalives", want: sevWarn, says: "2 hours"},
+		{name: "slow keepalives, no walsender timeout", facts: func(f *serverFacts) {
+			f.WALSenderTimeoutMS, f.KeepalivesIdleS, f.KeepalivesIntervalS, f.KeepalivesCount = 0, 600, 60, 9
+		}, check: "tcp keepalives", want: sevWarn, says: "after about 19m0s"},
+		{name: "quick keepalives, no walsender timeout", facts: func(f *serverFacts) {
+			f.WALSenderTimeoutMS, f.KeepalivesIdleS, f.KeepalivesIntervalS, f.KeepalivesCount = 0, 60, 10, 3
+		}, check: "tcp keepalives", want: sevOK, says: "after about 1m30s"},
 		{name: "a role that may not replicate", facts: func(f *serverFacts) { f.Replication = false }, check: "replication privilege", want: sevFail, says: "ALTER ROLE outboxd REPLICATION"},
 	}
 	for _, tt := range tests {
@@ -84,6 +92,9 @@ func TestKafkaFindings(t *testing.T) {
 		{name: "a missing topic outboxd creates", facts: facts(map[string]publish.TopicFacts{"p": {}}), need: kafkaNeed{Topics: []neededTopic{{Name: "p", Created: true}}}, check: "topic p", want: sevOK, says: "outboxd creates it"},
 		{name: "one replica", facts: facts(map[string]publish.TopicFacts{"dlq": {Exists: true, RF: 1, MinISR: 1}}), need: kafkaNeed{Topics: []neededTopic{dlq}}, check: "topic dlq", want: sevWarn, says: "replication factor 1"},
 		{name: "min.insync.replicas 1", facts: facts(map[string]publish.TopicFacts{"dlq": {Exists: true, RF: 3, MinISR: 1}}), need: kafkaNeed{Topics: []neededTopic{dlq}}, check: "topic dlq", want: sevWarn, says: "min.insync.replicas=2"},
+		{name: "a topic the ACLs let write", facts: facts(map[string]publish.TopicFacts{"dlq": {Exists: true, RF: 3, MinISR: 2, ACLKnown: true, CanWrite: true, CanDescribe: true}}), need: kafkaNeed{Topics: []neededTopic{dlq}}, check: "topic dlq", want: sevOK, says: "may write"},
+		{name: "a topic the ACLs keep from writing", facts: facts(map[string]publish.TopicFacts{"dlq": {Exists: true, RF: 3, MinISR: 2, ACLKnown: true, CanDescribe: true}}), need: kafkaNeed{Topics: []neededTopic{dlq}, Principal: "User:outboxd"}, check: "topic dlq", want: sevFail, says: "--allow-principal User:outboxd --operation Write"},
+		{name: "a topic the broker will not describe", facts: facts(map[string]publish.TopicFacts{"dlq": {Denied: true}}), need: kafkaNeed{Topics: []neededTopic{dlq}}, check: "topic dlq", want: sevFail, says: "TOPIC_AUTHORIZATION_FAILED"},
 		{name: "a transaction timeout Kafka refuses", facts: facts(nil), need: kafkaNeed{ExactlyOnce: true, TxnTimeout: 20 * time.Minute}, check: "transaction timeout", want: sevFail, says: "transaction.max.timeout.ms"},
 		{name: "a transaction timeout Kafka takes", facts: facts(nil), need: kafkaNeed{ExactlyOnce: true, TxnTimeout: time.Minute}, check: "transaction timeout", want: sevOK},
 		{name: "a transaction state log of one replica", facts: publish.ClusterFacts{Brokers: 1, TxnStateRF: 1, TxnStateMinISR: 1}, need: kafkaNeed{ExactlyOnce: true, TxnTimeout: time.Minute}, check: "transaction state log", want: sevWarn, says: "replication.factor 1"},
@@ -106,5 +117,37 @@ func wantFinding(t *testing.T, findings []finding, check string, want severity, 
 	}
 	if got.Severity != want || !strings.Contains(got.Found+" "+got.Fix, says) {
 		t.Errorf("%s: %+v, want %s saying %q", check, *got, want, says)
+	}
+}
+
+// Issue 53: doctor's judgement of the role's privileges for run and migrate.
+func TestPrivilegeFindings(t *testing.T) {
+	t.Parallel()
+	good := privilegeFacts{Role: "outboxd", Database: "app", Catalog: true, CatalogSelect: true, CatalogInsert: true, CatalogUpdate: true,
+		Schema: "public", CreateOnDatabase: true, CreateOnSchema: true}
+	tests := []struct {
+		name  string
+		facts func(*privilegeFacts)
+		check string
+		want  severity
+		says  string
+	}{
+		{name: "all granted", check: "privileges for run", want: sevOK},
+		{name: "migrate may", check: "privileges for migrate", want: sevOK},
+		{name: "no UPDATE on the catalog", facts: func(f *privilegeFacts) { f.CatalogUpdate = false }, check: "privileges for run", want: sevFail, says: "lacks UPDATE on outboxd_slots"},
+		{name: "no catalog yet", facts: func(f *privilegeFacts) { f.Catalog, f.CatalogSelect = false, false }, check: "privileges for run", want: sevOK},
+		{name: "an unreadable outbox table", facts: func(f *privilegeFacts) { f.Unreadable = []string{"app.outbox"} }, check: "privileges for run", want: sevWarn, says: "GRANT SELECT ON app.outbox TO outboxd"},
+		{name: "no CREATE on the database", facts: func(f *privilegeFacts) { f.CreateOnDatabase = false }, check: "privileges for migrate", want: sevWarn, says: "CREATE on database app"},
+		{name: "no CREATE on the schema", facts: func(f *privilegeFacts) { f.CreateOnSchema = false }, check: "privileges for migrate", want: sevWarn, says: "CREATE on schema public"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := good
+			if tt.facts != nil {
+				tt.facts(&f)
+			}
+			wantFinding(t, privilegeFindings(f), tt.check, tt.want, tt.says)
+		})
 	}
 }

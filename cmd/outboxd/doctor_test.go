@@ -78,6 +78,19 @@ func TestDoctorFindsWhatWouldStopAPipeline(t *testing.T) {
 	if f := findingOf(findings, "replication privilege"); code != 1 || f == nil || f.Severity != sevFail || !strings.Contains(f.Fix, "ALTER ROLE "+role+" REPLICATION") {
 		t.Errorf("doctor as a role without REPLICATION: exit %d, %+v; want 1 and the ALTER ROLE:\n%s", code, f, out)
 	}
+	// The same role has no grant on outboxd's catalog, and may create
+	// nothing in the database (PostgreSQL 15+ grants no CREATE on public).
+	if f := findingOf(findings, "privileges for run"); f == nil || f.Severity != sevFail || !strings.Contains(f.Fix, "GRANT SELECT, INSERT, UPDATE ON outboxd_slots TO "+role) {
+		t.Errorf("doctor as a role without grants on outboxd_slots: %+v; want a failure with the GRANT:\n%s", f, out)
+	}
+	if f := findingOf(findings, "privileges for migrate"); f == nil || f.Severity != sevWarn || !strings.Contains(f.Found, "CREATE on database") {
+		t.Errorf("doctor as a role that may create nothing: %+v; want a warning naming CREATE on the database:\n%s", f, out)
+	}
+	execOn(t, w.url, `GRANT SELECT, INSERT, UPDATE ON outboxd_slots TO `+role)
+	_, findings, out = doctor(t, "--database-url", asRole, "--slot", w.slot, "--brokers", w.brokers)
+	if f := findingOf(findings, "privileges for run"); f == nil || f.Severity != sevWarn || !strings.Contains(f.Fix, "GRANT SELECT ON public.outbox TO "+role) {
+		t.Errorf("doctor as a role that may not read the outbox table: %+v; want a warning with the GRANT:\n%s", f, out)
+	}
 
 	// Kafka: a dead-letter topic that does not exist fails, one with a
 	// single replica (this test bed's one broker) warns; exactly-once's

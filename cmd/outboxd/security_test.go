@@ -92,6 +92,21 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 		{name: "no client certificate", args: []string{"--brokers", k.MTLS, "--kafka-tls-ca-file", k.CA}, topic: allowed, retry: "tls: bad certificate"},
 		{name: "a topic the ACLs deny", args: sasl(scramPassword), topic: denied, exit: "TOPIC_AUTHORIZATION_FAILED"},
 	}
+	// Issue 53: doctor asks the broker what this client may do on the
+	// topics it knows ahead, with the client run would use.
+	t.Run("doctor", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		mine := testenv.CreateTopic(t, []string{k.Plain}, allowed+testenv.Name(t, "dlq"), 3)
+		_, findings, out := doctor(t, append([]string{"--database-url", w.url, "--slot", w.slot, "--dead-letter-topic", mine}, sasl(scramPassword)...)...)
+		if f := findingOf(findings, "topic "+mine); f == nil || f.Severity == sevFail || !strings.Contains(f.Found, "may write") && !strings.Contains(f.Found, "replication factor 1") {
+			t.Errorf("doctor on a topic the ACLs let outboxd write: %+v, want no failure:\n%s", f, out)
+		}
+		code, findings, out := doctor(t, append([]string{"--database-url", w.url, "--slot", w.slot, "--dead-letter-topic", denied}, sasl(scramPassword)...)...)
+		if f := findingOf(findings, "topic "+denied); code != 1 || f == nil || f.Severity != sevFail || !strings.Contains(f.Fix, "--allow-principal User:outboxd --operation Write") {
+			t.Errorf("doctor on a topic the ACLs deny: exit %d, %+v; want 1, a failure with the kafka-acls.sh fix:\n%s", code, f, out)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

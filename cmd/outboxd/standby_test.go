@@ -230,12 +230,27 @@ func TestStandbyIsCheckedBeforeDecoding(t *testing.T) {
 	if queryBool(t, sp.primaryApp, `SELECT to_regclass('outboxd_slots') IS NOT NULL`) {
 		t.Error("migrate refused the standby but applied the schema on the primary first")
 	}
+	// Issue 53: doctor finds the same before a run, and a standby given
+	// without the primary's URL.
+	brokers := strings.Join(testenv.Brokers(t), ",")
+	_, findings, dout := doctor(t, "--database-url", sp.standbyApp, "--primary-url", sp.primaryApp, "--slot", "s_nofeedback", "--brokers", brokers)
+	if f := findingOf(findings, "standby"); f == nil || f.Severity != sevFail || !strings.Contains(f.Found, "hot_standby_feedback = on") {
+		t.Errorf("doctor on a standby without hot_standby_feedback: %+v, want a failure with the fix:\n%s", f, dout)
+	}
+	_, findings, dout = doctor(t, "--database-url", sp.standbyApp, "--slot", "s_nofeedback", "--brokers", brokers)
+	if f := findingOf(findings, "standby"); f == nil || f.Severity != sevFail || !strings.Contains(f.Found, "--primary-url") {
+		t.Errorf("doctor on a standby without --primary-url: %+v, want a failure naming it:\n%s", f, dout)
+	}
 	execOn(t, sp.standby.URL, "ALTER SYSTEM RESET hot_standby_feedback", "SELECT pg_reload_conf()")
 	waitFor(t, time.Minute, "hot_standby_feedback on", func() bool {
 		return queryBool(t, sp.standbyApp, `SELECT current_setting('hot_standby_feedback') = 'on'`)
 	})
 
 	w := sp.migrated(t)
+	_, findings, dout = doctor(t, "--database-url", sp.standbyApp, "--primary-url", sp.primaryApp, "--slot", w.slot, "--brokers", brokers)
+	if f := findingOf(findings, "standby"); f == nil || f.Severity != sevOK {
+		t.Errorf("doctor on a standby fit to decode: %+v, want ok:\n%s", f, dout)
+	}
 	p := w.start(t, "--primary-url", sp.primaryApp)
 	ids := w.write(t, 10, 0)
 	count, _ := w.consumeAll(t, ids, time.Minute)
