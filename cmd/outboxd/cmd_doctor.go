@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -20,6 +21,7 @@ import (
 	"github.com/outboxd/outboxd/layout"
 	"github.com/outboxd/outboxd/pipeline"
 	"github.com/outboxd/outboxd/publish"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -34,7 +36,8 @@ const doctorSynopsis = "Checks the PostgreSQL servers of a pipeline (its flags, 
 	"cluster with the client run would use (TLS, SASL): reachable, the topics known ahead\n" +
 	"(a fixed topic, the dead-letter and progress topics) there, writable by this client\n" +
 	"(the broker's ACLs), with their replication, and for exactly-once the transaction\n" +
-	"timeout and state log. Exits 1 when a finding would stop a pipeline (fail);\n" +
+	"timeout and state log; with a schema format, the registry and the subjects known\n" +
+	"ahead. Exits 1 when a finding would stop a pipeline (fail);\n" +
 	"warnings do not."
 
 // doctorFlags builds doctor's flags on cfg: run's, and its own --format.
@@ -42,7 +45,7 @@ func doctorFlags(cfg *config.Config, stderr io.Writer) (*flag.FlagSet, *string) 
 	fs := newFlagSet("doctor", doctorSynopsis, stderr)
 	configFlag(fs, "check every pipeline of the file, the pipelines on one server counted together; beside it only --format")
 	cfg.Register(fs, config.GroupDatabase, config.GroupPrimary, config.GroupRunTable, config.GroupSlot, config.GroupPublication, config.GroupColumns,
-		config.GroupPump, config.GroupKafka, config.GroupDelivery)
+		config.GroupPump, config.GroupKafka, config.GroupDelivery, config.GroupRegistry)
 	return fs, fs.String("format", "text", "text (a table, one line a finding) or json")
 }
 
@@ -182,7 +185,20 @@ func clusterFindings(ctx context.Context, p doctorPipeline) []finding {
 		names[i] = t.Name
 	}
 	facts, err := publish.Inspect(ictx, pc.Kafka, names, slog.New(slog.DiscardHandler))
-	return kafkaFindings(facts, err, need)
+	out := kafkaFindings(facts, err, need)
+	if pc.Registry.Enabled() {
+		var fixedTopics []string
+		for t := range fixed {
+			fixedTopics = append(fixedTopics, t)
+		}
+		slices.Sort(fixedTopics)
+		// Topics not known ahead: a topic column, a template with a
+		// placeholder, or tables without a mapping of their own.
+		perTopicUnknown := m.TopicTemplate == "" || strings.Contains(m.TopicTemplate, "{")
+		res, err := registry.Check(ictx, pc.Registry, fixedTopics, perTopicUnknown)
+		out = append(out, registryFindings(res, err)...)
+	}
+	return out
 }
 
 // tableTemplates are the topic templates of the tables' own mappings.

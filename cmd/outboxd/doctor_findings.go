@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/outboxd/outboxd/publish"
+	"github.com/outboxd/outboxd/registry"
 )
 
 // severity says how much a finding matters: ok, a warning (something that
@@ -319,4 +321,33 @@ func missingOps(tf publish.TopicFacts) string {
 		return "write to"
 	}
 	return "describe"
+}
+
+// registryFindings judges the schema registry for a pipeline with a
+// schema format (registry.Check's result, or the error reaching it).
+func registryFindings(res registry.CheckResult, err error) []finding {
+	if err != nil {
+		return []finding{{Check: "schema registry", Severity: sevFail, Found: err.Error(),
+			Fix: "check --schema-registry-url and its credentials and TLS files: doctor uses the client run would"}}
+	}
+	out := []finding{{Check: "schema registry", Severity: sevOK, Found: "reached"}}
+	if res.AutoRegister {
+		out[0].Found += "; schemas are registered at first use (--auto-register-schemas): no subject needs to exist ahead"
+	}
+	for _, c := range res.Subjects {
+		f := finding{Check: c.String(), Severity: sevOK, Found: fmt.Sprintf("schema id %d, version %d", c.SchemaID, c.Version)}
+		if c.Err != nil {
+			f.Severity, f.Found = sevFail, c.Err.Error()
+			var missing *registry.SubjectMissingError
+			if errors.As(c.Err, &missing) {
+				f.Fix = "register the " + c.Side + " schema under " + c.Subject + " before the first row, or run with --auto-register-schemas"
+			}
+		}
+		out = append(out, f)
+	}
+	if res.PerTopic {
+		out = append(out, finding{Check: "subjects per topic", Severity: sevOK,
+			Found: "named after each row's topic (--subject-name-strategy): those of topics not known ahead are asked for as rows come, and a row whose subject does not exist is refused (dead-lettered with --dead-letter-topic)"})
+	}
+	return out
 }

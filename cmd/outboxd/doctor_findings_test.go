@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/publish"
+	"github.com/outboxd/outboxd/registry"
 )
 
 // Issue 53: doctor's judgement of a server, one finding a setting.
@@ -148,6 +149,37 @@ func TestPrivilegeFindings(t *testing.T) {
 				tt.facts(&f)
 			}
 			wantFinding(t, privilegeFindings(f), tt.check, tt.want, tt.says)
+		})
+	}
+}
+
+// Issue 53: doctor's judgement of the schema registry.
+func TestRegistryFindings(t *testing.T) {
+	t.Parallel()
+	missing := &registry.SubjectMissingError{What: `subject "orders-value"`, Message: "Subject not found"}
+	tests := []struct {
+		name  string
+		res   registry.CheckResult
+		err   error
+		check string
+		want  severity
+		says  string
+	}{
+		{name: "not reached", err: errors.New("asking the schema registry for its subjects: connection refused"), check: "schema registry", want: sevFail, says: "--schema-registry-url"},
+		{name: "reached", check: "schema registry", want: sevOK, says: "reached"},
+		{name: "auto-registration", res: registry.CheckResult{AutoRegister: true}, check: "schema registry", want: sevOK, says: "registered at first use"},
+		{name: "a subject there", res: registry.CheckResult{Subjects: []registry.SubjectCheck{{Side: "value", Subject: "orders-value", SchemaID: 7, Version: 2}}},
+			check: "value subject orders-value", want: sevOK, says: "schema id 7, version 2"},
+		{name: "a subject missing", res: registry.CheckResult{Subjects: []registry.SubjectCheck{{Side: "value", Subject: "orders-value", Err: missing}}},
+			check: "value subject orders-value", want: sevFail, says: "--auto-register-schemas"},
+		{name: "a pinned id missing", res: registry.CheckResult{Subjects: []registry.SubjectCheck{{Side: "key", Err: errors.New("the schema registry has no schema id 9")}}},
+			check: "key schema id", want: sevFail, says: "schema id 9"},
+		{name: "subjects per topic", res: registry.CheckResult{PerTopic: true}, check: "subjects per topic", want: sevOK, says: "as rows come"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			wantFinding(t, registryFindings(tt.res, tt.err), tt.check, tt.want, tt.says)
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -81,6 +82,50 @@ func TestSchemaRegistryFormats(t *testing.T) {
 		t.Parallel()
 		testAutoRegisterUnderTopicRecord(t, regURL, python)
 	})
+	t.Run("doctor", func(t *testing.T) {
+		t.Parallel()
+		testDoctorChecksTheRegistry(t, regURL)
+	})
+}
+
+// Issue 53: doctor asks the registry for the subjects known ahead (a
+// fixed topic's, a record name's) as the pipeline would resolve them: a
+// missing subject fails with what to do, a registered one is named with
+// its schema, a registry that does not answer fails, and with
+// auto-registration nothing needs to exist ahead.
+func testDoctorChecksTheRegistry(t *testing.T, regURL string) {
+	w := newWorld(t)
+	base := []string{"--database-url", w.url, "--slot", w.slot, "--brokers", w.brokers, "--topic-template", w.topic, "--value-format", "avro"}
+	subject := "value subject " + w.topic + "-value"
+	code, findings, out := doctor(t, append(base, "--schema-registry-url", regURL)...)
+	if f := findingOf(findings, subject); code != 1 || f == nil || f.Severity != sevFail || !strings.Contains(f.Fix, "register the value schema under "+w.topic+"-value") {
+		t.Errorf("doctor before the subject exists: exit %d, %+v; want 1, a failure saying to register it:\n%s", code, f, out)
+	}
+	cl, err := sr.NewClient(sr.URLs(regURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := cl.CreateSchema(t.Context(), w.topic+"-value", sr.Schema{Schema: registryCases[0].v1, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, findings, out = doctor(t, append(base, "--schema-registry-url", regURL)...)
+	if f := findingOf(findings, subject); f == nil || f.Severity != sevOK || !strings.Contains(f.Found, fmt.Sprintf("schema id %d", ss.ID)) {
+		t.Errorf("doctor once the subject exists: %+v; want ok naming schema id %d:\n%s", f, ss.ID, out)
+	}
+	record := testenv.Name(t, "shop.Missing")
+	code, findings, out = doctor(t, append(base, "--schema-registry-url", regURL, "--subject-name-strategy", "record", "--value-schema-record", record)...)
+	if f := findingOf(findings, "value subject "+record); code != 1 || f == nil || f.Severity != sevFail {
+		t.Errorf("doctor with a record-name subject that does not exist: exit %d, %+v; want 1 and a failure:\n%s", code, f, out)
+	}
+	_, findings, out = doctor(t, append(base, "--schema-registry-url", regURL, "--auto-register-schemas", "--value-schema", registryCases[0].v1)...)
+	if f := findingOf(findings, "schema registry"); f == nil || f.Severity != sevOK || !strings.Contains(f.Found, "registered at first use") || findingOf(findings, subject) != nil {
+		t.Errorf("doctor with auto-registration: %+v; want ok, registered at first use, no subject asked for:\n%s", f, out)
+	}
+	code, findings, out = doctor(t, append(base, "--schema-registry-url", "http://127.0.0.1:1")...)
+	if f := findingOf(findings, "schema registry"); code != 1 || f == nil || f.Severity != sevFail {
+		t.Errorf("doctor with no registry at the URL: exit %d, %+v; want 1 and a failure:\n%s", code, f, out)
+	}
 }
 
 func testRegistryFormat(t *testing.T, regURL, python string, tc registryCase) {
