@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 )
@@ -206,8 +207,38 @@ func consume(ctx context.Context, brokers string, topics []string, mu *sync.Mute
 	// read_committed, as consumers of the exactly-once mode must read; for
 	// the other systems, which do not write in transactions, it changes
 	// nothing.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.FetchMaxWait(10*time.Millisecond), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	// From each partition's end as it is before the first write: a
+	// consumer told to start "at the end" takes the end when it first
+	// fetches, which on a topic just created can come after the first
+	// writes (their events were never counted as delivered).
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		return nil, fmt.Errorf("starting the consumer: %w", err)
+	}
+	var ends kadm.ListedOffsets
+	for deadline := time.Now().Add(30 * time.Second); ; { // a new topic's leaders may still be elected
+		ends, err = kadm.NewClient(admCl).ListEndOffsets(ctx, topics...)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	admCl.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading the end offsets of %s: %w", strings.Join(topics, ", "), err)
+	}
+	from := map[string]map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if from[o.Topic] == nil {
+			from[o.Topic] = map[int32]kgo.Offset{}
+		}
+		from[o.Topic][o.Partition] = kgo.NewOffset().At(o.Offset)
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumePartitions(from),
+		kgo.FetchMaxWait(10*time.Millisecond), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		return nil, fmt.Errorf("starting the consumer: %w", err)
 	}
@@ -232,9 +263,6 @@ func consume(ctx context.Context, brokers string, topics []string, mu *sync.Mute
 			mu.Unlock()
 		}
 	}()
-	// Make sure the consumer has its partitions before writing.
-	time.Sleep(time.Second)
-
 	return func() { cancelConsumer(); <-consumerDone; cl.Close() }, nil
 }
 
