@@ -91,7 +91,7 @@ RAW_IO_OFF_TEST_NAMES := TestConcurrentWritersPublishedOnceInCommitOrder \
 	TestRenewWakeReplacesAShortDeadline
 RAW_IO_OFF_TESTS := ^($(subst $(space),|,$(strip $(RAW_IO_OFF_TEST_NAMES))))$$
 
-.PHONY: bench-tables chaos-standby bench-formats test test-go up down env build image docs chaos bench bench-compression bench-fleet compare-debezium soak chaos-epochs bench-standby
+.PHONY: bench-tables chaos-standby bench-formats test test-go up down env build image docs chaos bench bench-compression bench-fleet compare-debezium soak chaos-epochs bench-standby bench-replay
 
 test:
 	OUTBOXD_PG_VERSIONS="$(PG_VERSIONS)" $(TESTBED) run -- $(MAKE) --no-print-directory test-go
@@ -232,6 +232,13 @@ bench-standby: build
 # total rate (docs/bench/tables/).
 bench-tables: build
 	$(GO) run ./bench/cmd/tables-bench -outboxd bin/outboxd -testbed $(TESTBED) $(TABLES_FLAGS)
+
+# Issue 53: the stream's latency beside an outboxd replay (capped with
+# --replay-rate, and uncapped) against with none, interleaved
+# (docs/bench/replay/).
+REPLAY_FLAGS ?=
+bench-replay: build
+	$(GO) run ./bench/cmd/replay-bench -outboxd bin/outboxd -testbed $(TESTBED) $(REPLAY_FLAGS)
 
 # outboxd --layout debezium beside Debezium 3.6.1's outbox EventRouter on the
 # same inserts, every record compared field by field (docs/debezium/).
