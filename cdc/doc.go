@@ -10,7 +10,10 @@
 // Streamer by package pipeline; the stream only starts, reads and settles
 // it (Start, Flushed, Drain, Withdraw). Before the first session a
 // slot.Provisioner sets the slot up; cdc gives it the backfill
-// (backfill.go), whose rows go through the same stages.
+// (backfill.go), whose rows go through the same stages. A Replayer
+// (outboxd replay, replay.go) reads rows still in an outbox table in the
+// backfill's order and hands them to the same stages, never touching a
+// slot; its invariants are on its type.
 //
 // Invariants:
 //   - Only one goroutine touches the replication connection.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/internal/config"
+	"github.com/outboxd/outboxd/lib/field"
 	"github.com/outboxd/outboxd/pipeline"
 )
 
@@ -59,7 +60,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	s := pc.Stream
 	rc.DatabaseURL, rc.PrimaryURL, rc.Publication, rc.Table = s.DatabaseURL, s.PrimaryURL, s.Publication, cfg.Outbox.Table
 	rc.Columns, rc.Source, rc.BackfillOrderColumn = s.Columns, s.Source, s.BackfillOrderColumn
-	rc.Names = cfg.SettingNames().Under("Replay")
+	rc.Names = replayNames(cfg.SettingNames())
 	rc = rc.WithDefaults()
 	rp, err := pipeline.NewReplay(pc, rc, log)
 	if err != nil {
@@ -122,4 +123,16 @@ func progressBar(p cdc.ReplayProgress) string {
 		filled = int(min(p.Acked, p.Total) * width / p.Total)
 	}
 	return fmt.Sprintf("[%s%s] %d/%d acknowledged, %d sent", strings.Repeat("#", filled), strings.Repeat(".", width-filled), p.Acked, p.Total, p.Done)
+}
+
+// replayNames renders a cdc.ReplayConfig's settings by the flags that set
+// them: the pipeline's own (--table, the column flags, ...) or replay's.
+func replayNames(n field.Names) field.Names {
+	return n.Renamed(func(path string) string {
+		switch top, _, _ := strings.Cut(path, "."); top {
+		case "DatabaseURL", "PrimaryURL", "Publication", "Table", "Columns", "Source", "BackfillOrderColumn":
+			return "Stream." + path
+		}
+		return "Replay." + path
+	})
 }

@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxd/outboxd/harness/testenv"
+	"github.com/outboxd/outboxd/idempotent"
+	"github.com/outboxd/outboxd/internal/config"
 )
 
 // replayOut runs outboxd replay on w's database and brokers with args and
@@ -309,6 +312,19 @@ func TestReplayKilledResumes(t *testing.T) {
 			}
 			t.Logf("measured: %s replay of %d rows, SIGTERM and 2 kill -9: %d records, %d duplicates (same source and id); stream beside it: %d rows, %d duplicates",
 				delivery, n, len(recs), dups, len(streamed), streamDups)
+
+			// Consumers built on package idempotent: one that processed the
+			// stream processes nothing of the replay; a new one processes
+			// each replayed row once.
+			if got, _ := consumeIdempotent(t, w, "svc", w.topic, opts...); got != n+len(streamed) {
+				t.Errorf("the stream's consumer processed %d records, want %d", got, n+len(streamed))
+			}
+			if got, skipped := consumeIdempotent(t, w, "svc", to, opts...); got != 0 || skipped != len(recs) {
+				t.Errorf("the stream's consumer, on the replay: %d processed, %d skipped; want 0 and %d", got, skipped, len(recs))
+			}
+			if got, skipped := consumeIdempotent(t, w, "fresh", to, opts...); got != n || skipped != len(recs)-n {
+				t.Errorf("a new consumer, on the replay: %d processed, %d skipped; want %d and %d", got, skipped, n, len(recs)-n)
+			}
 			if delivery == "exactly-once" && dups != 0 {
 				t.Errorf("exactly-once replay: %d duplicates for a read_committed consumer, want 0", dups)
 			}
@@ -409,4 +425,59 @@ func TestReplayOrdersByAnOrderingColumn(t *testing.T) {
 	if len(seen) != timed+untimed {
 		t.Errorf("%d distinct rows replayed, want %d", len(seen), timed+untimed)
 	}
+}
+
+// replay's messages name its settings by the flags that set them: the
+// pipeline's own, or replay's.
+func TestReplayNamesItsSettingsByTheirFlags(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	n := replayNames(cfg.SettingNames())
+	for path, want := range map[string]string{
+		"Table": "--table", "Columns.Timestamp": "--timestamp-column", "BackfillOrderColumn": "--backfill-order-column",
+		"PrimaryURL": "--primary-url", "Name": "--replay-name", "Selection.Where": "--replay-where", "Selection.Since": "--replay-since", "Topic": "--replay-topic",
+	} {
+		if got := n.Of(path); got != want {
+			t.Errorf("%s is named %q, want %q", path, got, want)
+		}
+	}
+}
+
+// consumeIdempotent consumes topic from its start with a consumer built on
+// package idempotent named name (its own group per topic), each record it
+// processes a row of table processed_<name>, until every record of the
+// topic is processed or skipped; it returns how many were processed and
+// skipped as duplicates.
+func consumeIdempotent(t *testing.T, w *world, name, topic string, opts ...kgo.Opt) (processed, skipped int) {
+	t.Helper()
+	ctx := t.Context()
+	table := "processed_" + name
+	if _, err := w.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (outbox_id bigint NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	c, err := idempotent.New(ctx, idempotent.Config{Brokers: strings.Split(w.brokers, ","), Group: name + "-" + topic, Name: name, Topics: []string{topic},
+		Metrics: reg, BatchSize: 500, KafkaOpts: opts, Handler: func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error {
+			id, _ := idempotent.IDHeader(r)
+			_, err := tx.Exec(ctx, `INSERT INTO `+table+` (outbox_id) VALUES ($1)`, id)
+			return err
+		}}, w.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(rctx) }()
+	total := float64(len(readReplayed(t, w.brokers, topic, 1, 2*time.Second, opts...)))
+	counts := func() (float64, float64) {
+		return testenv.CounterValue(t, reg, "outboxd_consumer_processed_total"), testenv.CounterValue(t, reg, "outboxd_consumer_duplicates_total")
+	}
+	waitFor(t, 2*time.Minute, "every record of "+topic+" consumed", func() bool { p, d := counts(); return p+d >= total })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p, d := counts()
+	return int(p), int(d)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -256,6 +257,19 @@ func TestStandbyIsCheckedBeforeDecoding(t *testing.T) {
 	count, _ := w.consumeAll(t, ids, time.Minute)
 	if len(count) < len(ids) {
 		t.Fatalf("%d of %d rows published before the conflict", len(count), len(ids))
+	}
+	// Issue 53: a replay reads the rows on the standby and keeps its
+	// progress on the primary; without --primary-url it is refused.
+	replayTo := testenv.Topic(t, 1)
+	if code, out, errOut := outboxd(t, nil, "replay", "--database-url", sp.standbyApp, "--brokers", brokers, "--replay-topic", replayTo); code == exitOK || !strings.Contains(errOut, "--primary-url") {
+		t.Errorf("replay on a standby without --primary-url: exit %d, want refused naming it:\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := outboxd(t, nil, "replay", "--database-url", sp.standbyApp, "--primary-url", sp.primaryApp, "--brokers", brokers, "--replay-topic", replayTo); code != exitOK ||
+		!strings.Contains(out, fmt.Sprintf("%d of %d rows acknowledged", len(ids), len(ids))) {
+		t.Errorf("replay on a standby with --primary-url: exit %d, want all %d rows:\n%s%s", code, len(ids), out, errOut)
+	}
+	if !queryBool(t, sp.primaryApp, `SELECT EXISTS (SELECT 1 FROM outboxd_replays WHERE finished_at IS NOT NULL)`) {
+		t.Error("the replay on the standby recorded no finished replay on the primary")
 	}
 	p.stop(t)
 

@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/outboxd/outboxd/bench/internal/cmdline"
 	"github.com/outboxd/outboxd/bench/internal/host"
 	"github.com/outboxd/outboxd/bench/internal/servers"
@@ -48,7 +50,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "docs/bench/replay", "output directory")
 	flag.IntVar(&o.reps, "reps", 5, "repetitions of each rate and arm (medians and spreads are reported)")
 	flag.IntVar(&o.txSize, "transaction-size", 10, "events per transaction of the stream")
-	flag.IntVar(&o.rows, "rows", 400_000, "rows in the table before the bench, which each replay re-publishes from the first")
+	flag.IntVar(&o.rows, "rows", 1_000_000, "rows in the table before the bench, which each replay re-publishes from the first (more than an uncapped replay gets through in a run)")
 	flag.IntVar(&o.replayRate, "replay-rate", 2000, "the capped arm's --replay-rate")
 	flag.DurationVar(&o.duration, "rate-duration", 10*time.Second, "how long each steady rate is written")
 	flag.Parse()
@@ -141,10 +143,13 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if err := servers.QueryRow(ctx, app, `SELECT current_setting('server_version')`, &version); err != nil {
 		return err
 	}
+	// The stream publishes those rows first: measured only once it did.
+	if err := waitPublished(ctx, srv, "replay-bench.history", int64(o.rows)); err != nil {
+		return err
+	}
 	rep := report{When: time.Now().UTC(), Command: cmdline.Join(append([]string{"replay-bench"}, os.Args[1:]...)), Host: host.Describe(),
 		PGVersion: version, TxSize: o.txSize, Rows: o.rows, ReplayRate: o.replayRate, DurationS: o.duration.Seconds()}
-	// The history the stream publishes first (the rows inserted above)
-	// drains in an unmeasured run.
+	// An unmeasured run of each kind first.
 	warm := o
 	warm.duration = 3 * time.Second
 	if _, err := oneRun(ctx, warm, srv, app, lastID, stream.Process.Pid, armFullOut, o.rates[0], 0, log); err != nil {
@@ -270,4 +275,26 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// waitPublished waits until topic holds n records.
+func waitPublished(ctx context.Context, srv *servers.Servers, topic string, n int64) error {
+	adm := srv.Admin()
+	defer adm.Close()
+	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		var sum int64
+		if err == nil {
+			ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+			if sum >= n {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return fmt.Errorf("the stream did not publish the %d rows written before the bench to %s within 10 minutes", n, topic)
 }
