@@ -1,8 +1,8 @@
 // Command replay-bench measures what an outboxd replay (issue 53) costs
 // the stream that runs beside it: the stream's commit-to-consumer latency
-// at steady write rates with no replay, beside a replay capped with
-// --replay-rate, and beside one at full speed, the three arms interleaved
-// repetition by repetition on the same servers and the same outboxd run.
+// at steady write rates with no replay and beside a replay capped with
+// --replay-rate, the two interleaved repetition by repetition, then
+// beside one at full speed, on the same servers and the same outboxd run.
 // Each replay re-publishes rows of the same outbox table written before
 // the bench (a topic of its own per run) and is stopped with SIGTERM when
 // the steady run ends; its rows acknowledged per second are reported
@@ -50,7 +50,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "docs/bench/replay", "output directory")
 	flag.IntVar(&o.reps, "reps", 5, "repetitions of each rate and arm (medians and spreads are reported)")
 	flag.IntVar(&o.txSize, "transaction-size", 10, "events per transaction of the stream")
-	flag.IntVar(&o.rows, "rows", 1_000_000, "rows in the table before the bench, which each replay re-publishes from the first (more than an uncapped replay gets through in a run)")
+	flag.IntVar(&o.rows, "rows", 3_000_000, "rows in the table before the bench, which each replay re-publishes from the first (more than an uncapped replay gets through in a run)")
 	flag.IntVar(&o.replayRate, "replay-rate", 2000, "the capped arm's --replay-rate")
 	flag.DurationVar(&o.duration, "rate-duration", 10*time.Second, "how long each steady rate is written")
 	flag.Parse()
@@ -147,33 +147,60 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if err := waitPublished(ctx, srv, "replay-bench.history", int64(o.rows)); err != nil {
 		return err
 	}
+	// The table as autovacuum leaves it: the first read of a row never
+	// read since its insert sets its hint bits, which dirties its page,
+	// and the first replay would leave the whole table for the next
+	// checkpoints to write out, inside later runs of every arm.
+	if err := srv.Exec(ctx, "app", "VACUUM (FREEZE, ANALYZE) outbox", "CHECKPOINT"); err != nil {
+		return err
+	}
 	rep := report{When: time.Now().UTC(), Command: cmdline.Join(append([]string{"replay-bench"}, os.Args[1:]...)), Host: host.Describe(),
 		PGVersion: version, TxSize: o.txSize, Rows: o.rows, ReplayRate: o.replayRate, DurationS: o.duration.Seconds()}
-	// An unmeasured run of each kind first.
+	// An unmeasured run first (of the capped replay: the uncapped one's
+	// after-effects are what the order below keeps from the other arms).
 	warm := o
 	warm.duration = 3 * time.Second
-	if _, err := oneRun(ctx, warm, srv, app, lastID, stream.Process.Pid, armFullOut, o.rates[0], 0, log); err != nil {
+	if _, err := oneRun(ctx, warm, srv, app, lastID, stream.Process.Pid, armCapped, o.rates[0], 0, log); err != nil {
 		return fmt.Errorf("warming up: %w", err)
+	}
+	settle(ctx, log)
+	// No replay and the capped replay interleaved, then the uncapped
+	// replays: after one, the stream's p99 stayed high for minutes in
+	// every arm (an earlier interleaved run: docs/bench/replay/README.md),
+	// so it runs where that lands on no other arm.
+	var plan []planned
+	for _, rate := range o.rates {
+		for i := range o.reps {
+			first, second := armAlone, armCapped
+			if i%2 == 1 {
+				first, second = second, first
+			}
+			plan = append(plan, planned{first, rate, i + 1}, planned{second, rate, i + 1})
+		}
 	}
 	for _, rate := range o.rates {
 		for i := range o.reps {
-			order := make([]string, len(arms))
-			for j := range arms {
-				order[j] = arms[(i+j)%len(arms)]
-			}
-			for _, arm := range order {
-				r, err := oneRun(ctx, o, srv, app, lastID, stream.Process.Pid, arm, rate, i+1, log)
-				if err != nil {
-					return fmt.Errorf("%s at %d events/s, repetition %d: %w", arm, rate, i+1, err)
-				}
-				log.Info("run", "arm", arm, "rate", rate, "rep", i+1, "p50_ms", r.P50ms, "p99_ms", r.P99ms, "replay_rows_per_s", r.ReplayRowsPerS,
-					"busy", r.MachineBusy, "written", r.Written, "delivered", r.Delivered)
-				rep.Runs = append(rep.Runs, r)
-			}
+			plan = append(plan, planned{armFullOut, rate, i + 1})
 		}
+	}
+	for _, p := range plan {
+		r, err := oneRun(ctx, o, srv, app, lastID, stream.Process.Pid, p.arm, p.rate, p.rep, log)
+		if err != nil {
+			return fmt.Errorf("%s at %d events/s, repetition %d: %w", p.arm, p.rate, p.rep, err)
+		}
+		log.Info("run", "arm", p.arm, "rate", p.rate, "rep", p.rep, "p50_ms", r.P50ms, "p99_ms", r.P99ms, "replay_rows_per_s", r.ReplayRowsPerS,
+			"busy", r.MachineBusy, "written", r.Written, "delivered", r.Delivered)
+		rep.Runs = append(rep.Runs, r)
+		settle(ctx, log)
 	}
 	rep.Summary = summarize(rep.Runs, o.rates)
 	return write(o.out, rep)
+}
+
+// planned is one run to make.
+type planned struct {
+	arm       string
+	rate, rep int
 }
 
 // acknowledged reads the replay's last line: "replay NAME ...: N of M rows
@@ -188,11 +215,6 @@ func oneRun(ctx context.Context, o options, srv *servers.Servers, app string, la
 	if err := srv.CreateTopics(ctx, topic, replayTopic); err != nil {
 		return res, err
 	}
-	defer func() {
-		adm := srv.Admin()
-		defer adm.Close()
-		_, _ = adm.DeleteTopics(context.WithoutCancel(ctx), replayTopic)
-	}()
 	var replay *exec.Cmd
 	var out []byte
 	outFile, err := os.CreateTemp("", "replay-bench-replay-*.out")
@@ -297,4 +319,24 @@ func waitPublished(ctx context.Context, srv *servers.Servers, topic string, n in
 		}
 	}
 	return fmt.Errorf("the stream did not publish the %d rows written before the bench to %s within 10 minutes", n, topic)
+}
+
+// settle waits, after a run, until what it left behind is done: the page
+// cache's dirty pages written out (an uncapped replay leaves hundreds of
+// megabytes of Kafka log) and the machine idle again (below a tenth of
+// its cores over a second), or 30 s, so that a run does not pay for the
+// one before it. The replays' topics are kept until the end for the same
+// reason: Kafka deletes a topic's files a minute later, inside a later run.
+func settle(ctx context.Context, log *slog.Logger) {
+	syscall.Sync()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		a, _ := host.ReadCPU()
+		time.Sleep(time.Second)
+		b, _ := host.ReadCPU()
+		if busy := host.BusyBetween(a, b); busy < 0.1 {
+			return
+		}
+	}
+	log.Warn("the machine did not settle within 30 s after a run")
 }

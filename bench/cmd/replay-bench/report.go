@@ -57,9 +57,9 @@ func write(dir string, rep report) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# The stream beside a replay\n\n")
 	fmt.Fprintf(&b, "Run %s on PostgreSQL %s, %s; `%s`. One `outboxd run` streams steady writes (%d events a transaction, two writers) "+
-		"while nothing else runs, beside `outboxd replay --replay-rate %d`, and beside an uncapped replay, the three arms interleaved "+
-		"repetition by repetition, %d repetitions of %.0f s at each rate. Each replay re-publishes, from the first, %d rows of the same outbox table "+
-		"written before the bench, to a topic of its own, and is stopped with SIGTERM when the steady run ends. "+
+		"while nothing else runs and beside `outboxd replay --replay-rate %d`, the two interleaved repetition by repetition, "+
+		"then beside an uncapped replay (after the others: an uncapped replay left the stream's p99 high for minutes after it in every arm), %d repetitions of %.0f s at each rate. Each replay re-publishes, from the first, %d rows of the same outbox table "+
+		"written (then vacuumed, as autovacuum would) before the bench, to a topic of its own, and is stopped with SIGTERM when the steady run ends; between runs the page cache is written out and the machine left to go idle. "+
 		"Latency is the stream's, from the commit, as the writer saw it, to a Kafka consumer's receipt; replay rows/s are the rows Kafka acknowledged; "+
 		"busy is the machine's share of CPU time in use. Medians, with the spread (least-most) over the repetitions. Raw figures: [results.json](results.json).\n\n",
 		rep.When.Format("2006-01-02 15:04 UTC"), rep.PGVersion, hostLine(rep.Host), rep.Command, rep.TxSize, rep.ReplayRate, rep.Summary[0].P99ms.N, rep.DurationS, rep.Rows)
