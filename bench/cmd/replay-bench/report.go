@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/outboxd/outboxd/bench/internal/host"
 	"github.com/outboxd/outboxd/bench/internal/stats"
 )
 
@@ -43,15 +44,11 @@ func summarize(runs []result, rates []int) []summary {
 	return out
 }
 
-func spread(s stats.Spread, format string) string {
-	return fmt.Sprintf(format+" ("+format+"-"+format+")", s.Median, s.Min, s.Max)
-}
-
 func write(dir string, rep report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(dir, "results.json"), rep); err != nil {
+	if err := stats.WriteJSON(filepath.Join(dir, "results.json"), rep); err != nil {
 		return err
 	}
 	var b strings.Builder
@@ -62,7 +59,7 @@ func write(dir string, rep report) error {
 		"written (then vacuumed, as autovacuum would) before the bench, to a topic of its own, and is stopped with SIGTERM when the steady run ends; between runs the page cache is written out and the machine left to go idle. "+
 		"Latency is the stream's, from the commit, as the writer saw it, to a Kafka consumer's receipt; replay rows/s are the rows Kafka acknowledged; "+
 		"busy is the machine's share of CPU time in use. Medians, with the spread (least-most) over the repetitions. Raw figures: [results.json](results.json).\n\n",
-		rep.When.Format("2006-01-02 15:04 UTC"), rep.PGVersion, hostLine(rep.Host), rep.Command, rep.TxSize, rep.ReplayRate, rep.Summary[0].P99ms.N, rep.DurationS, rep.Rows)
+		rep.When.Format("2006-01-02 15:04 UTC"), rep.PGVersion, host.Line(rep.Host), rep.Command, rep.TxSize, rep.ReplayRate, rep.Summary[0].P99ms.N, rep.DurationS, rep.Rows)
 	fmt.Fprintf(&b, "| stream (ev/s) | beside | written (ev/s) | p50 ms | p99 ms | p99 / no replay | replay rows/s | busy | not delivered |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|\n")
 	var base float64
@@ -71,24 +68,7 @@ func write(dir string, rep report) error {
 			base = s.P99ms.Median
 		}
 		fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %.2f | %s | %s | %d |\n", s.Rate, s.Arm, s.WrittenRate.Median,
-			spread(s.P50ms, "%.1f"), spread(s.P99ms, "%.1f"), ratio(s.P99ms.Median, base), spread(s.ReplayRowsPerS, "%.0f"), spread(s.MachineBusy, "%.2f"), s.Lost)
+			s.P50ms.Text("%.1f"), s.P99ms.Text("%.1f"), stats.Ratio(s.P99ms.Median, base), s.ReplayRowsPerS.Text("%.0f"), s.MachineBusy.Text("%.2f"), s.Lost)
 	}
 	return os.WriteFile(filepath.Join(dir, "README.md"), []byte(b.String()), 0o644)
-}
-
-func ratio(a, b float64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return a / b
-}
-
-func hostLine(h map[string]string) string {
-	var parts []string
-	for _, k := range []string{"cpus", "cpu", "memory"} {
-		if v := h[k]; v != "" {
-			parts = append(parts, k+" "+v)
-		}
-	}
-	return strings.Join(parts, ", ")
 }

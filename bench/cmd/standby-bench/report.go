@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/outboxd/outboxd/bench/internal/host"
 	"github.com/outboxd/outboxd/bench/internal/stats"
 )
 
@@ -49,15 +50,11 @@ func summarize(runs []result, rates []int) []summary {
 	return out
 }
 
-func spread(s stats.Spread, format string) string {
-	return fmt.Sprintf(format+" ("+format+"-"+format+")", s.Median, s.Min, s.Max)
-}
-
 func write(dir string, rep report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(dir, "results.json"), rep); err != nil {
+	if err := stats.WriteJSON(filepath.Join(dir, "results.json"), rep); err != nil {
 		return err
 	}
 	var b strings.Builder
@@ -68,36 +65,19 @@ func write(dir string, rep report) error {
 		"the walsenders: outboxd's when the slot is there, and the standby's physical one in both arms, the background processes), "+
 		"every process of the standby, and outboxd. Latency is from the commit, as the writer saw it, to a Kafka consumer's receipt. "+
 		"Medians, with the spread (least-most) over the repetitions. Raw figures: [results.json](results.json).\n\n",
-		rep.When.Format("2006-01-02 15:04 UTC"), rep.PGVersion, hostLine(rep.Host), rep.Command, rep.Summary[0].P99ms.N, rep.DurationS, rep.TxSize)
+		rep.When.Format("2006-01-02 15:04 UTC"), rep.PGVersion, host.Line(rep.Host), rep.Command, rep.Summary[0].P99ms.N, rep.DurationS, rep.TxSize)
 	fmt.Fprintf(&b, "| rate (ev/s) | slot on | written (ev/s) | primary CPU µs/ev | primary walsenders µs/ev | standby CPU µs/ev | outboxd µs/ev | p50 ms | p99 ms | not delivered |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range rep.Summary {
 		fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %s | %s | %s | %s | %d |\n", s.Rate, s.Arm, s.WrittenRate.Median,
-			spread(s.PrimaryCPUus, "%.1f"), spread(s.PrimaryWalsenderCPUus, "%.1f"), spread(s.StandbyCPUus, "%.1f"), spread(s.OutboxdCPUus, "%.1f"),
-			spread(s.P50ms, "%.1f"), spread(s.P99ms, "%.1f"), s.Lost)
+			s.PrimaryCPUus.Text("%.1f"), s.PrimaryWalsenderCPUus.Text("%.1f"), s.StandbyCPUus.Text("%.1f"), s.OutboxdCPUus.Text("%.1f"),
+			s.P50ms.Text("%.1f"), s.P99ms.Text("%.1f"), s.Lost)
 	}
 	fmt.Fprintf(&b, "\n| rate (ev/s) | primary CPU, standby / primary arm | primary walsenders, standby / primary arm | p99, standby / primary arm |\n|---|---|---|---|\n")
 	for i := 0; i+1 < len(rep.Summary); i += 2 {
 		p, s := rep.Summary[i], rep.Summary[i+1]
-		fmt.Fprintf(&b, "| %d | %.2f | %.2f | %.2f |\n", p.Rate, ratio(s.PrimaryCPUus.Median, p.PrimaryCPUus.Median),
-			ratio(s.PrimaryWalsenderCPUus.Median, p.PrimaryWalsenderCPUus.Median), ratio(s.P99ms.Median, p.P99ms.Median))
+		fmt.Fprintf(&b, "| %d | %.2f | %.2f | %.2f |\n", p.Rate, stats.Ratio(s.PrimaryCPUus.Median, p.PrimaryCPUus.Median),
+			stats.Ratio(s.PrimaryWalsenderCPUus.Median, p.PrimaryWalsenderCPUus.Median), stats.Ratio(s.P99ms.Median, p.P99ms.Median))
 	}
 	return os.WriteFile(filepath.Join(dir, "README.md"), []byte(b.String()), 0o644)
-}
-
-func ratio(a, b float64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return a / b
-}
-
-func hostLine(h map[string]string) string {
-	var parts []string
-	for _, k := range []string{"cpus", "cpu", "memory"} {
-		if v := h[k]; v != "" {
-			parts = append(parts, k+" "+v)
-		}
-	}
-	return strings.Join(parts, ", ")
 }

@@ -28,3 +28,14 @@ func Describe() map[string]string {
 	}
 	return m
 }
+
+// Line is d (Describe's) as a report's one line: cpus, cpu, memory.
+func Line(d map[string]string) string {
+	var parts []string
+	for _, k := range []string{"cpus", "cpu", "memory"} {
+		if v := d[k]; v != "" {
+			parts = append(parts, k+" "+v)
+		}
+	}
+	return strings.Join(parts, ", ")
+}

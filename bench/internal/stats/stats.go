@@ -1,9 +1,15 @@
 // Package stats sums up a benchmark figure over its repetitions: the
-// median, and the spread from the least to the largest. It is shared by
+// median, and the spread from the least to the largest; and writes them
+// for a report. It is shared by
 // bench/cmd/outboxd-bench and bench/cmd/fleet-bench.
 package stats
 
-import "slices"
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+)
 
 // Median of sorted values (the mean of the middle two for an even count;
 // 0 for none).
@@ -33,4 +39,27 @@ func SpreadOf(values []float64) Spread {
 	}
 	s := slices.Sorted(slices.Values(values))
 	return Spread{Median: Median(s), Min: s[0], Max: s[len(s)-1], N: len(s)}
+}
+
+// Text writes s for a report: the median, then the spread in
+// parentheses, each in format ("%.1f": "4.5 (4.1-5.3)").
+func (s Spread) Text(format string) string {
+	return fmt.Sprintf(format+" ("+format+"-"+format+")", s.Median, s.Min, s.Max)
+}
+
+// Ratio is a/b, 0 when b is 0.
+func Ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// WriteJSON writes v, indented, to path: a bench's results.json.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

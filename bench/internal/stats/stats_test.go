@@ -17,3 +17,12 @@ func TestSpreadOf(t *testing.T) {
 		}
 	}
 }
+
+func TestSpreadText(t *testing.T) {
+	if got := SpreadOf([]float64{5.3, 4.1, 4.5}).Text("%.1f"); got != "4.5 (4.1-5.3)" {
+		t.Errorf("Text = %q", got)
+	}
+	if Ratio(1, 0) != 0 || Ratio(3, 2) != 1.5 {
+		t.Error("Ratio")
+	}
+}
