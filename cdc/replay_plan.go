@@ -13,6 +13,7 @@ import (
 	"github.com/outboxd/outboxd/slot"
 )
 
+// plan counts the selection and finds its last row (the replay's upper
 // bound), and what the table still holds when the selection's lower bound
 // lies below its first row (pruned rows are gone).
 func (r *Replayer) plan(ctx context.Context, conn *pgx.Conn, t *replayTable, where string, args []any, name, describe string) (slot.Replay, error) {
@@ -60,10 +61,7 @@ func (r *Replayer) checkPruned(ctx context.Context, conn *pgx.Conn, t *replayTab
 	if s.From == "" && s.Since.IsZero() {
 		return nil
 	}
-	col, typ := t.idExpr(), t.idType
-	if !t.idOrders() {
-		col, typ = t.orderExpr(), t.orderType
-	}
+	col, typ := t.orderColumn()
 	ts := sqlquote.Identifier(t.timestamp)
 	var first, last, firstTS, lastTS *string
 	var below bool

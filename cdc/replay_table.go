@@ -135,6 +135,15 @@ func orNoTables(names []string) string {
 // orderExpr is the ordering column, quoted.
 func (t *replayTable) orderExpr() string { return sqlquote.Identifier(t.order) }
 
+// orderColumn is the column rows are read in order of, quoted, and its
+// type: the id when it orders by itself.
+func (t *replayTable) orderColumn() (expr, typ string) {
+	if t.idOrders() {
+		return t.idExpr(), t.idType
+	}
+	return t.orderExpr(), t.orderType
+}
+
 // idExpr is the id column, quoted.
 func (t *replayTable) idExpr() string { return sqlquote.Identifier(t.id) }
 
@@ -151,10 +160,7 @@ func (r *Replayer) selection(t *replayTable) (string, []any) {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
-	col, typ := t.idExpr(), t.idType
-	if !t.idOrders() {
-		col, typ = t.orderExpr(), t.orderType
-	}
+	col, typ := t.orderColumn()
 	if s.From != "" {
 		conds = append(conds, col+" >= "+arg(s.From)+"::text::"+typ)
 	}
