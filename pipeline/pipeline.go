@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -11,10 +10,8 @@ import (
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/lib/contain"
-	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
 	"github.com/outboxd/outboxd/pump"
-	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -22,14 +19,10 @@ import (
 // unit: stream → [registry] → pump → sink, with the WAL monitor and the
 // heartbeat beside them.
 type Pipeline struct {
-	cfg    Config
-	log    *slog.Logger
-	reach  *publish.Reachability
-	sink   sink
-	txn    *publish.TxnProducer // the sink, with exactly-once delivery; else nil
-	pump   *pump.Pump
+	cfg Config
+	log *slog.Logger
+	*downstream
 	stream *cdc.Streamer
-	reg    *registry.Stage // nil without a schema format
 	wal    *slot.Monitor
 	hb     *slot.Heartbeat // nil without a heartbeat
 	// failed counts the runs that ended in an error (one at most).
@@ -56,8 +49,8 @@ func New(cfg Config, log *slog.Logger) (*Pipeline, error) {
 	}
 	p := &Pipeline{cfg: cfg.named(), log: log}
 	if err := p.build(); err != nil {
-		if p.sink != nil {
-			p.sink.Close()
+		if p.downstream != nil {
+			p.close()
 		}
 		return nil, err
 	}
@@ -67,46 +60,25 @@ func New(cfg Config, log *slog.Logger) (*Pipeline, error) {
 // build makes the stages, from the sink up to the stream.
 func (p *Pipeline) build() error {
 	cfg := p.cfg
-	// reach counts every Kafka client's failed dials and requests: a wrong
-	// broker address is retried for ever, and must not look healthy
-	// meanwhile.
-	p.reach = publish.NewReachability(cfg.Kafka.Brokers, cfg.Kafka.Names, p.log)
-	kafka := cfg.Kafka
-	kafka.Opts = append(slices.Clone(kafka.Opts), p.reach.Hooks())
 	stream := cfg.Stream
+	// The progress key names the server the records come from, as their
+	// own replication connection identified it.
+	identify := func(ctx context.Context) (publish.Server, error) {
+		sys, timeline, walEnd, err := p.stream.Server(ctx)
+		return publish.Server{SystemID: sys, Timeline: timeline, WALEnd: walEnd}, err
+	}
 	var err error
+	if p.downstream, err = buildDownstream(cfg, cfg.Txn, streamSlot(cfg.Stream), identify, p.log); err != nil {
+		return err
+	}
 	if cfg.Delivery == ExactlyOnce {
-		// The progress key names the server the records come from, as
-		// their own replication connection identified it.
-		identify := func(ctx context.Context) (publish.Server, error) {
-			sys, timeline, walEnd, err := p.stream.Server(ctx)
-			return publish.Server{SystemID: sys, Timeline: timeline, WALEnd: walEnd}, err
-		}
-		if p.txn, err = publish.NewTxn(cfg.Txn, kafka, streamSlot(cfg.Stream), identify, p.log); err != nil {
-			return err
-		}
-		p.sink = p.txn
 		// Progress recorded for one server is no resume point on another.
 		stream.StopOnServerChange = true
-	} else if p.sink, err = publish.New(kafka, p.log); err != nil {
-		return err
 	}
 	if cfg.Pump.DeadLetterTopic != "" {
 		stream.TolerateUnusableTables = true // their rows go to the dead-letter topic
 	}
-	if p.pump, err = pump.New(cfg.Pump, p.sink, p.log); err != nil {
-		return err
-	}
-	if cfg.Observer != nil {
-		p.pump.Observe(cfg.Observer)
-	}
-	var first outbox.Stage = p.pump
-	if cfg.Registry.Enabled() {
-		if p.reg, err = registry.New(cfg.Registry, p.pump, p.log); err != nil {
-			return err
-		}
-		first = p.reg
-	}
+	first := p.first()
 	if p.stream, err = cdc.New(stream, first, p.pump, p.log); err != nil {
 		return err
 	}
@@ -167,7 +139,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	// sink's commits. They stop once it returned; any of them failing
 	// ends gctx, which stops the stream (its records fail, and the
 	// failure is Run's error).
-	stopDownstream := runDownstream(gctx, g, p.reg, p.pump, p.txn)
+	stopDownstream := p.downstream.run(gctx, g)
 	defer stopDownstream()
 	// The stream's Run returns nil only once gctx ended: on a stop, or
 	// when a sibling failed (then g.Wait returns that sibling's error).
@@ -176,23 +148,6 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		return p.stream.Run(gctx)
 	})
 	return g.Wait()
-}
-
-// runDownstream runs the stages after the reader (the schema stage when
-// there is one, the pump, the exactly-once sink when there is one) in g,
-// on a context of their own that outlives gctx's cancel: the reader
-// drains through them at a stop. stop ends them; call it once the reader
-// returned.
-func runDownstream(gctx context.Context, g *errgroup.Group, reg *registry.Stage, pm *pump.Pump, txn *publish.TxnProducer) (stop func()) {
-	downstream, stop := context.WithCancel(context.WithoutCancel(gctx))
-	if reg != nil {
-		safeGo(g, "fetching schemas", func() error { return reg.Run(downstream) })
-	}
-	safeGo(g, "running the pump", func() error { return pm.Run(downstream) })
-	if txn != nil {
-		safeGo(g, "producing Kafka transactions", func() error { return txn.Run(downstream) })
-	}
-	return stop
 }
 
 // runPaused stands paused until ctx ends: nothing is read from the slot,
@@ -216,10 +171,7 @@ func safeGo(g *errgroup.Group, what string, f func() error) {
 
 // Close releases the Kafka client and the in-flight budget of a Pipeline
 // that is not run (Run does it when it returns).
-func (p *Pipeline) Close() {
-	p.sink.Close()
-	p.pump.Close()
-}
+func (p *Pipeline) Close() { p.close() }
 
 // TakeNow makes the pipeline's stream, standing by, try its slot at once,
 // without its takeover delay: the replica that held it let it go for

@@ -5,16 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/cdc"
 	"github.com/outboxd/outboxd/lib/contain"
-	"github.com/outboxd/outboxd/outbox"
 	"github.com/outboxd/outboxd/publish"
-	"github.com/outboxd/outboxd/pump"
-	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/slot"
 )
 
@@ -26,12 +22,8 @@ import (
 // exactly-once delivery it writes Kafka transactions of its own, under a
 // transactional id of its own (see NewReplay), never the pipeline's.
 type Replay struct {
-	log    *slog.Logger
-	reach  *publish.Reachability
-	sink   sink
-	txn    *publish.TxnProducer
-	pump   *pump.Pump
-	reg    *registry.Stage
+	log *slog.Logger
+	*downstream
 	source *cdc.Replayer
 }
 
@@ -52,41 +44,22 @@ func NewReplay(cfg Config, rc cdc.ReplayConfig, log *slog.Logger) (*Replay, erro
 		return nil, errors.Join(problems...)
 	}
 	rc = rc.WithDefaults()
-	r := &Replay{log: log}
-	r.reach = publish.NewReachability(cfg.Kafka.Brokers, cfg.Kafka.Names, log)
-	kafka := cfg.Kafka
-	kafka.Opts = append(slices.Clone(kafka.Opts), r.reach.Hooks())
-	var err error
-	if cfg.Delivery == ExactlyOnce {
-		txn := cfg.Txn
-		if txn.TransactionalID != "" {
-			txn.TransactionalID += "-replay-" + rc.Name
-		}
-		// The key names the system only: a replay's positions are its
-		// pages, the same on any timeline of the system.
-		identify := func(ctx context.Context) (publish.Server, error) {
-			id, err := slot.Identify(ctx, rc.DatabaseURL)
-			return publish.Server{SystemID: id.SystemID}, err
-		}
-		if r.txn, err = publish.NewTxn(txn, kafka, "replay-"+rc.Name, identify, log); err != nil {
-			return nil, err
-		}
-		r.sink = r.txn
-	} else if r.sink, err = publish.New(kafka, log); err != nil {
+	txn := cfg.Txn
+	if txn.TransactionalID != "" {
+		txn.TransactionalID += "-replay-" + rc.Name
+	}
+	// The key names the system only: a replay's positions are its pages,
+	// the same on any timeline of the system.
+	identify := func(ctx context.Context) (publish.Server, error) {
+		id, err := slot.Identify(ctx, rc.DatabaseURL)
+		return publish.Server{SystemID: id.SystemID}, err
+	}
+	d, err := buildDownstream(cfg, txn, "replay-"+rc.Name, identify, log)
+	if err != nil {
 		return nil, err
 	}
-	if r.pump, err = pump.New(cfg.Pump, r.sink, log); err != nil {
-		r.sink.Close()
-		return nil, err
-	}
-	var first outbox.Stage = r.pump
-	if cfg.Registry.Enabled() {
-		if r.reg, err = registry.New(cfg.Registry, r.pump, log); err != nil {
-			r.Close()
-			return nil, err
-		}
-		first = r.reg
-	}
+	r := &Replay{log: log, downstream: d}
+	first := r.first()
 	if r.source, err = cdc.NewReplayer(rc, first, r.pump, log); err != nil {
 		r.Close()
 		return nil, err
@@ -112,7 +85,7 @@ func (r *Replay) Run(ctx context.Context) (err error) {
 	safeGo(g, "checking that Kafka answers", func() error { return r.reach.CheckAtStart(gctx, r.sink.Ping) })
 	// As in Run: the stages after the reader outlive it, which waits for
 	// what it handed on before it returns.
-	stopDownstream := runDownstream(gctx, g, r.reg, r.pump, r.txn)
+	stopDownstream := r.downstream.run(gctx, g)
 	defer stopDownstream()
 	safeGo(g, "replaying", func() error {
 		defer stopDownstream()
@@ -134,7 +107,4 @@ var errReplayDone = errors.New("replay done")
 
 // Close releases the Kafka client and the in-flight budget of a Replay
 // that is not run (Run does it when it returns).
-func (r *Replay) Close() {
-	r.sink.Close()
-	r.pump.Close()
-}
+func (r *Replay) Close() { r.close() }
